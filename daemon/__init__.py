@@ -1,0 +1,1 @@
+"""tabd daemon: process entry, CLI, config, scheduler, logging and metrics."""

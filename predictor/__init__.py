@@ -1,0 +1,1 @@
+"""tabd predictor: prompts, FIM templates and model backends. torch stops here."""
