@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.tabd-installed
 
-.PHONY: demo test test-fast venv editors-setup clean
+.PHONY: demo test test-fast test-deps venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -19,8 +19,12 @@ demo: $(STAMP)
 	$(VENV)/bin/tabd demo
 
 # The test command named in the README; .ci/run calls it.
-test: $(STAMP)
+test: $(STAMP) test-deps
 	$(PY) -m pytest -q
+
+# Things the end-to-end tests need beyond Python packages (chromium, neovim, node packages...).
+test-deps: $(STAMP)
+	@for f in .ci/setup.d/*.sh; do [ -e "$$f" ] || continue; echo "setup: $$f"; bash "$$f" || exit 1; done
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow and not editors and not browser and not llamacpp"

@@ -1,0 +1,6 @@
+"""`python -m tabd.daemon` is `tabd`."""
+import sys
+
+from tabd.daemon.cli import main
+
+sys.exit(main())

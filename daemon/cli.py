@@ -1,0 +1,63 @@
+"""The `tabd` command line: one subcommand per module, loaded only when used.
+
+Each subcommand module exposes `add_arguments(parser)` and `run(args) -> int`.
+Loading lazily keeps `tabd --help` and `tabd dashboard` free of torch start-up.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("tabd.daemon.serve_cmd", "run the LSP server (stdio by default)"),
+    "complete": ("tabd.daemon.complete_cmd", "print one suggestion for FILE at a position"),
+    "demo": ("tabd.daemon.demo_cmd", "show suggestion, accept, and the pre-fetched next suggestion"),
+    "session": ("tabd.daemon.session_cmd", "make edit sessions (from-file)"),
+    "replay": ("tabd.daemon.replay_cmd", "replay edit sessions through a real tabd serve"),
+    "dashboard": ("tabd.daemon.dashboard", "latency dashboard (HTML) from daemon logs"),
+    "bench": ("tabd.daemon.bench_cmd", "side-by-side benchmarks: kv, replay, soak, engines"),
+    "train": ("tabd.predictor.train", "train the embedded default model on the Python stdlib"),
+    "serve-model": ("tabd.daemon.serve_model_cmd", "serve the local engine as OpenAI-compatible /v1/completions"),
+}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tabd", description="Editor tab-completion daemon.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if only is not None and name != only:
+            continue
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            p.set_defaults(_missing=module_name)
+            continue
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    command = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(only=command if command in SUBCOMMANDS else None)
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    if getattr(args, "_missing", None):
+        print(f"tabd {args.command}: not available in this build ({args._missing} missing)", file=sys.stderr)
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
