@@ -1,0 +1,59 @@
+"""`tabd bench [kv|replay|soak|engines] [--json]`: side-by-side figures measured in one run.
+
+Each section lives in its own module with `add_arguments(parser)` (optional) and
+`run_section(args) -> dict`; the dict is printed under the section's name.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+
+SECTIONS: dict[str, str] = {
+    "kv": "tabd.predictor.bench_kv",
+    "replay": "tabd.daemon.bench_replay",
+    "soak": "tabd.daemon.bench_soak",
+    "engines": "tabd.predictor.bench_engines",
+}
+DEFAULT_ALL = ("kv", "replay")  # soak and engines take long; name them to run them
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("section", nargs="?", choices=sorted(SECTIONS), help="one section; none means kv and replay")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    for module_name in SECTIONS.values():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        if hasattr(module, "add_arguments"):
+            module.add_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    names = [args.section] if args.section else list(DEFAULT_ALL)
+    report: dict = {}
+    status = 0
+    for name in names:
+        try:
+            module = importlib.import_module(SECTIONS[name])
+        except ModuleNotFoundError as exc:
+            print(f"tabd bench {name}: not available in this build ({exc.name})", file=sys.stderr)
+            status = 2
+            continue
+        try:
+            report[name] = module.run_section(args)
+        except RuntimeError as exc:  # a section that cannot run says why
+            print(f"tabd bench {name}: {exc}", file=sys.stderr)
+            status = 1
+    if args.json:
+        print(json.dumps(report, indent=None))
+    else:
+        for name, section in report.items():
+            print(f"== {name} ==")
+            for key, value in section.items():
+                print(f"  {key:32} {json.dumps(value)}")
+    return status
