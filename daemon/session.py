@@ -1,0 +1,241 @@
+"""Edit-session files: the JSONL format that `--record`, `tabd session` and `tabd replay` share.
+
+A session is a header line `{"tabd_session": 1, "language": "python"}` followed by one
+event per line, in time order:
+
+    {"t": 0.0, "op": "open", "uri": ..., "language": ..., "text": ...}
+    {"t": 0.1, "op": "change", "uri": ..., "range": {start, end}, "text": ...}
+    {"t": 2.0, "op": "accept", "uri": ..., "id": ..., "chars": n, "partial": false}
+    {"t": 2.5, "op": "dismiss", "uri": ..., "id": ...}
+    {"t": 9.0, "op": "close", "uri": ...}
+
+Positions are LSP positions in UTF-16 code units. Sessions are written by processes
+that may die mid-line, so the reader drops a torn last line with a warning; anything
+else that is wrong is a `SessionError` naming the line, or an event skipped with a
+warning, never a traceback.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+FORMAT_VERSION = 1
+OPS = ("open", "change", "close", "accept", "dismiss")
+
+
+class SessionError(ValueError):
+    """A session file that cannot be read; the message names the file and line."""
+
+
+@dataclass
+class Session:
+    path: str
+    language: str
+    events: list[dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def duration(self) -> float:
+        return float(self.events[-1]["t"]) if self.events else 0.0
+
+    def changes(self) -> int:
+        return sum(1 for e in self.events if e["op"] == "change")
+
+
+# ---------------------------------------------------------------- UTF-16 text helpers
+
+
+def utf16_len(text: str) -> int:
+    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+
+
+def line_starts(text: str) -> list[int]:
+    starts = [0]
+    for i, ch in enumerate(text):
+        if ch == "\n":
+            starts.append(i + 1)
+    return starts
+
+
+def offset_at(text: str, position: dict[str, int]) -> int:
+    """The string index of an LSP position; raises ValueError when it is outside `text`."""
+    line, character = int(position["line"]), int(position["character"])
+    if line < 0 or character < 0:
+        raise ValueError(f"negative position {line}:{character}")
+    start = 0
+    for _ in range(line):
+        nl = text.find("\n", start)
+        if nl < 0:
+            raise ValueError(f"line {line} is past the end of the document")
+        start = nl + 1
+    end = text.find("\n", start)
+    end = len(text) if end < 0 else end
+    units = 0
+    index = start
+    while units < character:
+        if index >= end:
+            raise ValueError(f"character {character} is past the end of line {line}")
+        units += 2 if ord(text[index]) > 0xFFFF else 1
+        index += 1
+    if units != character:
+        raise ValueError(f"character {character} splits a surrogate pair on line {line}")
+    return index
+
+
+def position_at(text: str, offset: int) -> dict[str, int]:
+    line = text.count("\n", 0, offset)
+    line_start = text.rfind("\n", 0, offset) + 1
+    return {"line": line, "character": utf16_len(text[line_start:offset])}
+
+
+def advance(position: dict[str, int], inserted: str) -> dict[str, int]:
+    """The position just after `inserted` when it is inserted at `position`."""
+    newlines = inserted.count("\n")
+    if not newlines:
+        return {"line": position["line"], "character": position["character"] + utf16_len(inserted)}
+    return {"line": position["line"] + newlines, "character": utf16_len(inserted[inserted.rfind("\n") + 1:])}
+
+
+def apply_change(text: str, rng: dict[str, Any], new_text: str) -> str:
+    """`text` with the LSP range replaced; raises ValueError for a range outside it."""
+    start = offset_at(text, rng["start"])
+    end = offset_at(text, rng["end"])
+    if end < start:
+        raise ValueError("range end is before its start")
+    return text[:start] + new_text + text[end:]
+
+
+def make_range(start: dict[str, int], end: dict[str, int] | None = None) -> dict[str, Any]:
+    return {"start": dict(start), "end": dict(end if end is not None else start)}
+
+
+# ---------------------------------------------------------------- reading
+
+
+def _header_error(path: str, detail: str) -> SessionError:
+    return SessionError(f"{path}:1: {detail}")
+
+
+def _check_header(path: str, header: Any) -> str:
+    if not isinstance(header, dict) or "tabd_session" not in header:
+        raise _header_error(path, 'missing header {"tabd_session": 1, "language": ...}: not a tabd session file')
+    version = header["tabd_session"]
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise _header_error(path, f"bad session format version {version!r}")
+    if version > FORMAT_VERSION:
+        raise _header_error(
+            path, f"session format version {version} is newer than this tabd reads ({FORMAT_VERSION}); upgrade tabd"
+        )
+    return str(header.get("language") or "plaintext")
+
+
+def _event_problem(event: Any, docs: dict[str, str]) -> str | None:
+    """Why the event cannot be used (None when it can); updates `docs` when it can."""
+    if not isinstance(event, dict):
+        return "not a JSON object"
+    op = event.get("op")
+    if op not in OPS:
+        return f"unknown op {op!r}"
+    t = event.get("t")
+    if not isinstance(t, (int, float)) or isinstance(t, bool) or t < 0:
+        return f"bad time t={t!r}"
+    uri = event.get("uri")
+    if not isinstance(uri, str):
+        return "no uri"
+    if op == "open":
+        if not isinstance(event.get("text"), str):
+            return "open without text"
+        docs[uri] = event["text"]
+    elif op == "change":
+        if uri not in docs:
+            return f"change to {uri}, which is not open"
+        if not isinstance(event.get("text"), str):
+            return "change without text"
+        rng = event.get("range")
+        if rng is None:  # a full-document change is legal LSP
+            docs[uri] = event["text"]
+            return None
+        try:
+            docs[uri] = apply_change(docs[uri], rng, event["text"])
+        except (KeyError, TypeError, ValueError) as exc:
+            return f"range outside the document ({exc})"
+    elif op == "close":
+        if docs.pop(uri, None) is None:
+            return f"close of {uri}, which is not open"
+    return None
+
+
+def parse_session(lines: Iterable[str], path: str = "<session>") -> Session:
+    raw = list(lines)
+    if not raw or all(not line.strip() for line in raw):
+        raise SessionError(f"{path}: empty session file (no header)")
+    warnings: list[str] = []
+    last_index = max(i for i, line in enumerate(raw) if line.strip())
+    try:
+        header = json.loads(raw[0])
+    except json.JSONDecodeError:
+        raise _header_error(path, 'missing header {"tabd_session": 1, "language": ...}: first line is not JSON') from None
+    language = _check_header(path, header)
+    events: list[dict[str, Any]] = []
+    docs: dict[str, str] = {}
+    last_t = 0.0
+    for index in range(1, last_index + 1):
+        line = raw[index]
+        lineno = index + 1
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if index == last_index:
+                warnings.append(f"{path}:{lineno}: torn last line ignored ({len(line)} bytes, {exc.msg})")
+                break
+            raise SessionError(f"{path}:{lineno}: not a JSON line ({exc.msg} at column {exc.colno})") from None
+        problem = _event_problem(event, docs)
+        if problem:
+            warnings.append(f"{path}:{lineno}: {event.get('op', '?') if isinstance(event, dict) else '?'} event skipped: {problem}")
+            continue
+        if event["t"] < last_t:  # clocks go backwards only in hand-edited files; keep order, clamp time
+            warnings.append(f"{path}:{lineno}: time {event['t']} goes backwards; clamped to {last_t}")
+            event["t"] = last_t
+        last_t = float(event["t"])
+        events.append(event)
+    return Session(path=path, language=language, events=events, warnings=warnings)
+
+
+def read_session(path: str | os.PathLike[str]) -> Session:
+    """Read a session file; SessionError (with the line) when it is unusable, warnings otherwise."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise SessionError(f"{p}: cannot read session file: {exc.strerror or exc}") from None
+    text = data.decode("utf-8", errors="replace")
+    return parse_session(text.splitlines(keepends=True), str(p))
+
+
+# ---------------------------------------------------------------- writing
+
+
+def header(language: str = "python") -> dict[str, Any]:
+    return {"tabd_session": FORMAT_VERSION, "language": language}
+
+
+def dumps_event(event: dict[str, Any]) -> str:
+    return json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def write_session(path: str | os.PathLike[str], events: Iterable[dict[str, Any]], language: str = "python") -> int:
+    """Write a whole session file (replacing it); returns the number of events written."""
+    count = 0
+    tmp = Path(f"{path}.tmp{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+        fh.write(dumps_event(header(language)))
+        for event in events:
+            fh.write(dumps_event(event))
+            count += 1
+    os.replace(tmp, path)
+    return count

@@ -1,0 +1,47 @@
+"""`tabd session from-file FILE... -o SESSION.jsonl`: a session that types real files as a person would."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tabd.daemon.session import write_session
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="session_command", metavar="ACTION")
+    p = sub.add_parser("from-file", help="retype spans of real files keystroke by keystroke",
+                       description="Remove spans (function bodies, blocks, lines) from each FILE and retype them "
+                                   "at a human rate, with pauses, typos fixed by backspace and auto-indent.")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("-o", "--output", required=True, metavar="SESSION.jsonl")
+    p.add_argument("--seed", type=int, default=0, help="same files and seed give the same session (default 0)")
+    p.add_argument("--cps", type=float, default=8.0, help="mean keystrokes per second (default 8)")
+    p.add_argument("--spans", type=int, default=3, help="spans retyped per file (default 3)")
+    p.add_argument("--max-span-chars", type=int, default=400, help="longest span retyped (default 400)")
+    p.add_argument("--typo-rate", type=float, default=0.02, help="chance of a typo per letter (default 0.02)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if getattr(args, "session_command", None) != "from-file":
+        print("usage: tabd session from-file FILE... -o SESSION.jsonl [--seed N] [--cps 8] [--spans N]", file=sys.stderr)
+        return 2
+    from tabd.daemon.typist import TypingStyle, typed_session
+
+    if args.cps <= 0 or args.spans < 0:
+        print("tabd session: --cps must be > 0 and --spans >= 0", file=sys.stderr)
+        return 2
+    try:
+        language, events = typed_session(args.files, seed=args.seed, spans=args.spans, max_chars=args.max_span_chars,
+                                         style=TypingStyle(cps=args.cps, typo_rate=args.typo_rate))
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"tabd session: {exc}", file=sys.stderr)
+        return 1
+    try:
+        write_session(args.output, events, language)
+    except OSError as exc:
+        print(f"tabd session: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    changes = sum(1 for e in events if e["op"] == "change")
+    duration = events[-1]["t"] if events else 0.0
+    print(f"{args.output}: {len(args.files)} file(s), {changes} keystrokes, {duration:.1f} s typed", file=sys.stderr)
+    return 0
