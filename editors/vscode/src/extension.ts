@@ -1,0 +1,189 @@
+// The VS Code side of tabd: starts `tabd serve` over stdio as a language client and
+// shows the daemon's live figures in the status bar. Inline completion itself is
+// vscode-languageclient 10's built-in feature: VS Code shows the ghost text, Tab
+// (and Ctrl+Right, word by word) accepts it, and the `tabd.accept` command each item
+// carries goes back to the daemon through workspace/executeCommand, registered by
+// the client from the server's executeCommandProvider. This file must therefore not
+// register `tabd.accept` or `tabd.dismiss` itself: the second registration would fail.
+
+import * as vscode from "vscode";
+import { LanguageClient, LanguageClientOptions, ServerOptions, State } from "vscode-languageclient/node";
+import {
+  Settings,
+  initializationOptions,
+  notFoundMessage,
+  parseStats,
+  readSettings,
+  resolveExecutable,
+  serveArgs,
+  statusText,
+  statusTooltip,
+} from "./logic";
+
+const STATS_REQUEST = "tabd/stats";
+
+let client: LanguageClient | undefined;
+let statusItem: vscode.StatusBarItem;
+let output: vscode.LogOutputChannel;
+let pollTimer: ReturnType<typeof setInterval> | undefined;
+let polling = false;
+let stateSubscription: vscode.Disposable | undefined;
+
+function currentSettings(): Settings {
+  const cfg = vscode.workspace.getConfiguration("tabd");
+  return readSettings({
+    path: cfg.get("path"),
+    args: cfg.get("args"),
+    model: cfg.get("model"),
+    depth: cfg.get("depth"),
+    log: cfg.get("log"),
+    statsInterval: cfg.get("statsInterval"),
+  });
+}
+
+function workspaceFolder(): string | undefined {
+  return vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+}
+
+function stopPolling(): void {
+  if (pollTimer !== undefined) {
+    clearInterval(pollTimer);
+    pollTimer = undefined;
+  }
+}
+
+async function pollStats(): Promise<void> {
+  const c = client;
+  if (polling || c === undefined || c.state !== State.Running) {
+    return;
+  }
+  polling = true;
+  try {
+    const stats = parseStats(await c.sendRequest(STATS_REQUEST, {}));
+    statusItem.text = statusText(stats);
+    statusItem.tooltip = new vscode.MarkdownString(statusTooltip(stats));
+  } catch (err) {
+    statusItem.tooltip = `tabd: ${STATS_REQUEST} failed: ${err instanceof Error ? err.message : String(err)}`;
+  } finally {
+    polling = false;
+  }
+}
+
+function startPolling(intervalMs: number): void {
+  stopPolling();
+  if (intervalMs > 0) {
+    pollTimer = setInterval(() => void pollStats(), intervalMs);
+  }
+}
+
+async function startClient(): Promise<void> {
+  const settings = currentSettings();
+  const folder = workspaceFolder();
+  const command = resolveExecutable(settings.path, process.env, folder);
+  if (command === undefined) {
+    const message = notFoundMessage(settings.path);
+    output.info(message);
+    statusItem.text = "$(error) tabd: not found";
+    statusItem.tooltip = message;
+    statusItem.show();
+    void vscode.window.showErrorMessage(message, "Open Settings").then((choice) => {
+      if (choice === "Open Settings") {
+        void vscode.commands.executeCommand("workbench.action.openSettings", "tabd.path");
+      }
+    });
+    return;
+  }
+
+  const serverOptions: ServerOptions = {
+    command,
+    args: serveArgs(settings),
+    options: folder ? { cwd: folder } : undefined,
+  };
+  const init = initializationOptions(settings, folder);
+  const clientOptions: LanguageClientOptions = {
+    documentSelector: [
+      { scheme: "file", language: "python" },
+      { scheme: "untitled", language: "python" },
+    ],
+    initializationOptions: init,
+    outputChannel: output,
+  };
+  output.info(`starting ${command} ${serveArgs(settings).join(" ")} with ${JSON.stringify(init)}`);
+  statusItem.text = "$(sync~spin) tabd";
+  statusItem.tooltip = "tabd: starting";
+  statusItem.show();
+
+  const c = new LanguageClient("tabd", "tabd", serverOptions, clientOptions);
+  client = c;
+  stateSubscription = c.onDidChangeState((e) => {
+    if (e.newState === State.Stopped && client === c) {
+      statusItem.text = "$(debug-disconnect) tabd: stopped";
+      statusItem.tooltip = "tabd: the daemon stopped; run 'tabd: Restart the daemon'";
+    }
+  });
+  try {
+    await c.start();
+  } catch (err) {
+    const message = `tabd: the daemon failed to start: ${err instanceof Error ? err.message : String(err)}`;
+    output.info(message);
+    statusItem.text = "$(error) tabd";
+    statusItem.tooltip = message;
+    void vscode.window.showErrorMessage(message);
+    return;
+  }
+  statusItem.text = statusText(undefined);
+  statusItem.tooltip = statusTooltip(undefined);
+  startPolling(settings.statsInterval);
+  void pollStats();
+}
+
+async function stopClient(): Promise<void> {
+  stopPolling();
+  stateSubscription?.dispose();
+  stateSubscription = undefined;
+  const c = client;
+  client = undefined;
+  if (c !== undefined) {
+    try {
+      await c.stop(2000);
+    } catch (err) {
+      output.info(`stopping tabd: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+}
+
+async function restart(): Promise<void> {
+  await stopClient();
+  await startClient();
+}
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  output = vscode.window.createOutputChannel("tabd", { log: true });
+  statusItem = vscode.window.createStatusBarItem("tabd.status", vscode.StatusBarAlignment.Right, 100);
+  statusItem.name = "tabd";
+  statusItem.command = "tabd.showOutput";
+  context.subscriptions.push(
+    output,
+    statusItem,
+    vscode.commands.registerCommand("tabd.restart", () => restart()),
+    vscode.commands.registerCommand("tabd.showOutput", () => output.show(true)),
+    vscode.workspace.onDidChangeConfiguration((e) => {
+      if (e.affectsConfiguration("tabd.statsInterval") && client !== undefined) {
+        startPolling(currentSettings().statsInterval);
+      }
+      const restartKeys = ["tabd.path", "tabd.args", "tabd.model", "tabd.depth", "tabd.log"];
+      if (restartKeys.some((k) => e.affectsConfiguration(k))) {
+        void restart();
+      }
+    }),
+    { dispose: () => void stopClient() },
+  );
+  await startClient();
+}
+
+export function deactivate(): Thenable<void> | undefined {
+  stopPolling();
+  const c = client;
+  client = undefined;
+  return c?.stop(2000);
+}

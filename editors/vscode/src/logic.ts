@@ -1,0 +1,257 @@
+// The extension's pure logic: settings -> initializationOptions, the daemon's
+// `tabd/stats` answer -> typed figures, figures -> status bar text, and finding
+// the executable. No `vscode` import, so `node --test` can load it as is.
+
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+
+/** The `tabd.*` settings as VS Code hands them over (any of them may be missing or of the wrong type). */
+export interface RawSettings {
+  path?: unknown;
+  args?: unknown;
+  model?: unknown;
+  depth?: unknown;
+  log?: unknown;
+  statsInterval?: unknown;
+}
+
+export interface Settings {
+  path: string;
+  args: string[];
+  model: string;
+  depth: number | null;
+  log: string;
+  statsInterval: number;
+}
+
+/** What `initialize` carries to the daemon. Unset settings are left out so the daemon's defaults apply. */
+export interface InitializationOptions {
+  model?: string;
+  depth?: number;
+  log?: string;
+}
+
+export const DEFAULT_STATS_INTERVAL_MS = 2000;
+
+function asString(value: unknown, fallback: string): string {
+  return typeof value === "string" ? value.trim() : fallback;
+}
+
+/** Settings with defaults filled in and bad values replaced by their default. */
+export function readSettings(raw: RawSettings): Settings {
+  const depth =
+    typeof raw.depth === "number" && Number.isInteger(raw.depth) && raw.depth >= 0 ? raw.depth : null;
+  const interval =
+    typeof raw.statsInterval === "number" && Number.isFinite(raw.statsInterval) && raw.statsInterval >= 0
+      ? raw.statsInterval
+      : DEFAULT_STATS_INTERVAL_MS;
+  return {
+    path: asString(raw.path, "") || "tabd",
+    args: Array.isArray(raw.args) ? raw.args.filter((a): a is string => typeof a === "string") : [],
+    model: asString(raw.model, ""),
+    depth,
+    log: asString(raw.log, ""),
+    statsInterval: interval,
+  };
+}
+
+/** `~` at the start and `${workspaceFolder}` / `${userHome}` anywhere, as in VS Code's own settings. */
+export function expandPath(value: string, workspaceFolder?: string, home: string = os.homedir()): string {
+  let out = value;
+  if (out === "~" || out.startsWith("~/")) {
+    out = home + out.slice(1);
+  }
+  out = out.replace(/\$\{userHome\}/g, home);
+  if (workspaceFolder !== undefined) {
+    out = out.replace(/\$\{workspaceFolder\}/g, workspaceFolder);
+  }
+  return out;
+}
+
+export function initializationOptions(settings: Settings, workspaceFolder?: string): InitializationOptions {
+  const options: InitializationOptions = {};
+  if (settings.model) {
+    options.model = expandPath(settings.model, workspaceFolder);
+  }
+  if (settings.depth !== null) {
+    options.depth = settings.depth;
+  }
+  if (settings.log) {
+    options.log = expandPath(settings.log, workspaceFolder);
+  }
+  return options;
+}
+
+/** The command line after the executable. */
+export function serveArgs(settings: Settings): string[] {
+  return ["serve", ...settings.args];
+}
+
+export type Source = "cache" | "typed" | "inflight" | "model" | "none";
+export const SOURCES: readonly Source[] = ["cache", "typed", "inflight", "model", "none"];
+
+export interface Stats {
+  model: string;
+  sources: Record<Source, number>;
+  prefetch: { started: number; finished: number; cancelled: number };
+  afterAccept: { requests: number; fromCache: number; hitRate: number | null; p50Ms: number | null };
+  last: { source: string; latencyMs: number | null } | null;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function count(value: unknown): number {
+  return typeof value === "number" && Number.isFinite(value) && value >= 0 ? value : 0;
+}
+
+function maybeNumber(value: unknown): number | null {
+  return typeof value === "number" && Number.isFinite(value) ? value : null;
+}
+
+/**
+ * The `tabd/stats` result as typed figures, or undefined when it isn't an object.
+ * Missing or malformed fields read as zero / unknown, so an older or newer daemon
+ * still gets a status bar.
+ */
+export function parseStats(raw: unknown): Stats | undefined {
+  if (!isObject(raw)) {
+    return undefined;
+  }
+  const sourcesIn = isObject(raw.sources) ? raw.sources : {};
+  const sources = Object.fromEntries(SOURCES.map((s) => [s, count(sourcesIn[s])])) as Record<Source, number>;
+  const pf = isObject(raw.prefetch) ? raw.prefetch : {};
+  const aa = isObject(raw.after_accept) ? raw.after_accept : {};
+  const requests = count(aa.requests);
+  const fromCache = count(aa.from_cache);
+  let hitRate = maybeNumber(aa.hit_rate);
+  if (hitRate === null && requests > 0) {
+    hitRate = fromCache / requests;
+  }
+  if (hitRate !== null && hitRate > 1 && hitRate <= 100) {
+    hitRate = hitRate / 100; // a percentage instead of a fraction
+  }
+  const last = isObject(raw.last) && typeof raw.last.source === "string"
+    ? { source: raw.last.source, latencyMs: maybeNumber(raw.last.latency_ms) }
+    : null;
+  return {
+    model: typeof raw.model === "string" ? raw.model : "",
+    sources,
+    prefetch: { started: count(pf.started), finished: count(pf.finished), cancelled: count(pf.cancelled) },
+    afterAccept: { requests, fromCache, hitRate: requests > 0 ? hitRate : null, p50Ms: requests > 0 ? maybeNumber(aa.p50_ms) : null },
+    last,
+  };
+}
+
+/** 0.42 ms, 3.1 ms, 153 ms, 1.2 s: enough digits to tell a cache hit from a model call. */
+export function formatMs(ms: number | null): string {
+  if (ms === null || !Number.isFinite(ms) || ms < 0) {
+    return "–";
+  }
+  if (ms < 1) {
+    return `${ms.toFixed(2)} ms`;
+  }
+  if (ms < 10) {
+    return `${ms.toFixed(1)} ms`;
+  }
+  if (ms < 1000) {
+    return `${Math.round(ms)} ms`;
+  }
+  return `${(ms / 1000).toFixed(1)} s`;
+}
+
+export function formatPercent(fraction: number | null): string {
+  if (fraction === null || !Number.isFinite(fraction)) {
+    return "–";
+  }
+  return `${Math.round(Math.min(Math.max(fraction, 0), 1) * 100)}%`;
+}
+
+export const STATUS_ICON = "$(sparkle)";
+
+/** Status bar text: after-accept median latency and hit rate, the figures speculation is for. */
+export function statusText(stats: Stats | undefined): string {
+  if (stats === undefined) {
+    return `${STATUS_ICON} tabd`;
+  }
+  const aa = stats.afterAccept;
+  if (aa.requests === 0) {
+    return `${STATUS_ICON} tabd: no accepts yet`;
+  }
+  return `${STATUS_ICON} tabd ${formatMs(aa.p50Ms)} · ${formatPercent(aa.hitRate)} hit`;
+}
+
+/** Status bar tooltip, Markdown. */
+export function statusTooltip(stats: Stats | undefined): string {
+  if (stats === undefined) {
+    return "tabd: no figures from the daemon yet";
+  }
+  const aa = stats.afterAccept;
+  const lines = [
+    `**tabd**${stats.model ? ` — model \`${stats.model}\`` : ""}`,
+    "",
+    `After Tab: ${aa.requests} requests, ${aa.fromCache} from cache (${formatPercent(aa.hitRate)}), median ${formatMs(aa.p50Ms)}`,
+    "",
+    `Sources: ${SOURCES.map((s) => `${s} ${stats.sources[s]}`).join(", ")}`,
+    "",
+    `Prefetch: ${stats.prefetch.started} started, ${stats.prefetch.finished} finished, ${stats.prefetch.cancelled} cancelled`,
+  ];
+  if (stats.last) {
+    lines.push("", `Last: ${stats.last.source}, ${formatMs(stats.last.latencyMs)}`);
+  }
+  return lines.join("\n");
+}
+
+/** Whether `file` exists, is a regular file and is executable (on Windows: exists). */
+function isExecutable(file: string): boolean {
+  try {
+    const st = fs.statSync(file);
+    if (!st.isFile()) {
+      return false;
+    }
+    if (process.platform !== "win32") {
+      fs.accessSync(file, fs.constants.X_OK);
+    }
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The executable `command` names: itself when it contains a path separator, else
+ * the first match on PATH. Undefined when there is none, so the extension can say
+ * so instead of letting the client fail with a bare ENOENT.
+ */
+export function resolveExecutable(
+  command: string,
+  env: NodeJS.ProcessEnv = process.env,
+  workspaceFolder?: string,
+): string | undefined {
+  const expanded = expandPath(command, workspaceFolder);
+  const exts = process.platform === "win32" ? ["", ...(env.PATHEXT ?? ".EXE;.CMD;.BAT").split(";")] : [""];
+  if (expanded.includes("/") || (process.platform === "win32" && expanded.includes("\\"))) {
+    const full = path.resolve(workspaceFolder ?? process.cwd(), expanded);
+    return exts.map((e) => full + e).find(isExecutable);
+  }
+  for (const dir of (env.PATH ?? "").split(path.delimiter)) {
+    if (!dir) {
+      continue;
+    }
+    const found = exts.map((e) => path.join(dir, expanded + e)).find(isExecutable);
+    if (found) {
+      return found;
+    }
+  }
+  return undefined;
+}
+
+export function notFoundMessage(command: string): string {
+  return (
+    `tabd: cannot find the tabd executable "${command}". ` +
+    `Install tabd (pip install -e . in the tabd repository) and set "tabd.path" ` +
+    `to its full path, e.g. /path/to/tabd/.venv/bin/tabd.`
+  );
+}
