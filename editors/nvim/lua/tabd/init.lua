@@ -1,0 +1,641 @@
+-- tabd for Neovim: ghost text from `textDocument/inlineCompletion` (LSP 3.18).
+--
+-- Works from Neovim 0.7 up. The LSP client does the document sync; this file
+-- asks for inline completions while you type in insert mode, draws the answer
+-- as extmarks in its own namespace, and on <Tab> inserts it and tells the
+-- server (`tabd.accept`), whose pre-computed next suggestion then arrives from
+-- its cache. On 0.12+, where Neovim has `vim.lsp.inline_completion`, it can
+-- hand the rendering to Neovim instead (`native = true`).
+local M = {}
+
+local api = vim.api
+local uv = vim.uv or vim.loop
+
+local ns = api.nvim_create_namespace("tabd")
+M.ns = ns
+
+local function has(version)
+  return vim.fn.has("nvim-" .. version) == 1
+end
+
+local HAS_INLINE_VIRT_TEXT = has("0.10")
+-- 0.11 turned client methods into `client:method()` and deprecates the dot form.
+local COLON_METHODS = has("0.11")
+
+M.defaults = {
+  cmd = { "tabd", "serve" },
+  debounce_ms = 75,
+  accept_key = "<Tab>",
+  accept_word_key = "<C-Right>",
+  accept_line_key = false,
+  dismiss_key = "<C-]>",
+  filetypes = { "python" },
+  init_options = {},
+  -- Keys sent when the accept/dismiss key is pressed with no ghost text shown.
+  accept_fallback = nil, -- default: the accept key itself (a plain Tab)
+  dismiss_fallback = nil, -- default: the dismiss key itself
+  hl_group = "TabdGhostText",
+  -- On 0.12+: let vim.lsp.inline_completion draw and accept (no partial accept).
+  native = false,
+}
+
+M.config = vim.deepcopy(M.defaults)
+
+-- Everything about the one suggestion on screen (or nil).
+-- {buf, row, col, text, item, client_id, end_row, end_col, tick}
+local shown = nil
+-- The in-flight request: {client_id, request_id}
+local pending = nil
+local timer = nil
+-- b:changedtick right after our own insertion; its TextChangedI is not typing.
+local own_tick = {}
+local client_id = nil
+-- Buffers whose on_attach ran (the client is initialized and has sent didOpen).
+local attached = {}
+
+-- Numbers the plugin keeps for :checkhealth and tests.
+M.state = { requests = 0, responses = 0, shown = 0, accepted = 0, last_latency_ms = nil, last_error = nil }
+
+local function termcodes(keys)
+  return api.nvim_replace_termcodes(keys, true, false, true)
+end
+
+local function client_call(client, method, ...)
+  if COLON_METHODS then
+    return client[method](client, ...)
+  end
+  return client[method](...)
+end
+
+function M.get_client()
+  if client_id then
+    local client = vim.lsp.get_client_by_id(client_id)
+    if client and not (client.is_stopped and client_call(client, "is_stopped")) then
+      return client
+    end
+  end
+  return nil
+end
+
+-- Positions ---------------------------------------------------------------
+
+local function line_text(buf, row)
+  return api.nvim_buf_get_lines(buf, row, row + 1, false)[1] or ""
+end
+
+-- byte column -> LSP character in the negotiated encoding
+local function to_lsp_char(line, byte_col, encoding)
+  byte_col = math.min(byte_col, #line)
+  if encoding == "utf-8" then
+    return byte_col
+  end
+  local ok, idx
+  if has("0.11") then
+    ok, idx = pcall(vim.str_utfindex, line, encoding, byte_col, false)
+  else
+    local ok2, u32, u16 = pcall(vim.str_utfindex, line, byte_col)
+    ok, idx = ok2, (encoding == "utf-16" and u16 or u32)
+  end
+  return ok and idx or byte_col
+end
+
+-- LSP character in the negotiated encoding -> byte column
+local function to_byte_col(line, character, encoding)
+  if encoding == "utf-8" then
+    return math.min(character, #line)
+  end
+  local ok, col
+  if has("0.11") then
+    ok, col = pcall(vim.str_byteindex, line, encoding, character, false)
+  else
+    ok, col = pcall(vim.str_byteindex, line, character, encoding == "utf-16")
+  end
+  if not ok or col == nil then
+    return #line
+  end
+  return math.min(col, #line)
+end
+
+local function encoding_of(client)
+  return client.offset_encoding or "utf-16"
+end
+
+-- Ghost text --------------------------------------------------------------
+
+local function split_lines(text)
+  return vim.split(text, "\n", { plain = true })
+end
+
+function M.clear()
+  if shown and api.nvim_buf_is_valid(shown.buf) then
+    api.nvim_buf_clear_namespace(shown.buf, ns, 0, -1)
+  end
+  shown = nil
+end
+
+local function cancel_pending()
+  if pending then
+    local client = vim.lsp.get_client_by_id(pending.client_id)
+    if client then
+      pcall(client_call, client, "cancel_request", pending.request_id)
+    end
+    pending = nil
+  end
+end
+
+local function stop_timer()
+  if timer then
+    timer:stop()
+  end
+end
+
+local function render(state)
+  local lines = split_lines(state.text)
+  local hl = M.config.hl_group
+  local opts = { hl_mode = "combine" }
+  local line = line_text(state.buf, state.row)
+  if lines[1] ~= "" then
+    if HAS_INLINE_VIRT_TEXT then
+      opts.virt_text_pos = "inline"
+    elseif state.col >= #line then
+      opts.virt_text_pos = "overlay"
+    else
+      opts.virt_text_pos = "eol"
+    end
+    opts.virt_text = { { lines[1], hl } }
+  end
+  if #lines > 1 then
+    local extra = {}
+    for i = 2, #lines do
+      -- An empty chunk list draws nothing; keep blank lines visible as blank.
+      table.insert(extra, { { lines[i] == "" and " " or lines[i], hl } })
+    end
+    opts.virt_lines = extra
+  end
+  api.nvim_buf_clear_namespace(state.buf, ns, 0, -1)
+  state.extmark = api.nvim_buf_set_extmark(state.buf, ns, state.row, state.col, opts)
+end
+
+function M.is_visible()
+  return shown ~= nil
+end
+
+-- The suggestion on screen: {text, row, col, item} or nil (for tests and statuslines).
+function M.current()
+  if not shown then
+    return nil
+  end
+  return { text = shown.text, row = shown.row, col = shown.col, item = shown.item }
+end
+
+-- Responses ---------------------------------------------------------------
+
+local function item_text(item)
+  local t = item.insertText
+  if type(t) == "table" then
+    -- A snippet: show and insert it without its placeholders.
+    t = (t.value or ""):gsub("%$%{%d+:?([^}]*)%}", "%1"):gsub("%$%d+", "")
+  end
+  return type(t) == "string" and t or ""
+end
+
+-- From one item, what to draw at the cursor: the part of its text that is
+-- not already typed, and where its range ends (it may replace text after the cursor).
+local function ghost_from_item(item, buf, row, col, encoding)
+  local text = item_text(item)
+  local end_row, end_col = row, col
+  if item.range then
+    local s, e = item.range.start, item.range["end"]
+    local srow = s.line
+    local scol = to_byte_col(line_text(buf, srow), s.character, encoding)
+    end_row = e.line
+    end_col = to_byte_col(line_text(buf, end_row), e.character, encoding)
+    if srow > row or (srow == row and scol > col) or end_row < row or (end_row == row and end_col < col) then
+      return nil -- a range that does not contain the cursor: not for us
+    end
+    local typed = table.concat(api.nvim_buf_get_text(buf, srow, scol, row, col, {}), "\n")
+    if text:sub(1, #typed) ~= typed then
+      return nil
+    end
+    text = text:sub(#typed + 1)
+  end
+  if text == "" then
+    return nil
+  end
+  return { text = text, end_row = end_row, end_col = end_col }
+end
+
+local function cursor()
+  local pos = api.nvim_win_get_cursor(0)
+  return pos[1] - 1, pos[2]
+end
+
+local function in_insert_mode()
+  local mode = api.nvim_get_mode().mode
+  return mode:sub(1, 1) == "i"
+end
+
+local function on_result(ctx_req, err, result)
+  if pending and pending.request_id == ctx_req.request_id then
+    pending = nil
+  end
+  M.state.responses = M.state.responses + 1
+  M.state.last_latency_ms = (uv.hrtime() - ctx_req.t0) / 1e6
+  if err then
+    M.state.last_error = err.message or vim.inspect(err)
+    return
+  end
+  local buf = ctx_req.buf
+  if not api.nvim_buf_is_valid(buf) or api.nvim_get_current_buf() ~= buf then
+    return
+  end
+  local row, col = cursor()
+  -- Stale answers (the user typed or moved since) are dropped.
+  if row ~= ctx_req.row or col ~= ctx_req.col or api.nvim_buf_get_changedtick(buf) ~= ctx_req.tick then
+    return
+  end
+  if not in_insert_mode() then
+    return
+  end
+  local items = result and (result.items or result) or {}
+  for _, item in ipairs(items) do
+    local ghost = ghost_from_item(item, buf, row, col, ctx_req.encoding)
+    if ghost then
+      shown = {
+        buf = buf,
+        row = row,
+        col = col,
+        text = ghost.text,
+        end_row = ghost.end_row,
+        end_col = ghost.end_col,
+        item = item,
+        client_id = ctx_req.client_id,
+        tick = ctx_req.tick,
+      }
+      render(shown)
+      M.state.shown = M.state.shown + 1
+      return
+    end
+  end
+end
+
+-- Ask for a suggestion at the cursor now. kind: 1 invoked, 2 automatic.
+function M.request(kind)
+  stop_timer()
+  cancel_pending()
+  local client = M.get_client()
+  local buf = api.nvim_get_current_buf()
+  if not client or not attached[buf] then
+    return false
+  end
+  local row, col = cursor()
+  local encoding = encoding_of(client)
+  local params = {
+    textDocument = { uri = vim.uri_from_bufnr(buf) },
+    position = { line = row, character = to_lsp_char(line_text(buf, row), col, encoding) },
+    context = { triggerKind = kind or 2 },
+  }
+  local req = {
+    buf = buf,
+    row = row,
+    col = col,
+    tick = api.nvim_buf_get_changedtick(buf),
+    encoding = encoding,
+    client_id = client.id,
+    t0 = uv.hrtime(),
+  }
+  -- Passing the buffer makes the client flush pending didChange first.
+  local ok, request_id = client_call(client, "request", "textDocument/inlineCompletion", params, function(err, result)
+    on_result(req, err, result)
+  end, buf)
+  if ok and request_id then
+    req.request_id = request_id
+    pending = { client_id = client.id, request_id = request_id }
+    M.state.requests = M.state.requests + 1
+  end
+  return ok
+end
+
+-- Ask after `debounce_ms` of quiet; each keystroke restarts the wait.
+function M.schedule_request(kind)
+  if not timer then
+    timer = uv.new_timer()
+  end
+  timer:stop()
+  cancel_pending()
+  timer:start(M.config.debounce_ms, 0, vim.schedule_wrap(function()
+    if in_insert_mode() then
+      M.request(kind or 2)
+    end
+  end))
+end
+
+-- Accept / dismiss ----------------------------------------------------------
+
+local function execute(client_id_, command, arguments)
+  local client = vim.lsp.get_client_by_id(client_id_)
+  if not client then
+    return
+  end
+  client_call(client, "request", "workspace/executeCommand", {
+    command = command,
+    arguments = arguments,
+  }, function() end)
+end
+
+local function run_item_command(state, accepted, partial)
+  local cmd = state.item.command
+  if type(cmd) ~= "table" or not cmd.command then
+    return
+  end
+  local args = vim.deepcopy(cmd.arguments or {})
+  if cmd.command == "tabd.accept" then
+    args = { args[1], { chars = vim.fn.strchars(accepted), partial = partial } }
+  end
+  execute(state.client_id, cmd.command, args)
+end
+
+-- Insert `text` over [row,col .. end_row,end_col] and leave the cursor after it.
+local function insert_text(buf, row, col, end_row, end_col, text)
+  local lines = split_lines(text)
+  api.nvim_buf_set_text(buf, row, col, end_row, end_col, lines)
+  local new_row = row + #lines - 1
+  local new_col = (#lines == 1 and col or 0) + #lines[#lines]
+  own_tick[buf] = api.nvim_buf_get_changedtick(buf)
+  api.nvim_win_set_cursor(0, { new_row + 1, new_col })
+  return new_row, new_col
+end
+
+-- The first word of a suggestion: leading blanks plus a run of word
+-- characters or of punctuation; a line break takes the next line's indent.
+function M.first_word(text)
+  local nl = text:match("^\r?\n[ \t]*")
+  if nl then
+    return nl
+  end
+  return text:match("^[ \t]*[%w_\128-\255]+") or text:match("^[ \t]*[^%w_%s\128-\255]+") or text:match("^[ \t]+") or text
+end
+
+function M.first_line(text)
+  local nl = text:find("\n", 1, true)
+  if nl == 1 then
+    return text:match("^\n[ \t]*")
+  end
+  return nl and text:sub(1, nl - 1) or text
+end
+
+-- Accept `part` (a prefix of the ghost text) or all of it.
+local function accept(part)
+  local state = shown
+  if not state then
+    return false
+  end
+  local buf = state.buf
+  api.nvim_buf_clear_namespace(buf, ns, 0, -1)
+  local full = part == nil or part == state.text
+  part = part or state.text
+  if full then
+    shown = nil
+    insert_text(buf, state.row, state.col, state.end_row, state.end_col, part)
+    run_item_command(state, part, false)
+    M.state.accepted = M.state.accepted + 1
+    -- The server has pre-computed what comes next: ask at once, no debounce.
+    M.request(2)
+    return true
+  end
+  local new_row, new_col = insert_text(buf, state.row, state.col, state.row, state.col, part)
+  run_item_command(state, part, true)
+  -- The range end moves with the inserted text.
+  if state.end_row == state.row then
+    state.end_col = new_col + (state.end_col - state.col)
+  end
+  state.end_row = state.end_row + (new_row - state.row)
+  state.row, state.col = new_row, new_col
+  state.text = state.text:sub(#part + 1)
+  state.tick = api.nvim_buf_get_changedtick(buf)
+  render(state)
+  return true
+end
+
+function M.accept()
+  return accept(nil)
+end
+
+function M.accept_word()
+  return shown ~= nil and accept(M.first_word(shown.text))
+end
+
+function M.accept_line()
+  return shown ~= nil and accept(M.first_line(shown.text))
+end
+
+function M.dismiss()
+  local state = shown
+  if not state then
+    return false
+  end
+  M.clear()
+  local cmd = state.item.command
+  local id = type(cmd) == "table" and cmd.arguments and cmd.arguments[1]
+  if id ~= nil then
+    execute(state.client_id, "tabd.dismiss", { id })
+  end
+  return true
+end
+
+-- Stats from the server: `tabd/stats` (nil when no client answers in time).
+function M.stats(timeout_ms)
+  local client = M.get_client()
+  if not client then
+    return nil, "tabd is not running"
+  end
+  local resp, err = client_call(client, "request_sync", "tabd/stats", vim.empty_dict(), timeout_ms or 2000)
+  if not resp then
+    return nil, err or "no answer"
+  end
+  if resp.err then
+    return nil, resp.err.message or vim.inspect(resp.err)
+  end
+  return resp.result
+end
+
+-- Keys -----------------------------------------------------------------------
+
+-- Expression mappings cannot change text (textlock), so they answer with a
+-- <Cmd> that does, or with the fallback keys when nothing is shown.
+local function expr_map(buf, lhs, action, fallback)
+  if not lhs or lhs == "" then
+    return
+  end
+  vim.keymap.set("i", lhs, function()
+    if shown and shown.buf == api.nvim_get_current_buf() then
+      return "<Cmd>lua require('tabd')." .. action .. "()<CR>"
+    end
+    return fallback or lhs
+  end, { buffer = buf, expr = true, silent = true, replace_keycodes = true, desc = "tabd: " .. action })
+end
+
+local function map_keys(buf)
+  local c = M.config
+  expr_map(buf, c.accept_key, "accept", c.accept_fallback)
+  expr_map(buf, c.accept_word_key, "accept_word", nil)
+  expr_map(buf, c.accept_line_key, "accept_line", nil)
+  expr_map(buf, c.dismiss_key, "dismiss", c.dismiss_fallback)
+end
+
+-- Native (0.12+) -------------------------------------------------------------
+
+local function native_available()
+  return M.config.native and vim.lsp.inline_completion ~= nil and vim.lsp.inline_completion.enable ~= nil
+end
+
+local function attach_native(buf)
+  vim.lsp.inline_completion.enable(true, { bufnr = buf })
+  if M.config.accept_key then
+    vim.keymap.set("i", M.config.accept_key, function()
+      if not vim.lsp.inline_completion.get() then
+        return M.config.accept_fallback or M.config.accept_key
+      end
+    end, { buffer = buf, expr = true, replace_keycodes = true, desc = "tabd: accept" })
+  end
+end
+
+-- Client -------------------------------------------------------------------
+
+function M.is_attached(buf)
+  buf = (buf == nil or buf == 0) and api.nvim_get_current_buf() or buf
+  return attached[buf] == true and M.get_client() ~= nil
+end
+
+local function on_attach(client, buf)
+  if attached[buf] then
+    return
+  end
+  attached[buf] = true
+  if native_available() then
+    attach_native(buf)
+    return
+  end
+  map_keys(buf)
+  local group = api.nvim_create_augroup("tabd_buf_" .. buf, { clear = true })
+  api.nvim_create_autocmd("TextChangedI", {
+    group = group,
+    buffer = buf,
+    callback = function()
+      if own_tick[buf] == api.nvim_buf_get_changedtick(buf) then
+        return
+      end
+      M.clear()
+      M.schedule_request(2)
+    end,
+  })
+  api.nvim_create_autocmd("CursorMovedI", {
+    group = group,
+    buffer = buf,
+    callback = function()
+      if shown then
+        local row, col = cursor()
+        if row ~= shown.row or col ~= shown.col then
+          M.clear()
+        end
+      end
+    end,
+  })
+  api.nvim_create_autocmd({ "InsertLeave", "BufLeave" }, {
+    group = group,
+    buffer = buf,
+    callback = function()
+      stop_timer()
+      cancel_pending()
+      M.dismiss()
+    end,
+  })
+  api.nvim_create_autocmd("BufDelete", {
+    group = group,
+    buffer = buf,
+    callback = function()
+      attached[buf] = nil
+      own_tick[buf] = nil
+    end,
+  })
+end
+
+local function capabilities()
+  local caps = vim.lsp.protocol.make_client_capabilities()
+  caps.textDocument = caps.textDocument or {}
+  caps.textDocument.inlineCompletion = { dynamicRegistration = false }
+  return caps
+end
+
+local function client_config()
+  local c = M.config
+  return {
+    name = "tabd",
+    cmd = c.cmd,
+    root_dir = vim.fn.getcwd(),
+    init_options = c.init_options,
+    capabilities = capabilities(),
+    on_attach = on_attach,
+    on_exit = function()
+      client_id = nil
+      attached = {}
+      M.clear()
+    end,
+  }
+end
+
+-- Attach tabd to a buffer, starting the server the first time.
+function M.attach(buf)
+  buf = (buf == nil or buf == 0) and api.nvim_get_current_buf() or buf
+  if type(M.config.cmd) == "table" and vim.fn.executable(M.config.cmd[1]) ~= 1 then
+    M.state.last_error = "not executable: " .. tostring(M.config.cmd[1])
+    return nil
+  end
+  local client = M.get_client()
+  if client then
+    vim.lsp.buf_attach_client(buf, client.id)
+    return client.id
+  end
+  if has("0.8") then
+    client_id = vim.lsp.start(client_config(), {
+      bufnr = buf,
+      reuse_client = function(c)
+        return c.name == "tabd"
+      end,
+    })
+  else
+    client_id = vim.lsp.start_client(client_config())
+    if client_id then
+      vim.lsp.buf_attach_client(buf, client_id)
+    end
+  end
+  return client_id
+end
+
+function M.setup(opts)
+  M.config = vim.tbl_deep_extend("force", vim.deepcopy(M.defaults), opts or {})
+  -- A list option replaces the default list rather than merging into it.
+  if opts and opts.filetypes then
+    M.config.filetypes = opts.filetypes
+  end
+  if opts and opts.cmd then
+    M.config.cmd = opts.cmd
+  end
+  vim.cmd("highlight default link TabdGhostText Comment")
+  local group = api.nvim_create_augroup("tabd", { clear = true })
+  api.nvim_create_autocmd("FileType", {
+    group = group,
+    pattern = M.config.filetypes,
+    callback = function(args)
+      M.attach(args.buf)
+    end,
+  })
+  -- Buffers already open with a matching filetype.
+  for _, buf in ipairs(api.nvim_list_bufs()) do
+    if api.nvim_buf_is_loaded(buf) and vim.tbl_contains(M.config.filetypes, vim.bo[buf].filetype) then
+      M.attach(buf)
+    end
+  end
+end
+
+return M

