@@ -48,7 +48,7 @@ def _wheel_nvim() -> str | None:
 NVIMS = {"0.7": "/usr/bin/nvim", "0.11": _wheel_nvim()}
 
 
-@pytest.fixture(params=sorted(NVIMS), ids=lambda v: f"nvim{v}")
+@pytest.fixture(scope="module", params=sorted(NVIMS), ids=lambda v: f"nvim{v}")
 def nvim_bin(request) -> str:
     path = NVIMS[request.param]
     if not path or not os.access(path, os.X_OK):
@@ -135,6 +135,17 @@ def tabd_stats(ls, params):
     return stats
 
 
+@server.feature("fake/reset")
+def reset(ls, params):
+    stats["sources"] = dict.fromkeys(stats["sources"], 0)
+    stats["after_accept"] = {"requests": 0, "from_cache": 0, "hit_rate": 0.0, "p50_ms": 0.1}
+    stats["last"] = {"source": None, "latency_ms": None}
+    prefetched.clear()
+    for key in ("accepts", "dismisses", "requests"):
+        stats[key] = []
+    return {}
+
+
 server.start_io()
 '''
 
@@ -176,6 +187,13 @@ class Editor:
         except OSError:
             pass
 
+    def _alive(self) -> bool:
+        try:
+            with open(f"/proc/{self.pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
     def close(self):
         self._watchdog.cancel()
         try:
@@ -183,13 +201,9 @@ class Editor:
         except Exception:
             pass
         deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            try:
-                os.kill(self.pid, 0)
-            except OSError:
-                break
-            time.sleep(0.05)
-        else:
+        while self._alive() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if self._alive():
             self._kill()
         try:
             self.nvim.close()
@@ -230,20 +244,38 @@ class Editor:
         return self.nvim.api.get_mode()["mode"]
 
 
-@pytest.fixture
-def fake_editor(nvim_bin, tmp_path):
-    server = tmp_path / "fake_tabd.py"
+@pytest.fixture(scope="module")
+def _fake_session(nvim_bin, tmp_path_factory):
+    """One Neovim and one fake server per Neovim version; each test gets a fresh buffer."""
+    tmp = tmp_path_factory.mktemp("nvim")
+    server = tmp / "fake_tabd.py"
     server.write_text(FAKE_SERVER)
-    ed = Editor(nvim_bin, [sys.executable, str(server)], tmp_path, hard_limit_s=60)
-    src = tmp_path / "a.py"
-    src.write_text("def f(x):\n    y = x\n")
+    ed = Editor(nvim_bin, [sys.executable, str(server)], tmp, hard_limit_s=300)
     try:
-        ed.open(src, timeout=20)
-        yield ed
+        yield ed, tmp
     finally:
         ed.close()
 
 
+RESET_LUA = """
+local c = require('tabd').get_client()
+if vim.fn.has('nvim-0.11') == 1 then c:request_sync('fake/reset', {}, 3000) else c.request_sync('fake/reset', {}, 3000) end
+"""
+
+
+@pytest.fixture
+def fake_editor(_fake_session, request):
+    ed, tmp = _fake_session
+    if not ed._alive():
+        pytest.fail("Neovim died in an earlier test")
+    ed.nvim.input("<Esc>")
+    ed.wait_for(lambda: ed.mode() == "n", 5, "normal mode")
+    ed.nvim.command("silent! tabonly!")
+    src = tmp / (request.node.name.split("[")[0] + ".py")
+    src.write_text("def f(x):\n    y = x\n")
+    ed.open(src, timeout=30)
+    ed.lua(RESET_LUA)
+    yield ed
 def _ghost_text(ed: Editor, timeout: float = 10):
     return ed.wait_for(ed.ghost, timeout, "ghost text")["text"]
 

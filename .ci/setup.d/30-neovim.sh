@@ -18,7 +18,7 @@ if [ "$(id -u)" != "0" ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 # Another apt may hold the lock (other setup hooks); wait for it rather than fail.
-for attempt in 1 2 3 4 5 6 7 8 9 10; do
+for attempt in 1 2 3; do
     if $SUDO apt-get -o DPkg::Lock::Timeout=120 update -qq \
         && $SUDO apt-get -o DPkg::Lock::Timeout=120 install -y -qq --no-install-recommends neovim; then
         break
