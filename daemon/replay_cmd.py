@@ -1,0 +1,108 @@
+"""`tabd replay SESSION.jsonl...`: replay edit sessions through a real `tabd serve` child, headless.
+
+Prints the summary (a table, or one JSON object with --json). Exit status: 0 when the
+whole replay ran, 1 when a session file is unusable, 3 when the daemon died (what was
+measured until then is still printed).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from typing import Any
+
+EXIT_BAD_SESSION = 1
+EXIT_DAEMON_DIED = 3
+
+
+def _speed(value: str) -> float:
+    try:
+        speed = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if speed < 0 or speed != speed:
+        raise argparse.ArgumentTypeError("speed must be >= 0 (0 or inf: as fast as the server answers)")
+    return speed
+
+
+def add_server_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
+    """The `tabd serve` flags that replay and `bench replay` pass on to the child."""
+    parser.add_argument(f"--{prefix}model", metavar="DIR", default=None, help="model directory (default: embedded)")
+    parser.add_argument(f"--{prefix}device", default=None, help="passed to tabd serve")
+    parser.add_argument(f"--{prefix}backend", default=None, help="passed to tabd serve")
+    parser.add_argument(f"--{prefix}url", default=None, help="passed to tabd serve")
+    parser.add_argument(f"--{prefix}depth", type=int, metavar="K", default=None, help="speculation depth")
+
+
+def server_flags(args: argparse.Namespace, *, log: str | None = None) -> list[str]:
+    flags: list[str] = []
+    for name in ("model", "device", "backend", "url", "depth"):
+        value = getattr(args, name, None)
+        if value is not None:
+            flags += [f"--{name}", str(value)]
+    for name in ("no_speculation", "no_cache", "no_kv_reuse"):
+        if getattr(args, name, False):
+            flags.append("--" + name.replace("_", "-"))
+    if log:
+        flags += ["--log", log]
+    return flags
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("sessions", nargs="+", metavar="SESSION.jsonl")
+    parser.add_argument("--speed", type=_speed, default=1.0,
+                        help="replay speed relative to the recording (default 1; 0 or inf: no waiting between "
+                             "keystrokes, each request answered before the next)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--log", metavar="FILE", help="the server child's JSONL log (tabd serve --log)")
+    parser.add_argument("--think-ms", type=float, default=250.0,
+                        help="pause before accepting a matching suggestion, scaled by --speed (default 250)")
+    parser.add_argument("--no-speculation", action="store_true", help="server: no prefetch after answers")
+    parser.add_argument("--no-cache", action="store_true", help="server: no completion cache")
+    parser.add_argument("--no-kv-reuse", action="store_true", help="server: no KV prefix reuse")
+    add_server_arguments(parser)
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument("--timeout", type=float, default=60.0, help="longest wait for one answer (default 60 s)")
+    parser.add_argument("--startup-timeout", type=float, default=180.0, help="longest wait for initialize (default 180 s)")
+    parser.add_argument("--server-cmd", default=None, help=argparse.SUPPRESS)  # tests: another server command
+
+
+def options_from_args(args: argparse.Namespace) -> Any:
+    from tabd.daemon.replay import ReplayOptions
+
+    return ReplayOptions(
+        speed=args.speed, think_ms=args.think_ms, server_args=server_flags(args, log=args.log),
+        server_command=shlex.split(args.server_cmd) if args.server_cmd else None,
+        request_timeout=args.timeout, startup_timeout=args.startup_timeout, progress=not args.no_progress)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tabd.daemon.replay import format_table, run_replay
+    from tabd.daemon.session import SessionError, read_session
+
+    sessions = []
+    for path in args.sessions:
+        try:
+            session = read_session(path)
+        except SessionError as exc:
+            print(f"tabd replay: {exc}", file=sys.stderr)
+            return EXIT_BAD_SESSION
+        for warning in session.warnings:
+            print(f"tabd replay: warning: {warning}", file=sys.stderr)
+        if not session.events:
+            print(f"tabd replay: {path}: no events to replay", file=sys.stderr)
+            return EXIT_BAD_SESSION
+        sessions.append(session)
+    measured = run_replay(sessions, options_from_args(args))
+    summary = measured.summary()
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(format_table(summary))
+    for warning in measured.warnings[len([w for s in sessions for w in s.warnings]):][:10]:
+        print(f"tabd replay: warning: {warning}", file=sys.stderr)
+    if measured.error:
+        print(f"tabd replay: {measured.error}", file=sys.stderr)
+        return EXIT_DAEMON_DIED
+    return 0

@@ -1,0 +1,237 @@
+"""Replay: the simulated user's choices (pure), replay through an oracle LSP server, and through `tabd serve`."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tabd.daemon.replay import ReplayOptions, acceptable, run_replay, typed_ahead
+from tabd.daemon.session import read_session, write_session
+from tabd.daemon.typist import TypingStyle, typed_session
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "predictor" / "samples" / "inventory.py"
+HAS_SERVER = importlib.util.find_spec("tabd.daemon.serve_cmd") is not None
+
+# An LSP server that knows the file being typed: it suggests the rest of the target's line,
+# "prefetches" the suggestion after it, and answers tabd/stats like tabd serve does.
+FAKE_SERVER = '''
+import asyncio, os
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+TARGET = open(os.environ["FAKE_TARGET"], encoding="utf-8").read()
+DIE_AFTER = int(os.environ.get("FAKE_DIE_AFTER", "0"))
+DELAY = float(os.environ.get("FAKE_DELAY", "0.01"))
+server = LanguageServer("fake-tabd", "0", text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+state = {"n": 0, "last": None, "cache": {}, "accepts": [], "dismissed": 0, "cancelled": 0, "closed": {},
+         "sources": {k: 0 for k in ("cache", "typed", "inflight", "model", "none")}}
+
+
+def suggest(prefix):
+    if not TARGET.startswith(prefix):
+        return ""
+    rest = TARGET[len(prefix):]
+    end = rest.find("\\n", 1)
+    return rest if end < 0 else rest[:end]
+
+
+@server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+async def inline(ls, params):
+    state["n"] += 1
+    if DIE_AFTER and state["n"] >= DIE_AFTER:
+        os._exit(7)
+    doc = ls.workspace.get_text_document(params.text_document.uri)
+    prefix = doc.source[:doc.offset_at_position(params.position)]
+    if prefix in state["cache"]:
+        source, text = "cache", state["cache"][prefix]
+    else:
+        try:
+            await asyncio.sleep(DELAY)
+        except asyncio.CancelledError:
+            state["cancelled"] += 1
+            raise
+        source, text = "model", suggest(prefix)
+    if text:
+        state["cache"][prefix + text] = suggest(prefix + text)
+    else:
+        source = "none"
+    state["sources"][source] += 1
+    state["last"] = {"source": source, "latency_ms": 0.0}
+    if not text:
+        return types.InlineCompletionList(items=[])
+    return types.InlineCompletionList(items=[types.InlineCompletionItem(
+        insert_text=text, range=types.Range(start=params.position, end=params.position),
+        command=types.Command(title="accept", command="tabd.accept", arguments=[f"i{state['n']}"]))])
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+def closed(ls, params):
+    state["closed"][params.text_document.uri] = ls.workspace.get_text_document(params.text_document.uri).source
+
+
+@server.command("tabd.accept")
+def accept(ls, *args):
+    state["accepts"].append(list(args))
+
+
+@server.command("tabd.dismiss")
+def dismiss(ls, *args):
+    state["dismissed"] += 1
+
+
+@server.feature("tabd/stats")
+def stats(ls, params):
+    return {"sources": state["sources"], "last": state["last"], "model": "fake", "accepts": state["accepts"],
+            "dismissed": state["dismissed"], "cancelled": state["cancelled"], "closed": list(state["closed"].items())}
+
+
+server.start_io()
+'''
+
+
+def check_counts(summary: dict) -> None:
+    assert summary["accepted"] <= summary["shown"] <= summary["requests"]
+    assert summary["after_accept"]["from_cache"] <= summary["after_accept"]["requests"] <= summary["requests"]
+    assert 0.0 <= summary["after_accept"]["hit_rate"] <= 1.0
+    assert 0.0 <= summary.get("saved_share", 0.0) <= 1.0
+    assert sum(summary["sources"].values()) <= summary["requests"]
+    for group in summary["latency_ms"].values():
+        assert 0 <= group["p50"] <= group["p95"] <= group["p99"]
+    for key in ("sessions", "requests", "shown", "accepted", "typed_chars", "accepted_chars"):
+        assert isinstance(summary[key], int) and summary[key] >= 0
+
+
+@pytest.fixture()
+def fake_server(tmp_path):
+    path = tmp_path / "fake_server.py"
+    path.write_text(FAKE_SERVER)
+    return [sys.executable, str(path)]
+
+
+def make_session(tmp_path: Path, source: Path = SAMPLE, seed: int = 3, spans: int = 2, cps: float = 8.0) -> Path:
+    language, events = typed_session([str(source)], seed=seed, spans=spans, style=TypingStyle(cps=cps))
+    out = tmp_path / f"session-{seed}.jsonl"
+    write_session(out, events, language)
+    return out
+
+
+# ---------------------------------------------------------------- the user's choices
+
+
+def _insert(t, line, ch, text):
+    pos = {"line": line, "character": ch}
+    return {"t": t, "op": "change", "uri": "u", "range": {"start": pos, "end": dict(pos)}, "text": text}
+
+
+def test_typed_ahead_follows_insertions_at_the_cursor():
+    events = [_insert(0, 0, 0, "a"), _insert(1, 0, 1, "b"), {"t": 1.5, "op": "accept", "uri": "u", "id": "x"},
+              _insert(2, 0, 2, "\n    "), _insert(3, 1, 4, "r"), _insert(4, 0, 0, "jump")]
+    text, boundaries = typed_ahead(events, 0, "u", {"line": 0, "character": 0})
+    assert text == "ab\n    r"
+    assert boundaries == {1: 1, 2: 2, 7: 4, 8: 5}
+
+
+def test_acceptable_full_partial_and_boundaries():
+    ahead = "return total + tax\n"
+    b = {i: i for i in range(1, len(ahead) + 1)}
+    assert acceptable("return total", ahead, b) == (12, False)
+    assert acceptable("return total * 2", ahead, b) == (12, True)      # the first words match
+    assert acceptable("x", ahead, b) == (0, False)
+    assert acceptable("r", ahead, b) == (0, False)                      # too short to bother
+    # newline+indent arrives as one keystroke: a suggestion ending inside it is cut to a word
+    ahead2 = "x = 1\n    y"
+    b2 = {1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 10: 6, 11: 7}
+    assert acceptable("x = 1\n  ", ahead2, b2) == (5, True)
+    assert acceptable("x = 1\n    y", ahead2, b2) == (11, False)
+
+
+# ---------------------------------------------------------------- through an oracle server
+
+
+def test_replay_accepts_and_serves_after_accept_from_cache(tmp_path, fake_server, monkeypatch):
+    monkeypatch.setenv("FAKE_TARGET", str(SAMPLE))
+    session = read_session(make_session(tmp_path))
+    m = run_replay([session], ReplayOptions(speed=0, think_ms=0, progress=False, server_command=fake_server,
+                                            request_timeout=30, startup_timeout=60))
+    summary = m.summary()
+    assert m.error is None, m.error
+    check_counts(summary)
+    assert summary["accepted"] > 0 and summary["accepted_chars"] > 0
+    assert summary["after_accept"]["requests"] == summary["accepted"]
+    assert summary["after_accept"]["from_cache"] > 0
+    assert summary["sources"]["cache"] >= summary["after_accept"]["from_cache"]
+    server = summary["server"]
+    assert len(server["accepts"]) == summary["accepted"]
+    for item_id, info in server["accepts"]:
+        assert item_id.startswith("i") and info["chars"] > 0 and isinstance(info["partial"], bool)
+    # accepting only exactly what the person typed keeps the document equal to the recording
+    assert dict(server["closed"])[SAMPLE.resolve().as_uri()] == SAMPLE.read_text()
+    assert summary["typed_chars"] + summary["accepted_chars"] >= session.changes() // 2
+
+
+def test_replay_cancels_requests_the_user_typed_past(tmp_path, fake_server, monkeypatch):
+    monkeypatch.setenv("FAKE_TARGET", str(SAMPLE))
+    monkeypatch.setenv("FAKE_DELAY", "0.4")
+    session = read_session(make_session(tmp_path, spans=1, cps=20))
+    m = run_replay([session], ReplayOptions(speed=2, progress=False, server_command=fake_server, startup_timeout=60))
+    summary = m.summary()
+    assert m.error is None, m.error
+    check_counts(summary)
+    assert summary["cancelled"] > 0
+    assert summary["server"]["cancelled"] > 0  # $/cancelRequest reached the server's handler
+
+
+def test_replay_cli_reports_a_dying_daemon(tmp_path, fake_server):
+    session = make_session(tmp_path)
+    env = dict(__import__("os").environ, FAKE_TARGET=str(SAMPLE), FAKE_DIE_AFTER="10")
+    proc = subprocess.run([sys.executable, "-m", "tabd.daemon", "replay", str(session), "--json", "--speed", "inf",
+                           "--server-cmd", " ".join(fake_server)], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 3, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert "exited with code 7" in summary["error"] and "exited with code 7" in proc.stderr
+    assert summary["requests"] >= 9
+    check_counts(summary)
+    assert "Traceback" not in proc.stderr
+
+
+def test_replay_cli_rejects_bad_sessions_without_traceback(tmp_path):
+    bad = tmp_path / "future.jsonl"
+    bad.write_text('{"tabd_session": 9}\n')
+    proc = subprocess.run([sys.executable, "-m", "tabd.daemon", "replay", str(bad), "--json"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "version 9 is newer" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_replay_table_output(tmp_path, fake_server):
+    session = make_session(tmp_path, spans=1)
+    env = dict(__import__("os").environ, FAKE_TARGET=str(SAMPLE))
+    proc = subprocess.run([sys.executable, "-m", "tabd.daemon", "replay", str(session), "--speed", "0",
+                           "--think-ms", "0", "--server-cmd", " ".join(fake_server)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "after-accept requests" in proc.stdout and "p50" in proc.stdout
+
+
+# ---------------------------------------------------------------- through tabd serve (the real server)
+
+needs_server = pytest.mark.skipif(not HAS_SERVER, reason="tabd serve is not in this build yet")
+
+
+def repeating_file(tmp_path: Path) -> Path:
+    block = textwrap.dedent('''\
+        def handler_{n}(request):
+            value = request.get("value", 0)
+            return {{"status": "ok", "value": value + 1}}
+
+
+        ''')
+    path = tmp_path / "repeat.py"
+    path.write_text("".join(block.format(n=n) for n in range(12)))
+    return path
