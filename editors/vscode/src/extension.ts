@@ -109,7 +109,7 @@ async function startClient(): Promise<void> {
     outputChannel: output,
   };
   output.info(`starting ${command} ${serveArgs(settings).join(" ")} with ${JSON.stringify(init)}`);
-  statusItem.text = "$(sync~spin) tabd";
+  statusItem.text = "$(sync~spin) tabd: starting";
   statusItem.tooltip = "tabd: starting";
   statusItem.show();
 
