@@ -1,0 +1,77 @@
+"""A document state as the cache sees it: text around the cursor, and the prompt window.
+
+The prompt window is what decides the model's output, so it is also what the
+cache key is made of. Its start is anchored to a coarse grid of absolute
+offsets (then snapped to a line start), so that typing at the cursor only
+appends to the window: the cache key of "state after Tab" can be computed
+ahead of time, and the model's kept KV sequence is extended, not rewritten.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Window:
+    """The prompt window: prefix ends at the cursor, suffix starts there."""
+
+    start: int  # absolute offset of prefix[0] in the document
+    prefix: str
+    suffix: str
+
+
+@dataclass(frozen=True)
+class DocState:
+    """Text around the cursor, bounded: `before` ends at the cursor, `after` starts there."""
+
+    offset: int  # absolute cursor offset (in str code points)
+    before: str  # document text just before the cursor (a bounded tail)
+    after: str  # document text just after the cursor (a bounded head)
+
+    @classmethod
+    def from_text(cls, text: str, offset: int, before_chars: int, after_chars: int) -> "DocState":
+        offset = max(0, min(offset, len(text)))
+        return cls(offset, text[max(0, offset - before_chars) : offset], text[offset : offset + after_chars])
+
+    @property
+    def before_start(self) -> int:
+        return self.offset - len(self.before)
+
+    def insert(self, text: str) -> "DocState":
+        """The state after `text` is inserted at the cursor and the cursor moved past it."""
+        return DocState(self.offset + len(text), self.before + text, self.after)
+
+    def window(self, prefix_chars: int, suffix_chars: int) -> Window:
+        return Window(*prefix_window(self, prefix_chars), suffix_window(self.after, suffix_chars))
+
+    def current_line(self) -> tuple[str, str]:
+        """(text of the cursor's line before the cursor, text of it after the cursor)."""
+        head = self.before.rsplit("\n", 1)[-1]
+        tail = self.after.split("\n", 1)[0]
+        return head, tail.rstrip("\r")
+
+
+def prefix_window(state: DocState, prefix_chars: int) -> tuple[int, str]:
+    """(absolute start, text) of the prefix window: between prefix_chars and 1.25x of it."""
+    quantum = max(1, prefix_chars // 4)
+    target = max(0, state.offset - prefix_chars)
+    start = max((target // quantum) * quantum, state.before_start)
+    rel = start - state.before_start
+    if start > 0:
+        newline = state.before.find("\n", rel)
+        if newline != -1:
+            rel = newline + 1
+    return state.before_start + rel, state.before[rel:]
+
+
+def suffix_window(after: str, suffix_chars: int) -> str:
+    """The first suffix_chars of the text after the cursor, cut back to a line end.
+
+    It depends on the text after the cursor alone, which typing at the cursor
+    does not change, so it stays put while the user types.
+    """
+    if len(after) <= suffix_chars:
+        return after
+    head = after[:suffix_chars]
+    cut = head.rfind("\n")
+    return head[: cut + 1] if cut > 0 else head

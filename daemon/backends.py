@@ -1,0 +1,23 @@
+"""Which predictor backend a Config asks for."""
+from __future__ import annotations
+
+from typing import Any
+
+from tabd.daemon.config import Config
+
+
+def make_backend(config: Config) -> Any:
+    if config.extra.get("backend") == "openai":
+        from tabd.predictor.remote import RemoteBackend
+
+        return RemoteBackend.from_config(config)
+    from tabd.predictor.local import LocalBackend
+
+    return LocalBackend(
+        config.model,
+        device=config.device,
+        fim=config.fim,
+        kv_reuse=config.kv_reuse,
+        threads=config.threads,
+        trust_remote_code=config.trust_remote_code,
+    )

@@ -1,0 +1,98 @@
+"""The daemon's configuration: one dataclass, defaults that work, and validation that explains itself."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message says which and why."""
+
+
+@dataclass
+class Config:
+    model: str | None = None  # model directory; None = the embedded default model
+    device: str = "auto"
+    fim: str | None = None  # "family[:layout]" to override the template chosen from the tokenizer
+    depth: int = 2  # how many accepts ahead speculation runs
+    speculation: bool = True
+    partial_accept_prefetch: bool = True
+    cache: bool = True
+    kv_reuse: bool = True
+    prefix_chars: int = 2400
+    suffix_chars: int = 600
+    max_new_tokens: int = 48
+    cache_entries: int = 2048
+    cache_bytes: int = 8 << 20
+    threads: int | None = None
+    log: str | None = None
+    log_text: bool = False
+    record: str | None = None
+    trust_remote_code: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> "Config":
+        checks = [
+            ("depth", 0, 8),
+            ("prefix_chars", 16, 200_000),
+            ("suffix_chars", 0, 100_000),
+            ("max_new_tokens", 1, 512),
+            ("cache_entries", 1, 1_000_000),
+            ("cache_bytes", 1024, 1 << 34),
+        ]
+        for name, lo, hi in checks:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+            if not lo <= value <= hi:
+                raise ConfigError(f"{name} must be between {lo} and {hi}, got {value}")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ConfigError(f"device must be auto, cpu or cuda, got {self.device!r}")
+        if self.threads is not None and (not isinstance(self.threads, int) or not 1 <= self.threads <= 256):
+            raise ConfigError(f"threads must be an integer between 1 and 256, got {self.threads!r}")
+        return self
+
+
+# initializationOptions key -> (Config field, accepted types)
+CLIENT_OPTIONS: dict[str, tuple[str, tuple[type, ...]]] = {
+    "model": ("model", (str,)),
+    "device": ("device", (str,)),
+    "fim": ("fim", (str,)),
+    "depth": ("depth", (int,)),
+    "speculation": ("speculation", (bool,)),
+    "log": ("log", (str,)),
+    "prefixChars": ("prefix_chars", (int,)),
+    "suffixChars": ("suffix_chars", (int,)),
+    "maxNewTokens": ("max_new_tokens", (int,)),
+    "threads": ("threads", (int,)),
+}
+
+
+def apply_client_options(config: Config, options: Any) -> tuple[Config, list[str]]:
+    """A copy of config with the client's initializationOptions applied, and one message per rejected value."""
+    if options is None:
+        return config, []
+    if not isinstance(options, dict):
+        return config, [f"initializationOptions must be an object, got {type(options).__name__}; using defaults"]
+    problems: list[str] = []
+    updated = dataclasses.replace(config)
+    for key, value in options.items():
+        spec = CLIENT_OPTIONS.get(key)
+        if spec is None:
+            problems.append(f"unknown option {key!r} ignored (known: {', '.join(sorted(CLIENT_OPTIONS))})")
+            continue
+        name, types = spec
+        if value is None:
+            continue
+        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+            problems.append(f"option {key!r} must be {'/'.join(t.__name__ for t in types)}, got {value!r}; ignored")
+            continue
+        trial = dataclasses.replace(updated, **{name: value})
+        try:
+            trial.validate()
+        except ConfigError as exc:
+            problems.append(f"option {key!r}: {exc}; ignored")
+            continue
+        updated = trial
+    return updated, problems

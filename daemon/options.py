@@ -1,0 +1,67 @@
+"""Command-line flags shared by serve, complete, replay and bench, and the Config they make."""
+from __future__ import annotations
+
+import argparse
+import ipaddress
+
+from tabd.daemon.config import Config
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("model and backend")
+    g.add_argument("--model", metavar="DIR", help="local Hugging Face model directory (default: the embedded model)")
+    g.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="where the model runs")
+    g.add_argument("--backend", default="local", choices=["local", "openai"], help="local engine or an OpenAI-compatible server")
+    g.add_argument("--url", help="server URL for --backend openai, e.g. http://127.0.0.1:8080")
+    g.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key for --backend openai")
+    g.add_argument("--remote-model", metavar="NAME", help="model name to send to the remote server")
+    g.add_argument("--fim", metavar="FAMILY[:LAYOUT]", help="override the FIM template (tabd, qwen2.5-coder, starcoder2, deepseek-coder, codellama, plain)")
+    g.add_argument("--depth", type=int, default=2, help="how many accepts ahead to prefetch (default 2)")
+    g.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    g.add_argument("--max-new-tokens", type=int, default=48)
+    g.add_argument("--no-speculation", action="store_true", help="do not prefetch the state after accept")
+    g.add_argument("--no-cache", action="store_true", help="no completion cache, type-through or in-flight reuse")
+    g.add_argument("--no-kv-reuse", action="store_true", help="recompute the whole prompt on every request")
+    g.add_argument("--trust-remote-code", action="store_true", help="allow a model directory's own Python code")
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    config = Config(
+        model=args.model,
+        device=args.device,
+        fim=args.fim,
+        depth=args.depth,
+        threads=args.threads,
+        max_new_tokens=args.max_new_tokens,
+        speculation=not args.no_speculation,
+        cache=not args.no_cache,
+        kv_reuse=not args.no_kv_reuse,
+        trust_remote_code=args.trust_remote_code,
+        log=getattr(args, "log", None),
+        log_text=getattr(args, "log_text", False),
+        record=getattr(args, "record", None),
+    )
+    config.extra.update(
+        backend=args.backend, url=args.url, api_key_env=args.api_key_env, remote_model=args.remote_model
+    )
+    return config.validate()
+
+
+def parse_host_port(value: str, allow_remote: bool, what: str) -> tuple[str, int]:
+    """HOST:PORT for a listener; a non-loopback host needs --allow-remote."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{what}: expected HOST:PORT, got {value!r}")
+    host = host.strip("[]") or "127.0.0.1"
+    if not allow_remote and not is_loopback(host):
+        raise ValueError(f"{what}: {host} is not a loopback address; tabd listens on 127.0.0.1 unless you pass --allow-remote")
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

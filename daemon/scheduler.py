@@ -1,0 +1,158 @@
+"""One model worker: a thread that runs jobs by priority.
+
+Torch on 2 cores gains nothing from two model workers, so there is one.
+Foreground jobs (priority 0) pre-empt background prefetches between decode
+steps: the prefetch is put back in the queue and restarts later, cheaply,
+because the model keeps its KV cache. Cancelled jobs stop at the next step.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+from concurrent.futures import Future
+from typing import Any, Callable
+
+from tabd.predictor.types import Interrupted
+
+FOREGROUND = 0
+
+
+class Cancelled(Exception):
+    """The job was cancelled before it finished."""
+
+
+class Job:
+    def __init__(self, fn: Callable[[Callable[[], bool]], Any], priority: int, label: str = "") -> None:
+        self.fn = fn
+        self.priority = priority
+        self.label = label
+        self.future: Future = Future()
+        self.cancelled = False
+        self.preemptions = 0
+        self.queued_at = 0.0
+        self.started_at = 0.0
+
+    def done(self) -> bool:
+        return self.future.done()
+
+
+class Scheduler:
+    def __init__(self, on_preempt: Callable[[Job], None] | None = None) -> None:
+        self._heap: list[tuple[int, int, Job]] = []
+        self._seq = itertools.count()
+        self._cond = threading.Condition()
+        self._stopped = False
+        self.running: Job | None = None
+        self.on_preempt = on_preempt
+        self._thread = threading.Thread(target=self._work, name="tabd-model", daemon=True)
+        self._thread.start()
+
+    # -- queue ------------------------------------------------------------------
+
+    def submit(self, fn: Callable[[Callable[[], bool]], Any], priority: int, label: str = "") -> Job:
+        import time
+
+        job = Job(fn, priority, label)
+        job.queued_at = time.monotonic()
+        with self._cond:
+            if self._stopped:
+                job.future.set_exception(Cancelled("scheduler stopped"))
+                return job
+            heapq.heappush(self._heap, (priority, next(self._seq), job))
+            self._cond.notify()
+        return job
+
+    def promote(self, job: Job, priority: int) -> None:
+        """Raise a queued or running job's priority (a waiting request now needs it)."""
+        with self._cond:
+            if job.done() or priority >= job.priority:
+                return
+            job.priority = priority
+            if job is not self.running:
+                heapq.heappush(self._heap, (priority, next(self._seq), job))
+                self._cond.notify()
+
+    def cancel(self, job: Job) -> None:
+        with self._cond:
+            job.cancelled = True
+            if job is not self.running and not job.done():
+                job.future.set_exception(Cancelled(job.label))
+
+    def depth(self) -> int:
+        """Jobs waiting (not counting the running one)."""
+        with self._cond:
+            return sum(1 for p, _, j in self._heap if not j.cancelled and not j.done() and p == j.priority)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        with self._cond:
+            self._stopped = True
+            for _, _, job in self._heap:
+                if not job.done():
+                    job.cancelled = True
+                    job.future.set_exception(Cancelled("shutdown"))
+            self._heap.clear()
+            if self.running is not None:
+                self.running.cancelled = True
+            self._cond.notify_all()
+        self._thread.join(timeout)
+
+    # -- worker -----------------------------------------------------------------
+
+    def _foreground_waiting(self) -> bool:
+        with self._cond:
+            for p, _, job in self._heap:
+                if p == FOREGROUND and job.priority == FOREGROUND and not job.cancelled and not job.done():
+                    return True
+        return False
+
+    def _should_stop(self, job: Job) -> bool:
+        if job.cancelled or self._stopped:
+            return True
+        return job.priority > FOREGROUND and self._foreground_waiting()
+
+    def _next(self) -> Job | None:
+        with self._cond:
+            while True:
+                if self._stopped:
+                    return None
+                while self._heap:
+                    p, _, job = heapq.heappop(self._heap)
+                    if p != job.priority or job.cancelled or job.done():
+                        continue  # a stale entry: promoted, cancelled or already run
+                    self.running = job
+                    return job
+                self._cond.wait()
+
+    def _work(self) -> None:
+        import time
+
+        while True:
+            job = self._next()
+            if job is None:
+                return
+            job.started_at = time.monotonic()
+            try:
+                result = job.fn(lambda: self._should_stop(job))
+            except Interrupted:
+                with self._cond:
+                    self.running = None
+                    if job.cancelled or self._stopped:
+                        if not job.done():
+                            job.future.set_exception(Cancelled(job.label))
+                    else:
+                        job.preemptions += 1
+                        heapq.heappush(self._heap, (job.priority, next(self._seq), job))
+                if not job.cancelled and self.on_preempt is not None:
+                    self.on_preempt(job)
+                continue
+            except BaseException as exc:  # the job's error goes to whoever waits for it
+                with self._cond:
+                    self.running = None
+                if not job.done():
+                    job.future.set_exception(exc)
+                continue
+            with self._cond:
+                self.running = None
+            if not job.done():
+                job.future.set_result(result)

@@ -1,0 +1,94 @@
+"""`tabd serve`: the LSP server on stdio (default) or TCP on loopback."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+
+from tabd.daemon.backends import make_backend
+from tabd.daemon.config import ConfigError
+from tabd.daemon.events import EventLog, LogFile
+from tabd.daemon.options import add_model_arguments, config_from_args, parse_host_port
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stdio", action="store_true", help="serve on stdin/stdout (the default)")
+    parser.add_argument("--tcp", metavar="HOST:PORT", help="serve on TCP instead, e.g. 127.0.0.1:2087")
+    parser.add_argument("--log", metavar="FILE", help="append JSONL events (no source text) to FILE")
+    parser.add_argument("--log-text", action="store_true", help="also log suggestion text (off by default: privacy)")
+    parser.add_argument("--record", metavar="FILE", help="record the edit session to FILE (JSONL, mode 0600)")
+    parser.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics, e.g. 127.0.0.1:9464")
+    parser.add_argument("--allow-remote", action="store_true", help="allow listening on a non-loopback address")
+    parser.add_argument("--verbose", action="store_true", help="log debug output to stderr")
+    add_model_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, stream=sys.stderr,
+                        format="tabd %(levelname)s %(name)s: %(message)s")
+    # The model thread holds the GIL between torch ops; a short switch interval keeps
+    # cache hits on the event loop from waiting up to 5 ms behind it.
+    sys.setswitchinterval(0.0005)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    try:
+        config = config_from_args(args)
+        tcp = parse_host_port(args.tcp, args.allow_remote, "--tcp") if args.tcp else None
+        metrics_addr = parse_host_port(args.metrics, args.allow_remote, "--metrics") if args.metrics else None
+    except (ConfigError, ValueError) as exc:
+        print(f"tabd serve: {exc}", file=sys.stderr)
+        return 2
+
+    events = EventLog()
+    closers = []
+    try:
+        if config.log:
+            log_file = LogFile(config.log)
+            events.add_sink(log_file.write)
+            closers.append(log_file.close)
+        recorder = None
+        if config.record:
+            from tabd.daemon.record import SessionRecorder
+
+            recorder = SessionRecorder(config.record)
+            closers.append(recorder.close)
+        if metrics_addr:
+            from tabd.daemon.metrics import Metrics
+
+            metrics = Metrics()
+            metrics.start_http(*metrics_addr, allow_remote=args.allow_remote)
+            events.add_sink(metrics.on_event)
+    except OSError as exc:
+        print(f"tabd serve: {exc}", file=sys.stderr)
+        return 2
+
+    from tabd.lsp.server import build_server
+
+    server = build_server(config, make_backend, events)
+    server.recorder = recorder
+
+    def close_files(*_):
+        for close in closers:
+            try:
+                close()
+            except OSError:
+                pass
+
+    def on_term(signum, frame):
+        close_files()
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        if tcp:
+            server.start_tcp(*tcp)
+        else:
+            server.start_io()
+    finally:
+        if server.service is not None:
+            server.service.close()
+        close_files()
+    return 0

@@ -1,0 +1,354 @@
+"""The completion service: how a keystroke travels from a document state to a suggestion.
+
+cache -> type-through -> in-flight -> model worker; then the speculation
+planner enqueues the states after accept as background prefetches. It speaks
+plain dataclasses (DocState in, Answer out): the LSP layer converts, the
+predictor computes, the cache remembers.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import statistics
+import time
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from tabd.cache.inflight import InflightTable
+from tabd.cache.key import short_key, state_key
+from tabd.cache.planner import plan_after
+from tabd.cache.state import DocState, Window
+from tabd.cache.store import CompletionCache, Entry
+from tabd.cache.typed import Shown, TypeThroughIndex, typed_length
+from tabd.daemon.config import Config
+from tabd.daemon.events import EventLog
+from tabd.daemon.scheduler import FOREGROUND, Cancelled, Job, Scheduler
+from tabd.predictor.postprocess import wants_multiline
+from tabd.predictor.types import GenSettings, Prediction
+
+SOURCES = ("cache", "typed", "inflight", "model", "none")
+
+
+@dataclass
+class Answer:
+    id: str
+    text: str
+    source: str
+    depth: int = 0
+    key: str = ""
+    latency_ms: float = 0.0
+
+
+@dataclass
+class Computation:
+    """One model run for one state key, shared by every request that wants that key."""
+
+    key: str
+    doc: str
+    state: DocState
+    window: Window
+    settings: GenSettings
+    depth: int  # 0 for a request, n for a prefetch n accepts ahead
+    root: Window | None = None  # for a prefetch: the user's state it was planned from
+    chain: str = ""  # ...and the text the accepts would insert from there
+    job: Job | None = None
+    waiters: int = 0
+    prefetch: bool = False
+
+
+@dataclass
+class Stats:
+    sources: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SOURCES, 0))
+    prefetch: dict[str, int] = field(default_factory=lambda: {"started": 0, "finished": 0, "cancelled": 0, "preempted": 0})
+    after_accept_requests: int = 0
+    after_accept_from_cache: int = 0
+    after_accept_ms: deque = field(default_factory=lambda: deque(maxlen=1000))
+    latency_ms: deque = field(default_factory=lambda: deque(maxlen=1000))
+    model_calls: int = 0
+    model: dict[str, int] = field(default_factory=lambda: {"started": 0, "finished": 0, "cancelled": 0})
+    accepts: int = 0
+    dismisses: int = 0
+    last_source: str = ""
+    last_latency_ms: float = 0.0
+
+
+def _p50(values) -> float:
+    return round(statistics.median(values), 3) if values else 0.0
+
+
+class CompletionService:
+    def __init__(self, config: Config, backend_factory: Callable[[Config], Any], events: EventLog | None = None) -> None:
+        self.config = config
+        self.events = events or EventLog()
+        self.cache = CompletionCache(config.cache_entries, config.cache_bytes)
+        self.typed = TypeThroughIndex()
+        self.inflight: InflightTable[Computation] = InflightTable()
+        self.scheduler = Scheduler(on_preempt=self._on_preempt)
+        self.stats = Stats()
+        self.backend: Any = None
+        self.load_error: str | None = None
+        self._ids = itertools.count(1)
+        self._shown: OrderedDict[str, tuple[str, str, str]] = OrderedDict()  # id -> (doc, key, text)
+        self._planned: OrderedDict[str, None] = OrderedDict()  # keys of states reached by accepting
+        self._versions: dict[str, int] = {}
+        self._foreground: dict[str, Computation] = {}  # doc -> its latest request's computation
+        self._loaded = self.scheduler.submit(lambda stop: self._load(backend_factory), -1, "load")
+        self.model_id = "loading"
+
+    # -- model ----------------------------------------------------------------
+
+    def _load(self, factory: Callable[[Config], Any]) -> None:
+        try:
+            self.backend = factory(self.config)
+            self.model_id = self.backend.model_id
+        except Exception as exc:  # reported to the user, not raised into a request
+            self.load_error = str(exc)
+            self.events.emit("error", where="load", message=self.load_error)
+
+    async def ready(self) -> bool:
+        await asyncio.wrap_future(self._loaded.future)
+        return self.backend is not None
+
+    def settings_for(self, state: DocState) -> GenSettings:
+        line_before, line_after = state.current_line()
+        lines = state.before.rsplit("\n", 2)
+        previous = lines[-2] if len(lines) >= 2 else ""
+        return GenSettings(self.config.max_new_tokens, wants_multiline(line_before, line_after, previous))
+
+    def key_for(self, window: Window, settings: GenSettings) -> str:
+        return state_key(self.model_id, settings.tag(), window)
+
+    # -- requests -------------------------------------------------------------
+
+    async def complete(self, doc: str, version: int, state: DocState) -> Answer:
+        t0 = time.monotonic()
+        answer_id = str(next(self._ids))
+        if not await self.ready():
+            return self._finish(answer_id, doc, version, "", "none", 0, "", t0, error=self.load_error)
+        self._versions[doc] = max(version, self._versions.get(doc, version))
+        settings = self.settings_for(state)
+        window = state.window(self.config.prefix_chars, self.config.suffix_chars)
+        key = self.key_for(window, settings)
+        after_accept = key in self._planned
+
+        if self.config.cache:
+            entry = self.cache.get(key)
+            if entry is not None:
+                return self._serve(answer_id, doc, version, state, window, key, entry.text, "cache", entry.depth, t0, after_accept)
+            hit = self.typed.lookup(window)
+            if hit is not None:
+                shown, rest = hit
+                return self._serve(answer_id, doc, version, state, window, key, rest, "typed", shown.depth, t0, after_accept)
+            comp = self.inflight.get(key)
+            if comp is not None:
+                self.scheduler.promote(comp.job, FOREGROUND)
+                return await self._await(answer_id, doc, version, state, window, key, comp, "inflight", t0, after_accept)
+
+        previous = self._foreground.get(doc)
+        if previous is not None and previous.key != key:
+            self._cancel(previous, "superseded")  # its waiters get an empty answer at once
+        comp = self._start(key, doc, state, window, settings, depth=0)
+        self._foreground[doc] = comp
+        return await self._await(answer_id, doc, version, state, window, key, comp, "model", t0, after_accept)
+
+    async def _await(self, answer_id, doc, version, state, window, key, comp: Computation, source, t0, after_accept) -> Answer:
+        comp.waiters += 1
+        try:
+            prediction: Prediction = await asyncio.shield(asyncio.wrap_future(comp.job.future))
+        except Cancelled:
+            self.events.emit("cancel", id=answer_id, doc=doc, reason="stale")
+            return self._finish(answer_id, doc, version, "", "none", 0, key, t0, after_accept=after_accept)
+        except asyncio.CancelledError:
+            comp.waiters -= 1
+            if comp.waiters == 0 and not comp.prefetch:
+                self._cancel(comp, "client cancelled")
+            self.events.emit("cancel", id=answer_id, doc=doc, reason="client")
+            raise
+        except Exception as exc:
+            self.events.emit("error", where="model", message=f"{type(exc).__name__}: {exc}")
+            return self._finish(answer_id, doc, version, "", "none", 0, key, t0, error=str(exc))
+        comp.waiters -= 1
+        queue_ms = (comp.job.started_at - comp.job.queued_at) * 1000 if comp.job.started_at else 0.0
+        text = prediction.text
+        depth = comp.depth if source == "inflight" else 0
+        return self._serve(answer_id, doc, version, state, window, key, text, source, depth, t0, after_accept, prediction, queue_ms)
+
+    def _serve(self, answer_id, doc, version, state, window, key, text, source, depth, t0, after_accept, prediction=None, queue_ms=0.0) -> Answer:
+        if self.config.cache and text:
+            self.typed.add(Shown(window, text, key, depth))
+        if text:
+            self._plan(doc, state, window, text)
+        return self._finish(answer_id, doc, version, text, source, depth, key, t0, prediction, queue_ms, after_accept)
+
+    def _finish(self, answer_id, doc, version, text, source, depth, key, t0, prediction: Prediction | None = None,
+                queue_ms=0.0, after_accept=False, error: str | None = None) -> Answer:
+        latency = (time.monotonic() - t0) * 1000
+        shown_source = source if text else "none"
+        s = self.stats
+        s.sources[shown_source] += 1
+        s.latency_ms.append(latency)
+        s.last_source, s.last_latency_ms = shown_source, latency
+        if after_accept:
+            s.after_accept_requests += 1
+            s.after_accept_ms.append(latency)
+            if shown_source in ("cache", "typed"):
+                s.after_accept_from_cache += 1
+        if text:
+            self._shown[answer_id] = (doc, key, text)
+            while len(self._shown) > 256:
+                self._shown.popitem(last=False)
+        p = prediction or Prediction("")
+        self.events.emit(
+            "completion", id=answer_id, doc=doc, version=version, source=shown_source, origin=source, depth=depth,
+            latency_ms=round(latency, 3), queue_ms=round(queue_ms, 3), prefill_ms=round(p.prefill_ms, 3),
+            decode_ms=round(p.decode_ms, 3), prefill_tokens=p.prefill_tokens, reused_tokens=p.reused_tokens,
+            decode_tokens=p.decode_tokens, chars=len(text), key=short_key(key) if key else "",
+            after_accept=after_accept, queue_depth=self.scheduler.depth(),
+            **({"text": text} if self.config.log_text and text else {}),
+        )
+        return Answer(answer_id, text, shown_source, depth, key, latency)
+
+    # -- model work -------------------------------------------------------------
+
+    def _start(self, key, doc, state, window, settings, depth, root=None, chain="") -> Computation:
+        comp = Computation(key, doc, state, window, settings, depth, root, chain, prefetch=depth > 0)
+        backend = self.backend
+
+        def run(should_stop):
+            return backend.predict(window.prefix, window.suffix, settings, should_stop, slot_id=doc)
+
+        comp.job = self.scheduler.submit(run, FOREGROUND if depth == 0 else depth, f"{'prefetch' if depth else 'request'}:{short_key(key)}")
+        self.stats.model_calls += 1
+        if depth == 0:
+            self.stats.model["started"] += 1
+        if self.config.cache:
+            self.inflight.add(key, comp)
+        loop = asyncio.get_running_loop()
+        comp.job.future.add_done_callback(lambda fut: loop.call_soon_threadsafe(self._done, comp, fut))
+        return comp
+
+    def _done(self, comp: Computation, fut) -> None:
+        self.inflight.discard(comp.key, comp)
+        if self._foreground.get(comp.doc) is comp:
+            del self._foreground[comp.doc]
+        failed = fut.cancelled() or fut.exception() is not None
+        if not comp.prefetch:
+            self.stats.model["cancelled" if failed else "finished"] += 1
+        if failed:
+            if comp.prefetch:
+                self.stats.prefetch["cancelled"] += 1
+                self.events.emit("prefetch", outcome="cancelled", depth=comp.depth, key=short_key(comp.key), doc=comp.doc)
+            return
+        prediction: Prediction = fut.result()
+        if self.config.cache:
+            self.cache.put(comp.key, Entry(prediction.text, comp.depth))
+        if comp.prefetch:
+            self.stats.prefetch["finished"] += 1
+            self.events.emit(
+                "prefetch", outcome="finished", depth=comp.depth, key=short_key(comp.key), doc=comp.doc,
+                prefill_tokens=prediction.prefill_tokens, reused_tokens=prediction.reused_tokens,
+                decode_tokens=prediction.decode_tokens, prefill_ms=round(prediction.prefill_ms, 3),
+                decode_ms=round(prediction.decode_ms, 3), chars=len(prediction.text), queue_depth=self.scheduler.depth(),
+            )
+            if prediction.text and self.config.cache:
+                self.typed.add(Shown(comp.window, prediction.text, comp.key, comp.depth))
+                self._prefetch_after(comp.doc, comp.state, prediction.text, comp.depth, comp.root, comp.chain)
+
+    def _cancel(self, comp: Computation, reason: str) -> None:
+        if comp.job is not None and not comp.job.done():
+            self.scheduler.cancel(comp.job)
+
+    def _on_preempt(self, job: Job) -> None:
+        self.stats.prefetch["preempted"] += 1
+
+    # -- speculation ------------------------------------------------------------
+
+    def _plan(self, doc: str, state: DocState, window: Window, text: str) -> None:
+        self._remember_planned(state.insert(text), partial=False)  # so a Tab is recognised, speculation or not
+        if self.config.speculation and self.config.depth > 0:
+            self._prefetch_after(doc, state, text, 0, window, "")
+
+    def _remember_planned(self, state: DocState, partial: bool) -> str:
+        window = state.window(self.config.prefix_chars, self.config.suffix_chars)
+        key = self.key_for(window, self.settings_for(state))
+        if not partial:
+            self._planned[key] = None
+            self._planned.move_to_end(key)
+            while len(self._planned) > 1024:
+                self._planned.popitem(last=False)
+        return key
+
+    def _prefetch_after(self, doc, state, text, depth, root, chain) -> None:
+        for plan in plan_after(state, text, depth, self.config.depth, self.config.partial_accept_prefetch):
+            key = self._remember_planned(plan.state, plan.partial)
+            if key in self.cache or self.inflight.get(key) is not None:
+                continue
+            window = plan.state.window(self.config.prefix_chars, self.config.suffix_chars)
+            self.stats.prefetch["started"] += 1
+            self.events.emit("prefetch", outcome="started", depth=plan.depth, key=short_key(key), doc=doc)
+            self._start(key, doc, plan.state, window, self.settings_for(plan.state), plan.depth, root, chain + plan.inserted)
+
+    def document_changed(self, doc: str, version: int, state: DocState | None) -> None:
+        """Cancel work the new document state can no longer use."""
+        self._versions[doc] = version
+        now = state.window(self.config.prefix_chars, self.config.suffix_chars) if state is not None else None
+        for key, comp in self.inflight.items():
+            if comp.doc != doc or comp.job.done():
+                continue
+            if comp.prefetch:
+                reachable = now is not None and comp.root is not None and (
+                    now == comp.root or typed_length(comp.root, comp.chain + "\0", now) is not None
+                )
+                if not reachable:
+                    self._cancel(comp, "unreachable")
+            elif now is None or now != comp.window:
+                self._cancel(comp, "stale")
+
+    def document_closed(self, doc: str) -> None:
+        self.document_changed(doc, self._versions.get(doc, 0) + 1, None)
+        self._versions.pop(doc, None)
+
+    # -- accept / dismiss / stats -------------------------------------------------
+
+    def accept(self, answer_id: str, chars: int | None = None, partial: bool = False) -> bool:
+        shown = self._shown.get(answer_id)
+        self.stats.accepts += 1
+        doc = shown[0] if shown else ""
+        n = chars if isinstance(chars, int) and chars >= 0 else (len(shown[2]) if shown else 0)
+        self.events.emit("accept", id=answer_id, doc=doc, chars=n, partial=bool(partial), known=shown is not None)
+        return shown is not None
+
+    def dismiss(self, answer_id: str) -> bool:
+        shown = self._shown.pop(answer_id, None)
+        self.stats.dismisses += 1
+        self.events.emit("dismiss", id=answer_id, doc=shown[0] if shown else "", known=shown is not None)
+        return shown is not None
+
+    def stats_dict(self) -> dict:
+        s = self.stats
+        aa = s.after_accept_requests
+        return {
+            "sources": dict(s.sources),
+            "prefetch": dict(s.prefetch),
+            "after_accept": {
+                "requests": aa,
+                "from_cache": s.after_accept_from_cache,
+                "hit_rate": round(s.after_accept_from_cache / aa, 4) if aa else 0.0,
+                "p50_ms": _p50(s.after_accept_ms),
+            },
+            "latency_ms": {"p50": _p50(s.latency_ms)},
+            "last": {"source": s.last_source, "latency_ms": round(s.last_latency_ms, 3)},
+            "model_calls": s.model_calls,
+            "requests_to_model": dict(s.model),
+            "accepts": s.accepts,
+            "dismisses": s.dismisses,
+            "cache": {"entries": len(self.cache), "bytes": self.cache.bytes, "bound_bytes": self.cache.max_bytes},
+            "kv_bytes": self.backend.kv_bytes() if self.backend is not None and hasattr(self.backend, "kv_bytes") else 0,
+            "queue_depth": self.scheduler.depth(),
+            "model": self.model_id,
+            "error": self.load_error,
+        }
+
+    def close(self) -> None:
+        self.scheduler.stop()

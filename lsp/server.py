@@ -1,0 +1,226 @@
+"""The LSP face of tabd: a thin file of pygls handlers that convert LSP types and delegate.
+
+The logic lives in daemon/service.py (plain dataclasses in and out); this file
+turns positions into document states and answers into LSP items.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from typing import Any, Callable
+
+from lsprotocol import types
+from pygls.capabilities import ServerCapabilitiesBuilder
+from pygls.exceptions import JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+from pygls.workspace.position_codec import PositionCodec
+
+from tabd.cache.state import DocState
+from tabd.daemon.config import Config, apply_client_options
+from tabd.daemon.events import EventLog
+from tabd.daemon.service import Answer, CompletionService
+from tabd.lsp.documents import DocumentError, DocumentStore
+from tabd.lsp.protocol import TabdProtocol
+
+logger = logging.getLogger(__name__)
+
+VERSION = "0.1.0"
+ACCEPT = "tabd.accept"
+DISMISS = "tabd.dismiss"
+STATS = "tabd/stats"
+DOCUMENT = "tabd/document"  # the server's copy of a document, for clients and tests to check sync
+
+
+def doc_id(uri: str) -> str:
+    """A short hash of the URI: what logs and slots use, so no path leaks into a log."""
+    return hashlib.blake2b(uri.encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
+
+
+class TabdServer(LanguageServer):
+    def __init__(self, config: Config, backend_factory: Callable[[Config], Any], events: EventLog) -> None:
+        super().__init__("tabd", VERSION, protocol_cls=TabdProtocol, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.config = config
+        self.backend_factory = backend_factory
+        self.events = events
+        self.documents = DocumentStore()
+        self.codec = PositionCodec()
+        self.service: CompletionService | None = None
+        self.recorder: Any = None  # has .record(dict); set by `tabd serve --record`
+        self.started = time.monotonic()
+        self.pending_messages: list[str] = []
+
+    def record(self, op: str, **fields) -> None:
+        if self.recorder is not None:
+            self.recorder.record({"t": round(time.monotonic() - self.started, 4), "op": op, **fields})
+
+    def state_at(self, uri: str, position: types.Position) -> tuple[str, int, DocState, int]:
+        """(doc id, version, state, offset) for a request position; DocumentError if unknown."""
+        doc = self.documents.get(uri)
+        offset = doc.offset_at(position.line, position.character, self.codec)
+        c = self.config
+        state = DocState.from_text(doc.text, offset, c.prefix_chars * 2, c.suffix_chars * 2)
+        return doc_id(uri), doc.version, state, offset
+
+    def position_of(self, uri: str, offset: int) -> types.Position:
+        line, character = self.documents.get(uri).position_at(offset, self.codec)
+        return types.Position(line=line, character=character)
+
+    async def answer_at(self, uri: str, position: types.Position) -> tuple[Answer, types.Position]:
+        try:
+            doc, version, state, offset = self.state_at(uri, position)
+        except DocumentError as exc:
+            raise JsonRpcInvalidParams(str(exc)) from None
+        if self.service is None:
+            raise JsonRpcInvalidParams("the server is not initialized")
+        answer = await self.service.complete(doc, version, state)
+        return answer, self.position_of(uri, offset)
+
+
+def build_server(config: Config, backend_factory: Callable[[Config], Any], events: EventLog | None = None) -> TabdServer:
+    server = TabdServer(config, backend_factory, events or EventLog())
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: TabdServer, params: types.InitializeParams) -> None:
+        ls.config, problems = apply_client_options(ls.config, params.initialization_options)
+        ls.pending_messages.extend(problems)
+        encoding = ServerCapabilitiesBuilder.choose_position_encoding(params.capabilities)
+        ls.codec = PositionCodec(encoding)
+        ls.service = CompletionService(ls.config, ls.backend_factory, ls.events)
+
+    @server.feature(types.INITIALIZED)
+    def initialized(ls: TabdServer, params: types.InitializedParams) -> None:
+        for message in ls.pending_messages:
+            ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=f"tabd: {message}"))
+        ls.pending_messages.clear()
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: TabdServer, params: Any) -> None:
+        if ls.service is not None:
+            ls.service.close()
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: TabdServer, params: types.DidOpenTextDocumentParams) -> None:
+        d = params.text_document
+        ls.documents.open(d.uri, d.text, d.version, d.language_id)
+        ls.record("open", uri=d.uri, language=d.language_id, text=d.text)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: TabdServer, params: types.DidChangeTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        try:
+            doc = ls.documents.get(uri)
+        except DocumentError as exc:
+            logger.warning("%s", exc)
+            return
+        cursor = None
+        for change in params.content_changes:
+            if isinstance(change, types.TextDocumentContentChangePartial):
+                r = change.range
+                try:
+                    cursor = doc.apply((r.start.line, r.start.character), (r.end.line, r.end.character), change.text, ls.codec)
+                except DocumentError as exc:
+                    logger.warning("change to %s skipped: %s", doc_id(uri), exc)
+                    continue
+                ls.record("change", uri=uri, range=_range_dict(r), text=change.text)
+            else:
+                cursor = doc.apply(None, None, change.text, ls.codec)
+                ls.record("change", uri=uri, text=change.text)
+        doc.version = params.text_document.version
+        if ls.service is not None:
+            c = ls.config
+            state = DocState.from_text(doc.text, cursor, c.prefix_chars * 2, c.suffix_chars * 2) if cursor is not None else None
+            ls.service.document_changed(doc_id(uri), doc.version, state)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: TabdServer, params: types.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        ls.documents.close(uri)
+        ls.record("close", uri=uri)
+        if ls.service is not None:
+            ls.service.document_closed(doc_id(uri))
+
+    @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+    async def inline_completion(ls: TabdServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
+        answer, at = await ls.answer_at(params.text_document.uri, params.position)
+        if not answer.text:
+            return types.InlineCompletionList(items=[])
+        item = types.InlineCompletionItem(
+            insert_text=answer.text,
+            range=types.Range(start=at, end=at),
+            command=types.Command(title="Accept tabd suggestion", command=ACCEPT, arguments=[answer.id]),
+        )
+        return types.InlineCompletionList(items=[item])
+
+    @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=[".", "(", " "]))
+    async def completion(ls: TabdServer, params: types.CompletionParams) -> types.CompletionList:
+        answer, at = await ls.answer_at(params.text_document.uri, params.position)
+        if not answer.text:
+            return types.CompletionList(is_incomplete=True, items=[])
+        label = answer.text.strip().split("\n", 1)[0][:80] or answer.text
+        item = types.CompletionItem(
+            label=label,
+            kind=types.CompletionItemKind.Text,
+            detail="tabd",
+            sort_text="0",
+            filter_text=label,
+            text_edit=types.TextEdit(range=types.Range(start=at, end=at), new_text=answer.text),
+            command=types.Command(title="Accept tabd suggestion", command=ACCEPT, arguments=[answer.id]),
+        )
+        return types.CompletionList(is_incomplete=True, items=[item])
+
+    @server.command(ACCEPT)
+    def accept(ls: TabdServer, *args: Any) -> dict:
+        answer_id, options = _command_args(args, ACCEPT)
+        chars = options.get("chars")
+        partial = bool(options.get("partial", False))
+        known = ls.service.accept(answer_id, chars if isinstance(chars, int) else None, partial) if ls.service else False
+        ls.record("accept", id=answer_id, chars=chars, partial=partial)
+        return {"accepted": known}
+
+    @server.command(DISMISS)
+    def dismiss(ls: TabdServer, *args: Any) -> dict:
+        answer_id, _ = _command_args(args, DISMISS)
+        known = ls.service.dismiss(answer_id) if ls.service else False
+        ls.record("dismiss", id=answer_id)
+        return {"dismissed": known}
+
+    @server.feature(STATS)
+    def stats(ls: TabdServer, params: Any) -> dict:
+        if ls.service is None:
+            raise JsonRpcInvalidParams("the server is not initialized")
+        return ls.service.stats_dict()
+
+    @server.feature(DOCUMENT)
+    def document(ls: TabdServer, params: Any) -> dict:
+        uri = getattr(params, "uri", None) if params is not None else None
+        if not isinstance(uri, str):
+            raise JsonRpcInvalidParams("tabd/document expects {uri}")
+        try:
+            doc = ls.documents.get(uri)
+        except DocumentError as exc:
+            raise JsonRpcInvalidParams(str(exc)) from None
+        return {"uri": uri, "version": doc.version, "text": doc.text, "lines": len(doc.starts)}
+
+    return server
+
+
+def _command_args(args: tuple, name: str) -> tuple[str, dict]:
+    """(item id, options) from a command's arguments, however the client wrapped them."""
+    if len(args) == 1 and isinstance(args[0], (list, tuple)) and not isinstance(args[0], str):
+        args = tuple(args[0])
+    if not args or not isinstance(args[0], (str, int)) or isinstance(args[0], bool):
+        raise JsonRpcInvalidParams(f"{name} expects [itemId, {{chars, partial}}?]")
+    options = args[1] if len(args) > 1 else {}
+    if hasattr(options, "_asdict"):
+        options = options._asdict()
+    if not isinstance(options, dict):
+        raise JsonRpcInvalidParams(f"{name}: second argument must be an object")
+    return str(args[0]), options
+
+
+def _range_dict(r: types.Range) -> dict:
+    return {
+        "start": {"line": r.start.line, "character": r.start.character},
+        "end": {"line": r.end.line, "character": r.end.character},
+    }

@@ -1,0 +1,76 @@
+"""Loading a local Hugging Face causal-LM directory: safetensors only, no remote code, clear errors."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from tabd.predictor.types import ModelLoadError
+
+DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "model"
+
+
+@dataclass(frozen=True)
+class Placement:
+    device: str  # "cpu" or "cuda"
+    dtype: str  # "float32" or "bfloat16"
+
+
+def check_model_dir(path: str | os.PathLike, trust_remote_code: bool = False) -> Path:
+    """The directory, if it holds a usable model; else a ModelLoadError naming the problem."""
+    d = Path(path)
+    if not d.is_dir():
+        raise ModelLoadError(f"model directory {d} does not exist")
+    config_path = d / "config.json"
+    if not config_path.is_file():
+        raise ModelLoadError(f"{d} has no config.json: not a Hugging Face model directory")
+    if not any(d.glob("*.safetensors")):
+        found = sorted(p.name for p in d.glob("*.bin")) or ["nothing"]
+        raise ModelLoadError(f"{d} has no *.safetensors weights (found {', '.join(found)}); tabd loads safetensors only")
+    try:
+        config = json.loads(config_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"{config_path} is not valid JSON: {exc}") from None
+    if config.get("auto_map") and not trust_remote_code:
+        raise ModelLoadError(f"{d} asks for remote code (auto_map in config.json); pass --trust-remote-code to allow it")
+    if not (d / "tokenizer.json").is_file() and not (d / "tokenizer_config.json").is_file():
+        raise ModelLoadError(f"{d} has no tokenizer (tokenizer.json)")
+    return d
+
+
+def choose_placement(device: str = "auto") -> Placement:
+    import torch
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError("--device cuda was asked for, but torch sees no CUDA device")
+    if device not in ("cpu", "cuda"):
+        raise ModelLoadError(f"unknown device {device!r}: use auto, cpu or cuda")
+    # bf16 on the GPU; fp32 on the CPU, where bf16 prefill is faster but decode is not and
+    # greedy output can drift on a small model.
+    return Placement(device, "bfloat16" if device == "cuda" else "float32")
+
+
+def load(path: str | os.PathLike, device: str = "auto", trust_remote_code: bool = False):
+    """(model, tokenizer, placement) for a local model directory."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    d = check_model_dir(path, trust_remote_code)
+    placement = choose_placement(device)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(d, trust_remote_code=trust_remote_code, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(
+            d,
+            use_safetensors=True,
+            trust_remote_code=trust_remote_code,
+            local_files_only=True,
+            dtype=getattr(torch, placement.dtype),
+        )
+    except (OSError, ValueError, KeyError) as exc:
+        raise ModelLoadError(f"cannot load the model in {d}: {exc}") from None
+    model.to(placement.device)
+    model.eval()
+    return model, tokenizer, placement

@@ -1,0 +1,253 @@
+"""The local backend: a transformers causal LM in this process, with KV prefix reuse.
+
+It keeps the token ids and KV cache of its last few sequences ("slots", one per
+document). A request tokenizes its prompt, finds the longest common token prefix
+with a kept sequence, cuts the cache back to it and runs the model only over
+the tokens after it. With the suffix-first FIM layout, the state after
+accepting a suggestion is the sequence the decoder just produced, so its
+prefetch starts decoding almost at once.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from tabd.predictor import engine, loader, postprocess
+from tabd.predictor.kvcache import InPlaceCache
+from tabd.predictor.templates import FimTemplate, detect_family, template_for
+from tabd.predictor.types import GenSettings, Interrupted, ModelLoadError, Prediction
+
+
+@dataclass
+class Slot:
+    ids: list[int] = field(default_factory=list)  # tokens whose keys and values the cache holds
+    cache: object = None
+    used: float = 0.0
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+@dataclass(frozen=True)
+class PromptLayout:
+    ids: list[int]
+    heal: str  # text of the prefix's last token, backed off so the model can re-choose it
+
+
+class LocalBackend:
+    """Greedy FIM completion with a kept KV cache per document."""
+
+    def __init__(
+        self,
+        model_dir: str | None = None,
+        device: str = "auto",
+        fim: str | None = None,
+        kv_reuse: bool = True,
+        max_slots: int = 4,
+        max_kv_bytes: int = 256 << 20,
+        threads: int | None = None,
+        trust_remote_code: bool = False,
+        in_place_cache: bool = True,
+    ) -> None:
+        self.model_dir = str(model_dir or loader.DEFAULT_MODEL_DIR)
+        if threads:
+            torch.set_num_threads(threads)
+        self.model, self.tokenizer, self.placement = loader.load(self.model_dir, device, trust_remote_code)
+        self.template = self._choose_template(fim)
+        self.kv_reuse = kv_reuse
+        self.in_place_cache = in_place_cache
+        self.max_slots = max_slots
+        self.max_kv_bytes = max_kv_bytes
+        self.slots: dict[str, Slot] = {}
+        self.context = int(getattr(self.model.config, "max_position_embeddings", 2048) or 2048)
+        cfg = self.model.config
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+        elem = torch.finfo(self.model.dtype).bits // 8
+        self.kv_bytes_per_token = 2 * cfg.num_hidden_layers * kv_heads * head_dim * elem
+        self.stop_ids = self._stop_ids()
+        self._vocab_text: list[str] | None = None
+        self.model_id = f"{self.model_dir}|{self.template.name}"
+
+    # -- set-up ---------------------------------------------------------------
+
+    def _special_tokens(self) -> set[str]:
+        tok = self.tokenizer
+        return set(tok.all_special_tokens) | set(tok.get_added_vocab())
+
+    def _choose_template(self, fim: str | None) -> FimTemplate:
+        if fim:
+            family, _, layout = fim.partition(":")
+            try:
+                return template_for(family, layout or None)
+            except ValueError as exc:
+                raise ModelLoadError(str(exc)) from None
+        return template_for(detect_family(self._special_tokens()))
+
+    def _stop_ids(self) -> set[int]:
+        ids = set()
+        for t in self.template.stop_toks:
+            tid = self.tokenizer.convert_tokens_to_ids(t)
+            if isinstance(tid, int) and tid != self.tokenizer.unk_token_id:
+                ids.add(tid)
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(self.tokenizer.eos_token_id)
+        return ids
+
+    def vocab_text(self) -> list[str]:
+        if self._vocab_text is None:
+            self._vocab_text = [self.tokenizer.decode([i]) for i in range(len(self.tokenizer))]
+        return self._vocab_text
+
+    # -- prompt ---------------------------------------------------------------
+
+    def _encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False) if text else []
+
+    def _special(self, token: str) -> list[int]:
+        tid = self.tokenizer.convert_tokens_to_ids(token)
+        return [tid] if isinstance(tid, int) else self._encode(token)
+
+    def layout(self, prefix: str, suffix: str, max_new_tokens: int) -> PromptLayout:
+        """Prompt token ids for (prefix, suffix), trimmed to the context, with the last prefix token backed off."""
+        budget = self.context - max_new_tokens - 8
+        prefix_ids = self._encode(prefix)
+        suffix_ids = self._encode(suffix)
+        heal = ""
+        if prefix_ids:
+            last = self.tokenizer.decode(prefix_ids[-1:])
+            if last.strip() and last[-1:].isalnum() and len(last) <= 12 and prefix.endswith(last):
+                prefix_ids, heal = prefix_ids[:-1], last
+        suffix_budget = budget // 4
+        if len(suffix_ids) > suffix_budget and len(prefix_ids) + len(suffix_ids) > budget:
+            suffix_ids = suffix_ids[:suffix_budget]
+        if len(prefix_ids) + len(suffix_ids) > budget:
+            prefix_ids = prefix_ids[len(prefix_ids) + len(suffix_ids) - budget :]
+        ids: list[int] = []
+        for text, special in self.template.pieces("\0P", "\0S"):
+            if special:
+                ids += self._special(text) if text else []
+            elif text == "\0P":
+                ids += prefix_ids
+            else:
+                ids += suffix_ids
+        return PromptLayout(ids, heal)
+
+    def _allowed_first(self, heal: str) -> torch.Tensor | None:
+        if not heal:
+            return None
+        vocab = self.vocab_text()
+        ok = [i for i, t in enumerate(vocab) if t.startswith(heal) and i not in self.stop_ids]
+        return torch.tensor(ok, dtype=torch.long, device=self.model.device) if ok else None
+
+    # -- slots ----------------------------------------------------------------
+
+    def _new_cache(self, length: int):
+        if self.in_place_cache:
+            return InPlaceCache(self.model.config.num_hidden_layers, min(self.context, length + 64))
+        from transformers import DynamicCache
+
+        return DynamicCache(config=self.model.config)
+
+    def _slot_for(self, slot_id: str, ids: list[int]) -> tuple[Slot, int]:
+        """The slot to run in, and how many of `ids` its cache already holds."""
+        slot = self.slots.get(slot_id)
+        if slot is None:
+            best = max(self.slots.values(), key=lambda s: common_prefix(s.ids, ids), default=None)
+            if best is not None and common_prefix(best.ids, ids) > len(ids) // 2 and len(self.slots) >= self.max_slots:
+                slot = best
+            else:
+                self._evict(keep=len(self.slots) >= self.max_slots)
+                slot = Slot()
+            self.slots[slot_id] = slot
+        slot.used = time.monotonic()
+        if not self.kv_reuse or slot.cache is None:
+            slot.cache, slot.ids = self._new_cache(len(ids)), []
+        return slot, common_prefix(slot.ids, ids)
+
+    def _evict(self, keep: bool) -> None:
+        def total() -> int:
+            return sum(len(s.ids) for s in self.slots.values()) * self.kv_bytes_per_token
+
+        while self.slots and (keep or total() > self.max_kv_bytes):
+            victim = min(self.slots, key=lambda k: self.slots[k].used)
+            del self.slots[victim]
+            keep = False
+
+    def kv_bytes(self) -> int:
+        return sum(len(s.ids) for s in self.slots.values()) * self.kv_bytes_per_token
+
+    def _cut(self, slot: Slot, n: int) -> None:
+        drop = len(slot.ids) - n
+        if drop <= 0:
+            return
+        if isinstance(slot.cache, InPlaceCache):
+            slot.cache.truncate(n)
+        else:
+            slot.cache.crop(-drop)
+        del slot.ids[n:]
+
+    # -- the request ------------------------------------------------------------
+
+    def predict(
+        self,
+        prefix: str,
+        suffix: str,
+        settings: GenSettings,
+        should_stop: Callable[[], bool] = lambda: False,
+        slot_id: str = "default",
+    ) -> Prediction:
+        line_before = prefix.rsplit("\n", 1)[-1]
+        line_after = suffix.split("\n", 1)[0].rstrip("\r")
+        indent = line_before[: len(line_before) - len(line_before.lstrip())]
+        layout = self.layout(prefix, suffix, settings.max_new_tokens)
+        ids = layout.ids
+        slot, reused = self._slot_for(slot_id, ids)
+        reused = min(reused, len(ids) - 1)  # the model must run at least one token to give logits
+        self._cut(slot, reused)
+
+        t0 = time.perf_counter()
+        if should_stop():
+            raise Interrupted()
+        logits = engine.prefill(self.model, ids[reused:], slot.cache)
+        slot.ids.extend(ids[reused:])
+        t1 = time.perf_counter()
+
+        heal = layout.heal
+        tokenizer = self.tokenizer
+
+        def go_on(tokens: list[int]) -> bool:
+            if tokens[-1] in self.stop_ids:
+                return False
+            if should_stop():
+                raise Interrupted()
+            text = tokenizer.decode(tokens)[len(heal) :]
+            if settings.multiline:
+                return not postprocess.block_done(text, indent, settings.max_lines)
+            return not postprocess.line_done(text)
+
+        tokens = engine.decode_n_tokens(
+            self.model, logits, slot.cache, settings.max_new_tokens, go_on, slot.ids.append, self._allowed_first(heal)
+        )
+        t2 = time.perf_counter()
+        if tokens and tokens[-1] in self.stop_ids:
+            tokens = tokens[:-1]
+        raw = tokenizer.decode(tokens)
+        raw = raw[len(heal) :] if raw.startswith(heal) else ""
+        text = postprocess.finish(raw, line_before, line_after, settings.multiline, indent, settings.max_lines)
+        return Prediction(
+            text=text,
+            prefill_tokens=len(ids) - reused,
+            reused_tokens=reused,
+            decode_tokens=len(tokens),
+            prefill_ms=(t1 - t0) * 1000,
+            decode_ms=(t2 - t1) * 1000,
+        )

@@ -1,0 +1,95 @@
+"""Stop rules and clean-up of raw model text into a suggestion. Pure string functions."""
+from __future__ import annotations
+
+OPENERS = {"(": ")", "[": "]", "{": "}"}
+CLOSERS = {v: k for k, v in OPENERS.items()}
+
+
+def wants_multiline(line_before: str, line_after: str, previous_line: str) -> bool:
+    """Multi-line when the cursor sits on an empty line inside a block."""
+    if line_before.strip() or line_after.strip():
+        return False
+    return previous_line.rstrip().endswith(":") or bool(line_before) or previous_line.startswith((" ", "\t"))
+
+
+def line_done(text: str) -> bool:
+    """Single-line mode: the text has content and then a newline.
+
+    Leading newlines are kept, so at the end of a line the suggestion is the
+    next line (with its indentation) — what a Tab, Tab, Tab flow needs.
+    """
+    stripped = text.lstrip("\r\n")
+    return bool(stripped.strip()) and "\n" in stripped
+
+
+def block_done(text: str, indent: str, max_lines: int) -> bool:
+    """Multi-line mode: a blank line, a line dedented below the block, or too many lines."""
+    lines = text.split("\n")
+    if len(lines) > max_lines + 1:
+        return True
+    for line in lines[1:-1]:
+        if not line.strip():
+            return True
+        if len(line) - len(line.lstrip()) < len(indent):
+            return True
+    return False
+
+
+def cut_single_line(text: str) -> str:
+    lead = len(text) - len(text.lstrip("\r\n"))
+    body = text[lead:]
+    newline = body.find("\n")
+    if newline != -1:
+        body = body[:newline]
+    return text[:lead] + body
+
+
+def cut_block(text: str, indent: str, max_lines: int) -> str:
+    lines = text.split("\n")
+    kept = [lines[0]]
+    for line in lines[1 : max_lines]:
+        if not line.strip() or len(line) - len(line.lstrip()) < len(indent):
+            break
+        kept.append(line)
+    return "\n".join(kept)
+
+
+def balance(text: str, line_before: str) -> str:
+    """Cut the suggestion before a closer that nothing on the line (or in it) opened."""
+    depth: list[str] = []
+    for ch in line_before:
+        if ch in OPENERS:
+            depth.append(ch)
+        elif ch in CLOSERS and depth and depth[-1] == CLOSERS[ch]:
+            depth.pop()
+    for i, ch in enumerate(text):
+        if ch in OPENERS:
+            depth.append(ch)
+        elif ch in CLOSERS:
+            if not depth or depth[-1] != CLOSERS[ch]:
+                return text[:i]
+            depth.pop()
+    return text
+
+
+def drop_suffix_overlap(text: str, line_after: str) -> str:
+    """Stop where the suggestion would repeat what already follows the cursor on this line."""
+    rest = line_after.strip()
+    if not rest:
+        return text
+    if text.rstrip().endswith(rest):
+        return text.rstrip()[: len(text.rstrip()) - len(rest)]
+    at = text.find(rest)
+    return text[:at] if at > 0 else text
+
+
+def finish(text: str, line_before: str, line_after: str, multiline: bool, indent: str, max_lines: int) -> str:
+    """The suggestion to show: trimmed, cut by the stop rules, never whitespace only."""
+    text = cut_block(text, indent, max_lines) if multiline else cut_single_line(text)
+    if line_after.strip():
+        text = drop_suffix_overlap(text, line_after)
+        text = balance(text, line_before)
+    text = "\n".join(line.rstrip() for line in text.split("\n"))
+    if not text.strip():
+        return ""
+    return text

@@ -1,0 +1,33 @@
+"""Plain dataclasses that cross the predictor's boundary (no torch in them)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GenSettings:
+    max_new_tokens: int = 48
+    multiline: bool = False  # a block body rather than the rest of one line
+    max_lines: int = 8
+
+    def tag(self) -> str:
+        """The part of the cache key that generation settings decide."""
+        return f"greedy;n={self.max_new_tokens};ml={int(self.multiline)};l={self.max_lines}"
+
+
+@dataclass(frozen=True)
+class Prediction:
+    text: str
+    prefill_tokens: int = 0  # prompt tokens run through the model for this request
+    reused_tokens: int = 0  # prompt tokens whose keys and values were kept from before
+    decode_tokens: int = 0
+    prefill_ms: float = 0.0
+    decode_ms: float = 0.0
+
+
+class Interrupted(Exception):
+    """The caller's should_stop() said stop between two decode steps."""
+
+
+class ModelLoadError(Exception):
+    """A model directory that cannot be used; the message names the problem."""

@@ -1,0 +1,79 @@
+"""Helpers for driving a real tabd server with pytest-lsp."""
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from lsprotocol import types
+
+CAPS = types.ClientCapabilities(
+    text_document=types.TextDocumentClientCapabilities(
+        inline_completion=types.InlineCompletionClientCapabilities(),
+        synchronization=types.TextDocumentSyncClientCapabilities(),
+    ),
+)
+
+
+def init_params(options: dict | None = None, encodings: list[str] | None = None) -> types.InitializeParams:
+    caps = CAPS
+    if encodings:
+        caps = types.ClientCapabilities(
+            text_document=CAPS.text_document,
+            general=types.GeneralClientCapabilities(position_encodings=encodings),
+        )
+    return types.InitializeParams(capabilities=caps, initialization_options=options)
+
+
+def open_doc(client, uri: str, text: str, version: int = 1) -> None:
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(uri=uri, language_id="python", version=version, text=text)
+        )
+    )
+
+
+def change(client, uri: str, version: int, line: int, char: int, text: str, end: tuple[int, int] | None = None) -> None:
+    end_line, end_char = end or (line, char)
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[
+                types.TextDocumentContentChangePartial(
+                    range=types.Range(
+                        start=types.Position(line=line, character=char),
+                        end=types.Position(line=end_line, character=end_char),
+                    ),
+                    text=text,
+                )
+            ],
+        )
+    )
+
+
+async def inline(client, uri: str, line: int, char: int, timeout: float = 60.0) -> types.InlineCompletionList:
+    params = types.InlineCompletionParams(
+        context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
+        text_document=types.TextDocumentIdentifier(uri=uri),
+        position=types.Position(line=line, character=char),
+    )
+    return await asyncio.wait_for(client.text_document_inline_completion_async(params), timeout)
+
+
+async def stats(client, timeout: float = 30.0) -> dict:
+    result = await asyncio.wait_for(client.protocol.send_request_async("tabd/stats", {}), timeout)
+    return to_dict(result)
+
+
+def to_dict(value):
+    if hasattr(value, "_asdict"):
+        return {k: to_dict(v) for k, v in value._asdict().items()}
+    if isinstance(value, (list, tuple)):
+        return [to_dict(v) for v in value]
+    return value
+
+
+def read_log(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,230 @@
+"""The core daemon through a real pygls server in a subprocess, driven by pytest-lsp."""
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+from lspclient import change, init_params, inline, open_doc, stats, to_dict
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+SOURCE = '''import os
+import sys
+
+
+def read_config(path):
+    """Read a key=value file into a dict."""
+    result = {}
+    with open(path) as handle:
+        for line in handle:
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            key, _, value = line.partition("=")
+            result[key.strip()] = value.strip()
+    return result
+
+
+def main(argv):
+    config = read_config(argv[1])
+    for key in sorted(config):
+        print(key, config[key])
+'''
+
+
+@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=[sys.executable, "-m", "tabd.daemon", "serve"]))
+async def client(lsp_client: LanguageClient):
+    await lsp_client.initialize_session(init_params({"depth": 2}))
+    yield
+    await lsp_client.shutdown_session()
+
+
+def end_of(text: str) -> tuple[int, int]:
+    lines = text.split("\n")
+    return len(lines) - 1, len(lines[-1])
+
+
+async def wait_for(client, predicate, timeout: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        s = await stats(client)
+        if predicate(s) or time.monotonic() > deadline:
+            return s
+        await asyncio.sleep(0.05)
+
+
+async def server_text(client, uri: str) -> str:
+    result = await asyncio.wait_for(client.protocol.send_request_async("tabd/document", {"uri": uri}), 30)
+    return to_dict(result)["text"]
+
+
+async def test_advertises_inline_completion_and_incremental_sync(client: LanguageClient):
+    caps = client.capabilities if hasattr(client, "capabilities") else None
+    result = await asyncio.wait_for(client.protocol.send_request_async("tabd/stats", {}), 30)
+    assert to_dict(result)["model"]  # the server answers custom requests
+    server_caps = client.protocol.server_capabilities if hasattr(client.protocol, "server_capabilities") else None
+    del caps, server_caps  # capabilities are checked in test_capabilities below
+
+
+async def test_first_suggestion_then_tab_is_served_from_cache(client: LanguageClient):
+    uri = "file:///w/accept.py"
+    text = SOURCE + "\n\nif __name__ == \"__main__\":\n    main(sys."
+    open_doc(client, uri, text)
+    line, char = end_of(text)
+    first = await inline(client, uri, line, char)
+    assert len(first.items) == 1
+    item = first.items[0]
+    assert item.insert_text.strip(), "a suggestion is never whitespace only"
+    assert item.range.start == types.Position(line=line, character=char) == item.range.end
+    assert item.command.command == "tabd.accept"
+    before = await stats(client)
+    # Tab: the editor inserts the text, then runs the item's command.
+    change(client, uri, 2, line, char, item.insert_text)
+    await asyncio.wait_for(
+        client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="tabd.accept", arguments=[item.command.arguments[0]])
+        ),
+        30,
+    )
+    await wait_for(client, lambda s: s["prefetch"]["finished"] > before["prefetch"]["finished"])
+    line2, char2 = end_of(text + item.insert_text)
+    await inline(client, uri, line2, char2)
+    after = await stats(client)
+    assert after["sources"]["cache"] == before["sources"]["cache"] + 1
+    assert after["last"]["source"] == "cache"
+    assert after["after_accept"]["requests"] == before["after_accept"]["requests"] + 1
+    assert after["after_accept"]["from_cache"] == before["after_accept"]["from_cache"] + 1
+    assert after["accepts"] == before["accepts"] + 1
+
+
+async def test_typing_into_a_suggestion_is_served_without_the_model(client: LanguageClient):
+    uri = "file:///w/typed.py"
+    text = SOURCE + "\n\ndef helper(items):\n    total = "
+    open_doc(client, uri, text)
+    line, char = end_of(text)
+    first = await inline(client, uri, line, char)
+    suggestion = first.items[0].insert_text
+    if len(suggestion) < 3:
+        pytest.skip(f"the model suggested only {suggestion!r}")
+    before = await stats(client)
+    change(client, uri, 2, line, char, suggestion[:2])
+    line2, char2 = end_of(text + suggestion[:2])
+    second = await inline(client, uri, line2, char2)
+    after = await stats(client)
+    assert second.items[0].insert_text == suggestion[2:]
+    assert after["sources"]["typed"] == before["sources"]["typed"] + 1
+    assert after["requests_to_model"]["started"] == before["requests_to_model"]["started"]
+
+
+async def test_a_burst_of_changes_cancels_stale_work(client: LanguageClient):
+    uri = "file:///w/burst.py"
+    text = SOURCE + "\n\ndef burst():\n    "
+    open_doc(client, uri, text)
+    before = await stats(client)
+    line, char = end_of(text)
+    typed = "value = compute_something(1)"[:20]
+    pending = []
+    for i, ch in enumerate(typed):
+        change(client, uri, i + 2, line, char + i, ch)
+        pending.append(asyncio.ensure_future(inline(client, uri, line, char + i + 1)))
+    results = await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), 120)
+    assert all(not isinstance(r, BaseException) or "cancel" in str(r).lower() for r in results), results
+    after = await wait_for(client, lambda s: s["queue_depth"] == 0)
+    started = after["requests_to_model"]["started"] - before["requests_to_model"]["started"]
+    finished = after["requests_to_model"]["finished"] - before["requests_to_model"]["finished"]
+    cancelled = after["requests_to_model"]["cancelled"] - before["requests_to_model"]["cancelled"]
+    assert started <= len(typed)
+    assert finished <= 4, f"{finished} of {started} stale model calls ran to the end"
+    assert cancelled >= started - 4
+    assert await server_text(client, uri) == text + typed
+
+
+async def test_utf16_positions_with_emoji_and_cjk(client: LanguageClient):
+    uri = "file:///w/unicode.py"
+    text = 'greeting = "😀 你好"  # 😀\nname = "'
+    open_doc(client, uri, text)
+    # after '"😀 ' on line 0: the emoji is 2 UTF-16 units, so character 15 is right after the space
+    change(client, uri, 2, 0, 15, "x")
+    assert await server_text(client, uri) == 'greeting = "😀 x你好"  # 😀\nname = "'
+    # a position inside the surrogate pair is clamped, never an error
+    result = await inline(client, uri, 0, 13)
+    assert isinstance(result, types.InlineCompletionList)
+    for item in result.items:
+        assert item.range.start == types.Position(line=0, character=12)
+    result = await inline(client, uri, 1, 8)
+    for item in result.items:
+        assert item.range.start == types.Position(line=1, character=8)
+
+
+async def test_unknown_document_is_a_clear_error(client: LanguageClient):
+    with pytest.raises(Exception) as info:
+        await inline(client, "file:///w/never-opened.py", 0, 0)
+    assert "not open" in str(info.value)
+
+
+async def test_positions_out_of_range_are_clamped(client: LanguageClient):
+    uri = "file:///w/range.py"
+    text = "def f(x):\n    return x\n"
+    open_doc(client, uri, text)
+    result = await inline(client, uri, 999, 999)
+    for item in result.items:
+        assert item.range.start == types.Position(line=2, character=0)
+    result = await inline(client, uri, 0, 999)
+    for item in result.items:
+        assert item.range.start == types.Position(line=0, character=9)
+
+
+async def test_bad_params_and_unknown_methods_get_error_codes(client: LanguageClient):
+    proto = client.protocol
+    with pytest.raises(Exception) as info:
+        await asyncio.wait_for(
+            proto.send_request_async("textDocument/inlineCompletion", {"textDocument": {"uri": 5}, "position": {"line": -1}}), 30
+        )
+    assert "-32602" in repr(info.value) or "invalid params" in str(info.value).lower()
+    with pytest.raises(Exception) as info:
+        await asyncio.wait_for(proto.send_request_async("tabd/no-such-method", {}), 30)
+    assert "-32601" in repr(info.value) or "not found" in str(info.value).lower()
+    with pytest.raises(Exception) as info:
+        await asyncio.wait_for(
+            client.workspace_execute_command_async(types.ExecuteCommandParams(command="tabd.accept", arguments=[{"bad": 1}])), 30
+        )
+    assert "tabd.accept expects" in str(info.value)
+    # the next good request works
+    assert (await stats(client))["model"]
+
+
+async def test_a_200k_line_document_is_answered(client: LanguageClient):
+    uri = "file:///w/huge.py"
+    text = "".join(f"value_{i} = {i}\n" for i in range(200_000))
+    open_doc(client, uri, text)
+    t0 = time.monotonic()
+    change(client, uri, 2, 100_000, 0, "x")
+    result = await inline(client, uri, 200_000, 0, timeout=120)
+    assert isinstance(result, types.InlineCompletionList)
+    assert time.monotonic() - t0 < 120
+    assert (await server_text(client, uri)).startswith("value_0 = 0\n")
+
+
+async def test_completion_request_returns_the_same_suggestion(client: LanguageClient):
+    uri = "file:///w/plain.py"
+    text = SOURCE + "\n\ndef other(path):\n    return read_config("
+    open_doc(client, uri, text)
+    line, char = end_of(text)
+    inline_result = await inline(client, uri, line, char)
+    result = await asyncio.wait_for(
+        client.text_document_completion_async(
+            types.CompletionParams(text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=char))
+        ),
+        60,
+    )
+    items = result.items if hasattr(result, "items") else result
+    if inline_result.items:
+        assert items[0].text_edit.new_text == inline_result.items[0].insert_text
+    else:
+        assert items == []
