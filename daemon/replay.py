@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import logging
 import math
 import os
@@ -106,6 +107,23 @@ class Measurements:
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
     server_stats: dict[str, Any] | None = None
+
+    @classmethod
+    def merged(cls, parts: Sequence["Measurements"]) -> "Measurements":
+        """One set of figures from several replays (counts add up, latency samples pool)."""
+        out = cls()
+        for part in parts:
+            for f in dataclasses.fields(cls):
+                mine, theirs = getattr(out, f.name), getattr(part, f.name)
+                if isinstance(theirs, (int, float)) and not isinstance(theirs, bool):
+                    setattr(out, f.name, mine + theirs)
+                elif isinstance(theirs, collections.Counter):
+                    mine.update(theirs)
+                elif isinstance(theirs, list):
+                    mine.extend(theirs)
+            out.error = out.error or part.error
+            out.server_stats = part.server_stats
+        return out
 
     def summary(self) -> dict[str, Any]:
         aa = self.after_accept_requests
@@ -264,8 +282,8 @@ class Replayer:
     # ------------------------------------------------------------ process
 
     def command(self) -> list[str]:
-        if self.options.server_command:
-            return list(self.options.server_command)
+        if self.options.server_command:  # another server (tests); it gets the same flags
+            return [*self.options.server_command, *self.options.server_args]
         return [sys.executable, "-m", "tabd.daemon", "serve", *self.options.server_args]
 
     async def start(self) -> None:

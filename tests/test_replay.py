@@ -114,8 +114,10 @@ def fake_server(tmp_path):
     return [sys.executable, str(path)]
 
 
-def make_session(tmp_path: Path, source: Path = SAMPLE, seed: int = 3, spans: int = 2, cps: float = 8.0) -> Path:
-    language, events = typed_session([str(source)], seed=seed, spans=spans, style=TypingStyle(cps=cps))
+def make_session(tmp_path: Path, source: Path = SAMPLE, seed: int = 3, spans: int = 2, cps: float = 8.0,
+                 max_chars: int = 400) -> Path:
+    language, events = typed_session([str(source)], seed=seed, spans=spans, max_chars=max_chars,
+                                     style=TypingStyle(cps=cps))
     out = tmp_path / f"session-{seed}.jsonl"
     write_session(out, events, language)
     return out
@@ -178,8 +180,8 @@ def test_replay_accepts_and_serves_after_accept_from_cache(tmp_path, fake_server
 def test_replay_cancels_requests_the_user_typed_past(tmp_path, fake_server, monkeypatch):
     monkeypatch.setenv("FAKE_TARGET", str(SAMPLE))
     monkeypatch.setenv("FAKE_DELAY", "0.4")
-    session = read_session(make_session(tmp_path, spans=1, cps=20))
-    m = run_replay([session], ReplayOptions(speed=2, progress=False, server_command=fake_server, startup_timeout=60))
+    session = read_session(make_session(tmp_path, spans=1, cps=20, max_chars=80))
+    m = run_replay([session], ReplayOptions(speed=4, progress=False, server_command=fake_server, startup_timeout=60))
     summary = m.summary()
     assert m.error is None, m.error
     check_counts(summary)
@@ -217,6 +219,21 @@ def test_replay_table_output(tmp_path, fake_server):
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "after-accept requests" in proc.stdout and "p50" in proc.stdout
+
+
+def test_bench_replay_section_shape(tmp_path, fake_server):
+    env = dict(__import__("os").environ, FAKE_TARGET=str(SAMPLE))
+    proc = subprocess.run([sys.executable, "-m", "tabd.daemon", "bench", "replay", "--json", "--replay-think-ms", "0",
+                           "--replay-server-cmd", " ".join(fake_server)],
+                          capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode == 0, proc.stderr
+    section = json.loads(proc.stdout)["replay"]
+    for name in ("naive", "full"):
+        check_counts(section[name])
+        assert section[name]["sessions"] == 1
+    assert section["naive"]["requests"] == section["full"]["requests"]  # the oracle is deterministic
+    assert section["after_accept_p50_ratio"] is None or section["after_accept_p50_ratio"] > 0
+    assert section["all_p50_ratio"] > 0
 
 
 # ---------------------------------------------------------------- through tabd serve (the real server)

@@ -1,0 +1,112 @@
+"""`tabd bench replay`: one typed session replayed by the naive server and the full one, alternating.
+
+naive = `--no-cache --no-speculation --no-kv-reuse`: every request is a model call from
+scratch. full = the defaults. Both replay the same session (typed from a sample file in
+predictor/samples/ with a fixed seed) through a real `tabd serve` child; the ratios are
+naive ÷ full of the client-measured p50 latencies.
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+import tempfile
+from pathlib import Path
+from typing import Any
+
+NAIVE_FLAGS = ["--no-cache", "--no-speculation", "--no-kv-reuse"]
+SAMPLES = Path(__file__).resolve().parents[1] / "predictor" / "samples"
+try:  # installed as a wheel, the samples sit in the tabd.predictor package
+    import tabd.predictor as _predictor
+
+    SAMPLES = Path(next(iter(_predictor.__path__))) / "samples"
+except Exception:  # pragma: no cover - the source tree layout above is the fallback
+    pass
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("replay section")
+    g.add_argument("--replay-session", metavar="FILE", help="replay this session instead of typing a sample")
+    g.add_argument("--replay-sample", metavar="FILE", help="file to type (default: predictor/samples/inventory.py)")
+    g.add_argument("--replay-seed", type=int, default=7, help="typist seed (default 7)")
+    g.add_argument("--replay-spans", type=int, default=2, help="spans retyped (default 2)")
+    g.add_argument("--replay-max-chars", type=int, default=240, help="longest span retyped (default 240)")
+    g.add_argument("--replay-speed", type=float, default=0.0,
+                   help="replay speed (default 0: each keystroke waits for its answer)")
+    g.add_argument("--replay-think-ms", type=float, default=250.0, help="pause before Tab (default 250)")
+    g.add_argument("--replay-rounds", type=int, default=1, help="naive/full pairs, alternating order (default 1)")
+    g.add_argument("--replay-server-cmd", default=None, help=argparse.SUPPRESS)  # tests: another server
+
+
+def default_sample() -> Path:
+    return SAMPLES / "inventory.py"
+
+
+def _session_file(args: argparse.Namespace, workdir: Path) -> Path:
+    given = getattr(args, "replay_session", None)
+    if given:
+        return Path(given)
+    from tabd.daemon.session import write_session
+    from tabd.daemon.typist import typed_session
+
+    sample = Path(getattr(args, "replay_sample", None) or default_sample())
+    language, events = typed_session([str(sample)], seed=getattr(args, "replay_seed", 7),
+                                     spans=getattr(args, "replay_spans", 2),
+                                     max_chars=getattr(args, "replay_max_chars", 240))
+    path = workdir / "bench-replay.jsonl"
+    write_session(path, events, language)
+    return path
+
+
+def _shared_flags(args: argparse.Namespace) -> list[str]:
+    flags: list[str] = []
+    for name in ("model", "device", "backend", "url", "depth"):
+        value = getattr(args, name, None)
+        if value is not None:
+            flags += [f"--{name}", str(value)]
+    return flags
+
+
+def _ratio(naive: float, full: float) -> float | None:
+    return round(naive / full, 2) if naive and full else None
+
+
+def run_section(args: argparse.Namespace) -> dict[str, Any]:
+    from tabd.daemon.replay import Measurements, ReplayOptions, run_replay
+    from tabd.daemon.session import SessionError, read_session
+
+    configs = {"naive": NAIVE_FLAGS, "full": []}
+    measured: dict[str, list[Measurements]] = {name: [] for name in configs}
+    with tempfile.TemporaryDirectory(prefix="tabd-bench-replay-") as tmp:
+        path = _session_file(args, Path(tmp))
+        try:
+            session = read_session(path)
+        except SessionError as exc:
+            raise RuntimeError(str(exc)) from None
+        rounds = max(1, getattr(args, "replay_rounds", 1))
+        server_cmd = getattr(args, "replay_server_cmd", None)
+        for r in range(rounds):
+            order = ["naive", "full"] if r % 2 == 0 else ["full", "naive"]
+            for name in order:
+                options = ReplayOptions(speed=getattr(args, "replay_speed", 0.0),
+                                        think_ms=getattr(args, "replay_think_ms", 250.0),
+                                        server_args=_shared_flags(args) + configs[name],
+                                        server_command=shlex.split(server_cmd) if server_cmd else None,
+                                        progress=not getattr(args, "json", False))
+                m = run_replay([session], options)
+                if m.error:
+                    raise RuntimeError(f"{name} replay failed: {m.error}")
+                measured[name].append(m)
+    summaries = {name: Measurements.merged(ms).summary() for name, ms in measured.items()}
+    for s in summaries.values():
+        s.pop("server", None)
+    lat = {name: s["latency_ms"] for name, s in summaries.items()}
+    return {
+        "naive": summaries["naive"],
+        "full": summaries["full"],
+        "after_accept_p50_ratio": _ratio(lat["naive"]["after_accept"]["p50"], lat["full"]["after_accept"]["p50"]),
+        "all_p50_ratio": _ratio(lat["naive"]["all"]["p50"], lat["full"]["all"]["p50"]),
+        "session": {"keystrokes": session.changes(), "seconds": round(session.duration, 1),
+                    "file": None if getattr(args, "replay_session", None) is None else str(path),
+                    "seed": getattr(args, "replay_seed", 7), "rounds": rounds,
+                    "speed": getattr(args, "replay_speed", 0.0)},
+    }
