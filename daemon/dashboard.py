@@ -256,11 +256,11 @@ def figures(s: LogSummary, report: dict) -> list[tuple[str, dict]]:
     figs.append(("hits-depth", dict(
         data=[
             dict(type="bar", x=[f"depth {d}" for d in depth_keys], y=[by_depth[d]["hits"] for d in depth_keys],
-                 name="completions served (hits)"),
+                 name="completions served (hits)", marker=dict(color="#2ca02c")),
             dict(type="bar", x=[f"depth {d}" for d in depth_keys], y=[by_depth[d]["finished"] for d in depth_keys],
-                 name="prefetches finished"),
+                 name="prefetches finished", marker=dict(color="#1f77b4")),
             dict(type="bar", x=[f"depth {d}" for d in depth_keys], y=[by_depth[d]["wasted"] for d in depth_keys],
-                 name="prefetches wasted"),
+                 name="prefetches wasted", marker=dict(color="#7f7f7f")),
         ],
         layout=_layout("Speculation depth: hits vs prefetches", barmode="group", yaxis=dict(title="count")),
     )))
@@ -417,7 +417,7 @@ def to_html(s: LogSummary, stats: ReadStats, report: dict, title: str = "tabd la
         "<script type='text/javascript'>\n"
         f"const FIGS = {_script_safe(payload)};\n"
         "for (const [id, fig] of Object.entries(FIGS)) {\n"
-        "  Plotly.newPlot(id, fig.data, fig.layout, {responsive: true, displaylogo: false});\n"
+        "  Plotly.newPlot(id, fig.data, fig.layout, {responsive: true, displaylogo: false, displayModeBar: false});\n"
         "}\n"
         "</script>"
     )
