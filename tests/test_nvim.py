@@ -410,32 +410,37 @@ def main():
 
 @pytest.mark.skipif(not _real_server_available(), reason="tabd serve is not available in this build")
 def test_real_daemon_next_suggestion_from_cache(nvim_bin, tmp_path):
-    ed = Editor(nvim_bin, _tabd_cmd(), tmp_path, hard_limit_s=240)
+    ed = Editor(nvim_bin, _tabd_cmd(), tmp_path, hard_limit_s=300)
     try:
         src = tmp_path / "b.py"
         src.write_text(REAL_CODE)
         ed.open(src, timeout=90)
-        ed.nvim.input("Gi")
+        ed.nvim.input("GA")
         ed.wait_for(lambda: ed.mode().startswith("i"), 5, "insert mode")
-        ghost = None
-        # Type real code a character at a time until the model offers something.
         for ch in "lines = read_lines(":
             ed.nvim.input(ch)
-        ghost = ed.wait_for(ed.ghost, 90, "ghost text from the model")
+        # The first answer includes loading the model.
+        ghost = ed.wait_for(ed.ghost, 120, "ghost text from the model")
         assert ghost["text"]
-        before = "\n".join(ed.lines())
+        # As a person reading the suggestion would, give the prefetch of the next one time to finish.
+        ed.wait_for(lambda: ed.stats()["prefetch"]["finished"] >= 1, 90, "the prefetch to finish")
+        assert ed.ghost() is not None
+        before = ed.lines()
         ed.nvim.input("<Tab>")
-        after = ed.wait_for(lambda: (t := "\n".join(ed.lines())) != before and t, 10, "accept")
-        assert ghost["text"] in after or ghost["text"].split("\n")[0] in after
-        # After the accept the plugin asks again at once; the daemon answers from its prefetch cache.
-        stats = ed.wait_for(
-            lambda: (s := ed.stats()) and s["after_accept"]["requests"] >= 1 and s, 60, "request after accept")
-        assert stats["after_accept"]["from_cache"] >= 1, stats
-        assert stats["sources"]["cache"] + stats["sources"]["typed"] + stats["sources"]["inflight"] >= 1, stats
-        # Health reports the same numbers.
+        ed.wait_for(lambda: ed.lines() != before, 10, "accept")
+        assert "\n".join(ed.lines()).endswith("lines = read_lines(" + ghost["text"])
+        # The plugin asks again at once after the accept; that answer comes from the cache.
+        ghost2 = ed.wait_for(ed.ghost, 10, "the next ghost text")
+        assert ghost2["text"]
+        stats = ed.stats()
+        assert stats["last"]["source"] == "cache", stats
+        assert stats["after_accept"]["requests"] == 1 and stats["after_accept"]["from_cache"] == 1, stats
+        assert stats["sources"]["cache"] >= 1, stats
+        # :checkhealth reports the same numbers.
         ed.nvim.input("<Esc>")
         ed.nvim.command("checkhealth tabd")
         text = "\n".join(ed.nvim.current.buffer[:])
-        assert "client running" in text and "after-accept hit rate" in text, text
+        assert "client running" in text and "after-accept hit rate: 100%" in text, text
+        assert "ERROR" not in text, text
     finally:
         ed.close()
