@@ -75,6 +75,7 @@ class LocalBackend:
         self.kv_bytes_per_token = 2 * cfg.num_hidden_layers * kv_heads * head_dim * elem
         self.stop_ids = self._stop_ids()
         self._vocab_text: list[str] | None = None
+        self.last_tokens: list[int] = []
         self.model_id = f"{self.model_dir}|{self.template.name}"
 
     # -- set-up ---------------------------------------------------------------
@@ -238,6 +239,7 @@ class LocalBackend:
             self.model, logits, slot.cache, settings.max_new_tokens, go_on, slot.ids.append, self._allowed_first(heal)
         )
         t2 = time.perf_counter()
+        self.last_tokens = list(tokens)
         if tokens and tokens[-1] in self.stop_ids:
             tokens = tokens[:-1]
         raw = tokenizer.decode(tokens)

@@ -1,0 +1,152 @@
+"""The local backend on the embedded model: KV reuse equals recompute, token for token; loader errors."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from tabd.predictor.loader import DEFAULT_MODEL_DIR, check_model_dir
+from tabd.predictor.local import LocalBackend
+from tabd.predictor.templates import detect_family, template_for
+from tabd.predictor.types import GenSettings, ModelLoadError
+
+CODE = '''import json
+import os
+
+
+class Store:
+    """A tiny JSON-backed key-value store."""
+
+    def __init__(self, path):
+        self.path = path
+        self.data = {}
+        if os.path.exists(path):
+            with open(path) as handle:
+                self.data = json.load(handle)
+
+    def get(self, key, default=None):
+        return self.data.get(key, default)
+
+    def set(self, key, value):
+        self.data[key] = value
+        self.save()
+
+    def save(self):
+        with open(self.path, "w") as handle:
+            json.dump(self.data, handle, indent=2)
+'''
+
+
+@pytest.fixture(scope="module")
+def reuse():
+    return LocalBackend(kv_reuse=True, in_place_cache=True, threads=1)
+
+
+@pytest.fixture(scope="module")
+def fresh():
+    return LocalBackend(kv_reuse=False, in_place_cache=False, threads=1)
+
+
+def edits():
+    """(prefix, suffix) states of an editing session: appends, middle replacements, deletions, accepts."""
+    cut = CODE.index("    def set")
+    prefix, suffix = CODE[:cut] + "    def ", CODE[cut:]
+    yield prefix, suffix
+    for ch in "pop(self, ke":  # appends
+        prefix += ch
+        yield prefix, suffix
+    yield prefix.replace("self.data = {}", "self.data = dict()"), suffix  # a replacement in the middle
+    yield prefix.replace("import os\n", ""), suffix  # a deletion near the top
+    prefix = prefix[:-3]  # backspaces
+    yield prefix, suffix
+    yield prefix, suffix.replace("indent=2", "indent=4")  # an edit after the cursor
+
+
+def test_greedy_with_kv_reuse_equals_full_recompute(reuse, fresh):
+    settings = GenSettings(max_new_tokens=24)
+    steps = 0
+    for prefix, suffix in edits():
+        a = reuse.predict(prefix, suffix, settings, slot_id="doc")
+        tokens_a = list(reuse.last_tokens)
+        b = fresh.predict(prefix, suffix, settings, slot_id="doc")
+        assert tokens_a == fresh.last_tokens, f"step {steps}: reuse diverged from recompute"
+        assert a.text == b.text
+        assert b.reused_tokens == 0
+        # accept what was suggested, as Tab would, and go on from there
+        if a.text:
+            c = reuse.predict(prefix + a.text, suffix, settings, slot_id="doc")
+            d = fresh.predict(prefix + a.text, suffix, settings, slot_id="doc")
+            assert reuse.last_tokens == fresh.last_tokens and c.text == d.text
+        steps += 1
+    assert steps >= 15
+
+
+def test_reuse_runs_only_the_changed_tokens(reuse):
+    settings = GenSettings(max_new_tokens=8)
+    prefix, suffix = CODE[:600], CODE[600:]
+    reuse.predict(prefix, suffix, settings, slot_id="r")
+    again = reuse.predict(prefix + "x", suffix, settings, slot_id="r")
+    assert again.reused_tokens > 0.9 * (again.reused_tokens + again.prefill_tokens)
+    assert again.prefill_tokens <= 4
+
+
+def test_prefetch_after_accept_reuses_the_decoded_sequence(reuse):
+    settings = GenSettings(max_new_tokens=24)
+    # a prompt of the daemon's usual size (its prefix window is 2400 characters)
+    prefix = CODE * 3 + CODE[: CODE.index("        return self.data.get")] + "        return "
+    suffix = CODE[CODE.index("\n\n    def set") :]
+    first = reuse.predict(prefix, suffix, settings, slot_id="p")
+    assert first.text
+    after = reuse.predict(prefix + first.text, suffix, settings, slot_id="p")
+    total = after.reused_tokens + after.prefill_tokens
+    assert after.reused_tokens / total >= 0.95
+
+
+def test_slots_keep_two_documents_apart(reuse):
+    settings = GenSettings(max_new_tokens=4)
+    a, b = CODE[:500], CODE[200:900]
+    reuse.predict(a, "", settings, slot_id="a")
+    reuse.predict(b, "", settings, slot_id="b")
+    back = reuse.predict(a + "y", "", settings, slot_id="a")
+    assert back.reused_tokens > 0.9 * (back.reused_tokens + back.prefill_tokens)
+
+
+def test_a_prompt_longer_than_the_context_is_trimmed(reuse):
+    huge = CODE * 200
+    p = reuse.predict(huge, huge, GenSettings(max_new_tokens=4), slot_id="huge")
+    assert p.prefill_tokens + p.reused_tokens <= reuse.context
+
+
+def test_model_directory_errors_name_the_problem(tmp_path):
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        check_model_dir(tmp_path / "missing")
+    with pytest.raises(ModelLoadError, match="config.json"):
+        check_model_dir(tmp_path)
+    d = tmp_path / "m"
+    shutil.copytree(DEFAULT_MODEL_DIR, d)
+    config = json.loads((d / "config.json").read_text())
+    config["auto_map"] = {"AutoModelForCausalLM": "modeling_evil.Evil"}
+    (d / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelLoadError, match="remote code"):
+        check_model_dir(d)
+    for f in d.glob("*.safetensors"):
+        f.rename(f.with_suffix(".bin"))
+    with pytest.raises(ModelLoadError, match="safetensors"):
+        check_model_dir(d, trust_remote_code=True)
+
+
+def test_templates_are_chosen_from_special_tokens():
+    assert detect_family({"<tabd_pre>", "<tabd_suf>", "<tabd_mid>"}) == "tabd"
+    assert detect_family({"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"}) == "qwen2.5-coder"
+    assert detect_family({"<fim_prefix>", "<fim_suffix>", "<fim_middle>"}) == "starcoder2"
+    assert detect_family({"<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>"}) == "deepseek-coder"
+    assert detect_family({"▁<PRE>", "▁<SUF>", "▁<MID>"}) == "codellama"
+    assert detect_family({"<s>", "</s>"}) == "plain"
+    spm = template_for("starcoder2", "spm").pieces("P", "S")
+    assert spm[-1] == ("P", False)  # the prefix runs straight into the middle
+    psm = template_for("qwen2.5-coder").pieces("P", "S")
+    assert [t for t, _ in psm] == ["<|fim_prefix|>", "P", "<|fim_suffix|>", "S", "<|fim_middle|>"]
+    with pytest.raises(ValueError):
+        template_for("qwen2.5-coder", "spm")
+    assert template_for("tabd").pieces("P", "S") == [("<tabd_suf>", True), ("S", False), ("<tabd_pre>", True), ("P", False)]
