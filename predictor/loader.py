@@ -57,7 +57,9 @@ def load(path: str | os.PathLike, device: str = "auto", trust_remote_code: bool 
     """(model, tokenizer, placement) for a local model directory."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # stderr is the editor's log: no progress bars in it
     d = check_model_dir(path, trust_remote_code)
     placement = choose_placement(device)
     try:

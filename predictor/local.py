@@ -17,6 +17,7 @@ import torch
 
 from tabd.predictor import engine, loader, postprocess
 from tabd.predictor.kvcache import InPlaceCache
+from tabd.predictor.threads import AdaptiveThreads
 from tabd.predictor.templates import FimTemplate, detect_family, template_for
 from tabd.predictor.types import GenSettings, Interrupted, ModelLoadError, Prediction
 
@@ -58,8 +59,7 @@ class LocalBackend:
         in_place_cache: bool = True,
     ) -> None:
         self.model_dir = str(model_dir or loader.DEFAULT_MODEL_DIR)
-        if threads:
-            torch.set_num_threads(threads)
+        self.threads = AdaptiveThreads(threads)
         self.model, self.tokenizer, self.placement = loader.load(self.model_dir, device, trust_remote_code)
         self.template = self._choose_template(fim)
         self.kv_reuse = kv_reuse
@@ -206,6 +206,7 @@ class LocalBackend:
         should_stop: Callable[[], bool] = lambda: False,
         slot_id: str = "default",
     ) -> Prediction:
+        self.threads.adjust()
         line_before = prefix.rsplit("\n", 1)[-1]
         line_after = suffix.split("\n", 1)[0].rstrip("\r")
         indent = line_before[: len(line_before) - len(line_before.lstrip())]

@@ -1,0 +1,114 @@
+"""`tabd demo`: the mechanism on a sample file, through a real LSP connection to `tabd serve`.
+
+1. ask for a suggestion at a position in the sample (a model call),
+2. press Tab (insert it, run tabd.accept),
+3. ask again: the answer was pre-fetched while we "read" the first one,
+then replay a session typed from the same file and print its summary.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+from lsprotocol import types
+
+SAMPLES = Path(__file__).resolve().parent.parent / "predictor" / "samples"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--file", default=str(SAMPLES / "inventory.py"), help="sample file (default: the shipped one)")
+    parser.add_argument("--no-replay", action="store_true", help="show the mechanism only")
+    parser.add_argument("--seed", type=int, default=1)
+
+
+def _cursor_after(text: str, marker: str) -> int:
+    at = text.find(marker)
+    return at + len(marker) if at >= 0 else len(text) // 2
+
+
+def _position(text: str, offset: int) -> types.Position:
+    before = text[:offset]
+    line = before.count("\n")
+    column = before[before.rfind("\n") + 1 :]
+    return types.Position(line=line, character=len(column.encode("utf-16-le")) // 2)
+
+
+async def mechanism(path: Path) -> int:
+    from pygls.lsp.client import LanguageClient
+
+    source = path.read_text(encoding="utf-8")
+    offset = _cursor_after(source, "    def value(self) -> float:\n        return ")
+    text = source[:offset] + source[source.find("\n", offset) :]  # the line's end removed: the model writes it
+    uri = path.resolve().as_uri()
+    client = LanguageClient("tabd-demo", "1")
+    await client.start_io(sys.executable, "-m", "tabd.daemon", "serve")
+    caps = types.ClientCapabilities(text_document=types.TextDocumentClientCapabilities(inline_completion=types.InlineCompletionClientCapabilities()))
+    await client.initialize_async(types.InitializeParams(capabilities=caps))
+    client.initialized(types.InitializedParams())
+    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+
+    async def ask(at: int):
+        params = types.InlineCompletionParams(
+            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
+            text_document=types.TextDocumentIdentifier(uri=uri), position=_position(text, at))
+        t0 = time.perf_counter()
+        result = await client.text_document_inline_completion_async(params)
+        return result.items, (time.perf_counter() - t0) * 1000
+
+    async def stats() -> dict:
+        result = await client.protocol.send_request_async("tabd/stats", {})
+        return result._asdict() if hasattr(result, "_asdict") else dict(result)
+
+    status = 0
+    try:
+        while (await stats()).get("model") == "loading":  # time the model, not its loading
+            await asyncio.sleep(0.1)
+        items, first_ms = await ask(offset)
+        shown = items[0].insert_text if items else ""
+        print(f"{path.name}:{_position(text, offset).line + 1}  first suggestion  {first_ms:8.1f} ms  (model)   {shown!r}")
+        if not shown:
+            print("the model had nothing to suggest here; nothing to accept")
+            return 1
+        await asyncio.sleep(0.4)  # the user reads the ghost text; the daemon pre-fetches meanwhile
+        at = _position(text, offset)
+        client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start=at, end=at), text=shown)]))
+        await client.workspace_execute_command_async(types.ExecuteCommandParams(command="tabd.accept", arguments=items[0].command.arguments))
+        text = text[:offset] + shown + text[offset:]
+        offset += len(shown)
+        items, next_ms = await ask(offset)
+        s = await stats()
+        source = s["last"]._asdict()["source"] if hasattr(s["last"], "_asdict") else s["last"]["source"]
+        nxt = items[0].insert_text if items else ""
+        print(f"{' ' * len(path.name)}   Tab, then next    {next_ms:8.1f} ms  ({source})   {nxt!r}")
+        print(f"after accept the next suggestion came {first_ms / max(next_ms, 1e-3):.0f}x faster")
+    finally:
+        await client.shutdown_async(None)
+        client.exit(None)
+        await client.stop()
+    return status
+
+
+def run(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    if not path.is_file():
+        print(f"tabd demo: {path} not found", file=sys.stderr)
+        return 2
+    status = asyncio.run(mechanism(path))
+    if args.no_replay:
+        return status
+    import tempfile
+
+    from tabd.daemon.cli import main as tabd_main
+
+    with tempfile.TemporaryDirectory() as tmp:
+        session = str(Path(tmp) / "demo-session.jsonl")
+        print(f"\nreplaying a session typed from {path.name} (seed {args.seed}) ...")
+        rc = tabd_main(["session", "from-file", str(path), "-o", session, "--seed", str(args.seed), "--spans", "3"])
+        if rc == 0:
+            rc = tabd_main(["replay", session, "--speed", "4"])
+    return status or rc
