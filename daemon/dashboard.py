@@ -252,7 +252,7 @@ def figures(s: LogSummary, report: dict) -> list[tuple[str, dict]]:
                        yaxis=dict(title="share of completions", range=[0, 1]), xaxis=dict(title="time (UTC)")),
     )))
     by_depth = report["prefetch"]["by_depth"]
-    depth_keys = [d for d in by_depth if d != "0"] or list(by_depth)
+    depth_keys = [d for d in by_depth if d != "0" or by_depth[d]["hits"]] or list(by_depth)
     figs.append(("hits-depth", dict(
         data=[
             dict(type="bar", x=[f"depth {d}" for d in depth_keys], y=[by_depth[d]["hits"] for d in depth_keys],

@@ -13,8 +13,9 @@ any length is summarised in bounded memory:
 - Time series use bins (60 s to start with); when there would be more than
   `MAX_BINS` bins the width doubles and neighbours merge.
 - Wasted prefetches: finished-prefetch keys wait in an insertion-ordered dict
-  until a completion served from them (source cache/typed/inflight, same key)
-  appears later in the stream. At most `PENDING_CAP` keys wait; the oldest is
+  until a completion served from them (source cache/typed/inflight, same
+  "key", or same "from_key" for a typed-through hit whose request state differs
+  from the prefetched one) appears later in the stream. At most `PENDING_CAP` keys wait; the oldest is
   then counted as wasted, since no completion cache holds that many entries.
 """
 from __future__ import annotations
@@ -381,13 +382,15 @@ class LogSummary:
         hit = src in HIT_SOURCES
         if hit:
             self.hits_by_depth[_int(ev.get("depth"))] += 1
-            key = ev.get("key")
-            if key is not None:
-                used = self.pending.pop(key, None)
-                if used is not None:
-                    count, depth = used
-                    self.prefetch["used"] += count
-                    self._depth(depth)["used"] += count
+            # "key" is the request's state; a typed-through hit also names the
+            # prefetched state it came from in "from_key" (when the core logs it).
+            for key in (ev.get("key"), ev.get("from_key")):
+                if key:
+                    used = self.pending.pop(key, None)
+                    if used is not None:
+                        count, depth = used
+                        self.prefetch["used"] += count
+                        self._depth(depth)["used"] += count
         if ev.get("after_accept"):
             latency["after_accept"].add(lat, i)
             self.after_accept["requests"] += 1

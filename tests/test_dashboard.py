@@ -211,6 +211,20 @@ def test_json_hit_rates_prefetch_waste_tokens_and_accepts(tmp_path, capsys):
     assert r["time"]["duration_s"] == 15.0
 
 
+def test_typed_hit_credits_the_prefetch_named_in_from_key(tmp_path, capsys):
+    events = [
+        ev("prefetch", T0, outcome="started", depth=1, key="aaaaaaaaaaaa"),
+        ev("prefetch", T0 + 1, outcome="finished", depth=1, key="aaaaaaaaaaaa"),
+        ev("prefetch", T0 + 1, outcome="started", depth=1, key="bbbbbbbbbbbb"),
+        ev("prefetch", T0 + 2, outcome="finished", depth=1, key="bbbbbbbbbbbb"),
+        # the user typed into suggestion A: the request's own key differs from A's
+        completion(T0 + 3, "typed", 0.4, key="cccccccccccc", from_key="aaaaaaaaaaaa"),
+        completion(T0 + 4, "typed", 0.4, key="dddddddddddd"),  # no from_key: credits nothing
+    ]
+    r = dashboard_json(capsys, write_jsonl(tmp_path / "t.jsonl", events))
+    assert (r["prefetch"]["used"], r["prefetch"]["wasted"]) == (1, 1)
+
+
 def test_several_logs_are_merged(tmp_path, capsys):
     a = write_jsonl(tmp_path / "a.jsonl", [completion(T0 + i, "cache", 1.0) for i in range(10)])
     b = write_jsonl(tmp_path / "b.jsonl", [completion(T0 + 3600 + i, "model", 100.0) for i in range(10)])
