@@ -741,10 +741,12 @@ def test_empty_and_damaged_reports_render_without_errors(tmp_path):
 def save_screenshot(out: Path, logs: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
+        title = ["--title", "tabd latency report"]
         if not logs:
             logs = [str(write_jsonl(tmp / "synthetic.jsonl", realistic_events(6000)))]
+            title = ["--title", "tabd latency report (synthetic log from tests/test_dashboard.py)"]
         report = tmp / "report.html"
-        assert tabd_main(["dashboard", *logs, "-o", str(report)]) == 0
+        assert tabd_main(["dashboard", *logs, "-o", str(report), *title]) == 0
         with Chromium(width=1280, height=900) as browser:
             browser.open(report.as_uri())
             browser.wait_for("document.querySelectorAll('div.chart .main-svg').length >= "
