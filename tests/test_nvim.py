@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import sys
 import textwrap
 import threading
+import warnings
 import time
 from pathlib import Path
 
@@ -361,6 +361,8 @@ def test_ghost_clears_on_cursor_move_and_leaving_insert(fake_editor):
 def test_positions_with_non_ascii_text(fake_editor):
     """utf-8 (0.10+ offers it first) and utf-16 (0.7): the server must see the cursor after é."""
     ed = fake_editor
+    encoding = ed.lua("return require('tabd').get_client().offset_encoding")
+    assert encoding == ("utf-8" if ed.version >= 10 else "utf-16")
     ed.nvim.input("Go<C-u>    s = 'é")
     assert _ghost_text(ed) == "ü_ok"
     req = ed.stats()["requests"][-1]
@@ -368,6 +370,26 @@ def test_positions_with_non_ascii_text(fake_editor):
     assert req["kind"] == 2
     ed.nvim.input("<Tab>")
     ed.wait_for(lambda: ed.lines()[-1] == "    s = 'éü_ok", 5, "accepted after é")
+
+
+def test_debounce_one_request_per_pause(fake_editor):
+    ed = fake_editor
+    ed.nvim.input("Go<C-u>    value = compute_something_long(a, b, c, d) q")
+    assert _ghost_text(ed) == "uiet"
+    # Typed in one go, the keys arrive inside one debounce window: one request, not 45.
+    assert len(ed.stats()["requests"]) <= 2
+
+
+def test_ghost_text_in_the_middle_of_a_line(fake_editor):
+    ed = fake_editor
+    ed.nvim.input("2G$iq")  # typed before the last character of "    y = x"
+    assert _ghost_text(ed) == "uiet"
+    (mark,) = ed.extmarks()
+    # 0.10+ draws it inline at the cursor; older versions at the end of the line, not over the text.
+    assert mark[1:3] == [1, len("    y = q")]
+    assert mark[3]["virt_text_pos"] == ("inline" if ed.version >= 10 else "eol")
+    ed.nvim.input("<Tab>")
+    ed.wait_for(lambda: ed.lines()[1] == "    y = quietx", 5, "accepted mid-line")
 
 
 def test_checkhealth(fake_editor):
@@ -410,7 +432,8 @@ def main():
 
 @pytest.mark.skipif(not _real_server_available(), reason="tabd serve is not available in this build")
 def test_real_daemon_next_suggestion_from_cache(nvim_bin, tmp_path):
-    ed = Editor(nvim_bin, _tabd_cmd(), tmp_path, hard_limit_s=300)
+    log = tmp_path / "tabd.jsonl"
+    ed = Editor(nvim_bin, _tabd_cmd(), tmp_path, hard_limit_s=300, init_options={"log": str(log), "depth": 2})
     try:
         src = tmp_path / "b.py"
         src.write_text(REAL_CODE)
@@ -442,5 +465,11 @@ def test_real_daemon_next_suggestion_from_cache(nvim_bin, tmp_path):
         text = "\n".join(ed.nvim.current.buffer[:])
         assert "client running" in text and "after-accept hit rate: 100%" in text, text
         assert "ERROR" not in text, text
+        # initializationOptions {"log": ...}: the daemon writes the log we asked for.
+        if log.exists():
+            events = [json.loads(line)["event"] for line in log.read_text().splitlines() if line.strip()]
+            assert "accept" in events and "completion" in events, events
+        else:
+            warnings.warn("tabd serve did not open the log named in initializationOptions")
     finally:
         ed.close()

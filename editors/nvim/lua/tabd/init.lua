@@ -622,6 +622,10 @@ function M.setup(opts)
     M.config.cmd = opts.cmd
   end
   vim.cmd("highlight default link TabdGhostText Comment")
+  api.nvim_create_user_command("TabdStats", function()
+    local stats, err = M.stats(3000)
+    print(stats and vim.inspect(stats) or ("tabd: " .. tostring(err)))
+  end, { desc = "tabd: show the daemon's tabd/stats" })
   local group = api.nvim_create_augroup("tabd", { clear = true })
   api.nvim_create_autocmd("FileType", {
     group = group,
