@@ -22,6 +22,9 @@ DEFAULT_ALL = ("kv", "replay")  # soak and engines take long; name them to run t
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("section", nargs="?", choices=sorted(SECTIONS), help="one section; none means kv and replay")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    from tabd.daemon.options import add_model_arguments
+
+    add_model_arguments(parser)
     for module_name in SECTIONS.values():
         try:
             module = importlib.import_module(module_name)
