@@ -37,7 +37,7 @@ PHASES = ("queue_ms", "cache_ms", "prefill_ms", "decode_ms")
 
 EXACT_CAP = 250_000  # raw float64 values kept per latency series (2 MB each)
 MAX_BINS = 1440  # time bins before they are merged pairwise
-PENDING_CAP = 1_000_000  # finished prefetch keys awaiting a hit
+PENDING_CAP = 200_000  # finished prefetch keys awaiting a hit (~50 MB at most)
 RECENT_IDS = 8192  # completion ids remembered to attribute accepts to a source
 MAX_LABELS = 50  # distinct cancel reasons / error places tracked; the rest are "other"
 
