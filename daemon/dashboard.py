@@ -10,6 +10,7 @@ import argparse
 import datetime as dt
 import html
 import json
+import os
 import sys
 import time
 
@@ -68,8 +69,12 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"wrote {args.output} ({report['events']} events)", file=sys.stderr)
     if args.json:
-        json.dump(report, sys.stdout)
-        sys.stdout.write("\n")
+        try:
+            json.dump(report, sys.stdout)
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+        except BrokenPipeError:  # `tabd dashboard --json | head`: the reader left, not an error
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

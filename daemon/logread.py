@@ -41,6 +41,8 @@ PENDING_CAP = 200_000  # finished prefetch keys awaiting a hit (~50 MB at most)
 RECENT_IDS = 8192  # completion ids remembered to attribute accepts to a source
 MAX_LABELS = 50  # distinct cancel reasons / error places tracked; the rest are "other"
 
+MAX_TS = 253402300799  # 9999-12-31: later (or NaN, or negative) is not a real timestamp
+
 SKIP_REASONS = ("not_json", "not_object", "future_version", "unknown_event", "bad_fields")
 
 
@@ -250,7 +252,7 @@ def read_events(paths: Iterable[str], stats: ReadStats) -> Iterator[dict]:
                     skipped["unknown_event"] += 1
                     continue
                 ts = ev.get("ts")
-                if type(ts) is not float and type(ts) is not int or not math.isfinite(ts):
+                if type(ts) is not float and type(ts) is not int or not 0 <= ts <= MAX_TS:
                     skipped["bad_fields"] += 1
                     continue
                 if kind == "completion":

@@ -271,6 +271,8 @@ def test_bad_lines_are_counted_not_fatal(tmp_path, capsys):
         json.dumps(ev("completion", T0, source="cache", latency_ms="fast")) + "\n",
         json.dumps(ev("completion", T0, source="cache", latency_ms=-1)) + "\n",
         json.dumps({"event": "completion", "source": "cache", "latency_ms": 1.0}) + "\n",  # no ts
+        json.dumps(ev("completion", 1e300, source="cache", latency_ms=1.0)) + "\n",
+        '{"ts": NaN, "event": "dismiss", "v": 1}\n',
         json.dumps(ev("prefetch", T0, outcome="exploded")) + "\n",
         '{"ts": 1, "event": "completion", "v": 1} trailing\n',
         '{"ts": 1764547200.5, "event": "comple',  # torn last line, no newline
@@ -282,12 +284,12 @@ def test_bad_lines_are_counted_not_fatal(tmp_path, capsys):
     assert "Traceback" not in err
     r = json.loads(out)
     assert r["events"] == 5
-    assert r["skipped"] == {"not_json": 5, "not_object": 2, "future_version": 1, "unknown_event": 1, "bad_fields": 5}
-    assert r["skipped_lines"] == 14
-    assert r["lines"] == 19
-    assert "skipped 14 of 19 lines" in err and "1 future version" in err
+    assert r["skipped"] == {"not_json": 5, "not_object": 2, "future_version": 1, "unknown_event": 1, "bad_fields": 7}
+    assert r["skipped_lines"] == 16
+    assert r["lines"] == 21
+    assert "skipped 16 of 21 lines" in err and "1 future version" in err
     html_text = (tmp_path / "r.html").read_text(encoding="utf-8")
-    assert "Skipped 14 of 19 lines" in html_text
+    assert "Skipped 16 of 21 lines" in html_text
 
 
 def test_empty_log_gives_a_report_that_says_so(tmp_path, capsys):
