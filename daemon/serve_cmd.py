@@ -1,10 +1,14 @@
-"""`tabd serve`: the LSP server on stdio (default) or TCP on loopback."""
+"""`tabd serve`: the LSP server on stdio (default) or TCP on loopback.
+
+Exit codes: 0 after shutdown+exit or SIGTERM, 1 when the editor exits, dies or
+closes stdin without shutdown, 2 when a flag or a file is unusable at start-up.
+Files (--log, --record) are opened before serving, so a bad path fails here.
+"""
 from __future__ import annotations
 
 import argparse
 import logging
 import os
-import signal
 import sys
 
 from tabd.daemon.backends import make_backend
@@ -70,25 +74,18 @@ def run(args: argparse.Namespace) -> int:
     server = build_server(config, make_backend, events)
     server.recorder = recorder
 
-    def close_files(*_):
+    def close_files() -> None:
         for close in closers:
             try:
                 close()
             except OSError:
                 pass
 
-    def on_term(signum, frame):
-        close_files()
-        os._exit(0)
-
-    signal.signal(signal.SIGTERM, on_term)
+    # SIGTERM/SIGINT/SIGHUP stop the event loop (lsp/protocol.py install_stop_signals): we get here and flush.
+    code = 1
     try:
-        if tcp:
-            server.start_tcp(*tcp)
-        else:
-            server.start_io()
+        code = server.start_tcp(*tcp) if tcp else server.start_io()
     finally:
-        if server.service is not None:
-            server.service.close()
+        server.close()  # stops the parent watch and joins the model worker
         close_files()
-    return 0
+    return code

@@ -1,22 +1,234 @@
-"""pygls' protocol with the gaps closed that would leave an editor waiting or out of sync.
+"""pygls' protocol and transport with the gaps closed that would leave an editor waiting or out of sync.
 
-- A request whose params do not parse is answered with InvalidParams (-32602);
-  pygls would log it and send nothing.
-- A request before `initialize` is answered with ServerNotInitialized (-32002),
-  and one after `shutdown` with InvalidRequest (-32600); pygls drops both.
-- didOpen/didChange/didClose go to our DocumentStore (LSP line breaks, clamped
-  positions) instead of pygls' workspace.
+Every request gets an answer:
+- a body that is not JSON gets ParseError (-32700), one that is not a JSON-RPC
+  request object (a number, an array, a missing or non-string method, a bad id,
+  a jsonrpc other than "2.0") gets InvalidRequest (-32600); pygls logs these and
+  sends nothing;
+- a request whose params do not parse gets InvalidParams (-32602); pygls would
+  log it and send nothing;
+- a request before `initialize` gets ServerNotInitialized (-32002), a second
+  `initialize` and any request after `shutdown` get InvalidRequest (-32600);
+  pygls runs the first and drops the others;
+- an exception while dispatching gets InternalError (-32603).
+
+The transport is our own (Framer + serve_stdio/serve_tcp) because pygls'
+reader (pygls/io_.py run_async) only knows the exact line
+`Content-Length: N\\r\\n`: a header in another case, with a bare \\n or a bad
+number makes it read the body as header lines, glue it to the next message's
+header and lose every message after it. The Framer finds the next
+Content-Length wherever it is, answers what it can recover, skips bodies over
+MAX_MESSAGE_BYTES without buffering them, and reads a body whose
+Content-Length overstates it once the client stops sending.
+
+didOpen/didChange/didClose go to our DocumentStore (LSP line breaks, clamped
+positions) instead of pygls' workspace. Notifications before `initialize` are
+dropped, as LSP says, except `exit`.
 """
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
-from typing import Any
+import os
+import re
+import signal
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcInvalidParams, JsonRpcInvalidRequest, JsonRpcServerNotInitialized
+from pygls.exceptions import (
+    JsonRpcInternalError,
+    JsonRpcInvalidParams,
+    JsonRpcInvalidRequest,
+    JsonRpcParseError,
+    JsonRpcServerNotInitialized,
+)
+from pygls.io_ import StdoutWriter
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
 logger = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = 16 << 20  # a bigger body is skipped (and a request in it answered); documents that big get no completions
+MAX_HEADER_LINE = 1 << 20  # bytes without a line break outside a body: junk; keep only its tail while looking for Content-Length
+STALL_S = 0.5  # no bytes for this long: try what is buffered as a whole message
+CONTENT_LENGTH = re.compile(rb"content-length[ \t]*:[ \t]*([^\r\n]*)", re.IGNORECASE)
+ID_BEFORE_PARAMS = re.compile(rb'^\s*\{[^{]*?"id"\s*:\s*(-?\d{1,15}|"(?:[^"\\]|\\.){0,200}")')
+METHOD = re.compile(rb'"method"\s*:\s*"([^"\\]{1,200})"')
+
+
+# -- framing ------------------------------------------------------------------------------
+
+
+@dataclass
+class Frame:
+    """What the Framer cut from the stream: a parsed `message`, an `invalid` body, an `oversize` one, or `junk`."""
+
+    kind: str
+    value: Any = None  # the JSON value of a message
+    head: bytes = b""  # the first bytes of an invalid or oversize body: enough to find its id
+    note: str = ""
+
+
+class Framer:
+    """Cuts a byte stream into LSP messages (sans I/O: feed bytes, get frames), recovering from bad framing."""
+
+    def __init__(self, max_body: int = MAX_MESSAGE_BYTES) -> None:
+        self.max_body = max_body
+        self.buf = bytearray()
+        self.length: int | None = None  # body length once a header block ended
+        self.header_length: int | None = None  # Content-Length seen in the current header block
+        self.discard = 0  # bytes of an oversize body still to drop
+        self.discard_total = 0
+        self.discard_head = bytearray()
+
+    def pending(self) -> bool:
+        return bool(self.buf) or self.length is not None
+
+    def feed(self, data: bytes) -> list[Frame]:
+        self.buf += data
+        frames: list[Frame] = []
+        while self._step(frames):
+            pass
+        return frames
+
+    def stalled(self) -> list[Frame]:
+        """The client stopped sending: a complete JSON object in the buffer is a message, whatever the header said."""
+        frames: list[Frame] = []
+        if self.discard or not self.buf:
+            return frames
+        text = bytes(self.buf).rstrip()
+        if not text.endswith((b"}", b"]")):
+            return frames
+        start = text.find(b"{") if self.length is None else 0
+        value, end = _decode_prefix(text, max(start, 0))
+        if value is None:
+            return frames
+        note = f"Content-Length said {self.length}, body was {end} bytes" if self.length is not None else "no Content-Length"
+        del self.buf[:end]
+        self.length = self.header_length = None
+        frames.append(Frame("message", value, note=note))
+        return frames
+
+    def _step(self, frames: list[Frame]) -> bool:
+        if self.discard:
+            return self._skip(frames)
+        if self.length is not None:
+            return self._body(frames)
+        return self._header_line(frames)
+
+    def _skip(self, frames: list[Frame]) -> bool:
+        if not self.buf:
+            return False
+        n = min(self.discard, len(self.buf))
+        if len(self.discard_head) < 4096:
+            self.discard_head += self.buf[: 4096 - len(self.discard_head)]
+        del self.buf[:n]
+        self.discard -= n
+        if self.discard == 0:
+            frames.append(Frame("oversize", head=bytes(self.discard_head),
+                                note=f"{self.discard_total} bytes is over the {self.max_body} byte limit"))
+            self.discard_head = bytearray()
+        return True
+
+    def _body(self, frames: list[Frame]) -> bool:
+        length = self.length
+        assert length is not None
+        if len(self.buf) < length:
+            return False
+        body = bytes(self.buf[:length])
+        del self.buf[:length]
+        self.length = None
+        try:
+            frames.append(Frame("message", json.loads(body)))
+            return True
+        except (ValueError, UnicodeDecodeError) as exc:
+            reason = f"{type(exc).__name__}: {exc}"[:200]
+        # Content-Length overstated: a whole object, then the next message's header inside this body
+        match = CONTENT_LENGTH.search(body)
+        if match is not None:
+            value, end = _decode_prefix(body, 0)
+            if value is not None:
+                frames.append(Frame("message", value, note=f"Content-Length said {length}, body was {end} bytes"))
+                self.buf[:0] = body[match.start():]
+                return True
+        frames.append(Frame("invalid", head=body[:4096], note=reason))
+        return True
+
+    def _header_line(self, frames: list[Frame]) -> bool:
+        nl = self.buf.find(b"\n")
+        if nl < 0:
+            if len(self.buf) > MAX_HEADER_LINE:
+                match = CONTENT_LENGTH.search(self.buf)
+                cut = match.start() if match is not None else len(self.buf) - 64
+                if cut > 0:
+                    frames.append(Frame("junk", head=bytes(self.buf[:256]), note=f"{cut} bytes outside any message"))
+                    del self.buf[:cut]
+            return False
+        line = bytes(self.buf[: nl + 1])
+        del self.buf[: nl + 1]
+        content = line.rstrip(b"\r\n")
+        if not content.strip():
+            if self.header_length is None:
+                return True  # a blank line outside a header block: nothing to frame
+            if self.header_length > self.max_body:
+                self.discard = self.discard_total = self.header_length
+            else:
+                self.length = self.header_length
+            self.header_length = None
+            return True
+        match = CONTENT_LENGTH.search(content)
+        if match is None:
+            if b":" in content and len(content) < 1024 and self.header_length is not None:
+                return True  # another header (Content-Type): nothing we need
+            self._junk(frames, content, "not a header")
+            return True
+        if match.start() > 0:
+            self._junk(frames, content[: match.start()], "bytes before a Content-Length header")
+        raw = match.group(1).strip()
+        if raw.isdigit() and len(raw) <= 12:
+            self.header_length = int(raw)
+        else:
+            self.header_length = None
+            frames.append(Frame("junk", head=content[:256], note=f"bad Content-Length {raw[:40]!r}"))
+        return True
+
+    def _junk(self, frames: list[Frame], data: bytes, why: str) -> None:
+        """Bytes outside a message; a JSON object among them (a body whose header was broken) is still a message."""
+        start = data.find(b"{")
+        if start >= 0:
+            value, end = _decode_prefix(data, start)
+            if value is not None:
+                frames.append(Frame("message", value, note=f"recovered a message without a usable header ({why})"))
+                return
+        frames.append(Frame("junk", head=data[:256], note=f"{len(data)} bytes skipped: {why}"))
+
+
+def _decode_prefix(data: bytes, start: int) -> tuple[Any, int]:
+    """(the JSON object or array at data[start:], where it ends) or (None, 0)."""
+    try:
+        text = data[start:].decode("utf-8")
+        value, end = json.JSONDecoder().raw_decode(text)
+    except (ValueError, UnicodeDecodeError):
+        return None, 0
+    if not isinstance(value, (dict, list)):
+        return None, 0
+    return value, start + len(text[:end].encode("utf-8"))
+
+
+def id_in(head: bytes) -> Any:
+    """The request id in the first bytes of a body that did not parse, if it comes before params."""
+    match = ID_BEFORE_PARAMS.search(head)
+    if match is None:
+        return None
+    try:
+        return json.loads(match.group(1))
+    except ValueError:
+        return None
+
+
+# -- the protocol --------------------------------------------------------------------------
 
 
 class Unparsable:
@@ -28,8 +240,83 @@ class Unparsable:
         self.reason = reason
 
 
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
 class TabdProtocol(LanguageServerProtocol):
     initialized = False
+    exit_code: int | None = None
+    on_exit: Callable[[int], None] | None = None  # set by the transport: stop serving with this code
+
+    # -- from JSON value to handler ---------------------------------------------------------
+
+    def send_error(self, msg_id: Any, code: int, message: str) -> None:
+        """An error response; id null where the request's id could not be read (pygls would drop the null)."""
+        self._send_data({"jsonrpc": "2.0", "id": msg_id if _valid_id(msg_id) else None,
+                         "error": {"code": code, "message": message[:1000]}})
+
+    def handle_frame(self, frame: Frame) -> None:
+        if frame.note:
+            logger.warning("transport: %s", frame.note)
+        if frame.kind == "message":
+            self.handle_value(frame.value)
+            return
+        msg_id = id_in(frame.head)
+        method = METHOD.search(frame.head)
+        what = f" ({method.group(1).decode('utf-8', 'replace')})" if method else ""
+        if frame.kind == "invalid":
+            self.send_error(msg_id, JsonRpcParseError.CODE, f"message{what} is not valid JSON: {frame.note}")
+        elif frame.kind == "oversize" and msg_id is not None:
+            self.send_error(msg_id, JsonRpcInvalidRequest.CODE, f"message{what} skipped: {frame.note}")
+
+    def handle_value(self, value: Any) -> None:
+        """One JSON value from the client: checked as JSON-RPC, structured, dispatched; requests always answered."""
+        if not isinstance(value, dict):
+            what = "batches are not supported in LSP" if isinstance(value, list) else f"got {type(value).__name__}"
+            logger.warning("invalid message: %s", what)
+            self.send_error(None, JsonRpcInvalidRequest.CODE, f"a message must be a JSON-RPC object: {what}")
+            return
+        msg_id = value.get("id")
+        has_id = "id" in value
+        if "method" not in value:
+            if has_id and value.get("jsonrpc") == "2.0" and ("result" in value or "error" in value):
+                self.dispatch(value, None)  # a response to one of our requests
+            else:
+                logger.warning("invalid message without method dropped (keys %s)", sorted(value)[:10])
+            return
+        method = value["method"]
+        problem = None
+        if not isinstance(method, str):
+            problem = f"method must be a string, got {type(method).__name__}"
+        elif value.get("jsonrpc") != "2.0":
+            problem = f'jsonrpc must be "2.0", got {value.get("jsonrpc")!r}'
+        elif has_id and not _valid_id(msg_id):
+            problem = f"id must be an integer or a string, got {type(msg_id).__name__}"
+        elif value.get("params") is not None and not isinstance(value["params"], (dict, list)):
+            if has_id:
+                self.send_error(msg_id, JsonRpcInvalidParams.CODE, f"params of {method} must be an object or an array")
+            return
+        if problem is not None:
+            logger.warning("invalid message: %s", problem)
+            if has_id:
+                self.send_error(msg_id, JsonRpcInvalidRequest.CODE, problem)
+            return
+        self.dispatch(value, msg_id if has_id else None)
+
+    def dispatch(self, value: dict, request_id: Any) -> None:
+        try:
+            message = self.structure_message(value)
+        except Exception as exc:  # a notification whose params do not parse: nobody to answer
+            cause = exc.__cause__ or exc
+            logger.warning("notification %s dropped: %s", value.get("method"), f"{type(cause).__name__}: {cause}"[:300])
+            return
+        try:
+            self.handle_message(message)
+        except Exception as exc:
+            logger.exception("error handling %s", value.get("method"))
+            if request_id is not None:
+                self.send_error(request_id, JsonRpcInternalError.CODE, f"internal error: {type(exc).__name__}: {exc}")
 
     def structure_message(self, data: dict[str, Any]):
         try:
@@ -43,22 +330,42 @@ class TabdProtocol(LanguageServerProtocol):
     def handle_message(self, message):
         if isinstance(message, Unparsable):
             logger.warning("invalid params for %s: %s", message.method, message.reason)
-            err = JsonRpcInvalidParams(f"invalid params for {message.method}: {message.reason}")
-            self._send_response(message.id, None, err.to_response_error())
+            self.send_error(message.id, JsonRpcInvalidParams.CODE, f"invalid params for {message.method}: {message.reason}")
             return
         method = getattr(message, "method", None)
         is_request = method is not None and getattr(message, "id", None) is not None
-        if is_request and not self.initialized and method != types.INITIALIZE:
-            err = JsonRpcServerNotInitialized(f"{method} before initialize")
-            self._send_response(message.id, None, err.to_response_error())
+        if not self.initialized and method not in (types.INITIALIZE, types.EXIT, None):
+            if is_request:
+                self.send_error(message.id, JsonRpcServerNotInitialized.CODE, f"{method} before initialize")
+            else:
+                logger.warning("notification %s before initialize dropped", method)
             return
         if is_request and self._shutdown and method != types.EXIT:
-            err = JsonRpcInvalidRequest(f"{method} after shutdown")
-            self._send_response(message.id, None, err.to_response_error())
+            self.send_error(message.id, JsonRpcInvalidRequest.CODE, f"{method} after shutdown")
             return
         if method == types.INITIALIZE and is_request:
+            if self.initialized:
+                self.send_error(message.id, JsonRpcInvalidRequest.CODE, "initialize was already sent")
+                return
             self.initialized = True
         return super().handle_message(message)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    @lsp_method(types.EXIT)
+    def lsp_exit(self, *args):
+        """Stop serving: exit code 0 after shutdown, 1 without (LSP). The transport closes the rest."""
+        if (user_handler := self.fm.features.get(types.EXIT)) is not None:
+            yield user_handler, args, None
+        self.request_exit(0 if self._shutdown else 1)
+
+    def request_exit(self, code: int) -> None:
+        if self.exit_code is None:
+            self.exit_code = code
+        if self.on_exit is not None:
+            self.on_exit(self.exit_code)
+
+    # -- documents go to our store ----------------------------------------------------------
 
     @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
     def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams):
@@ -74,3 +381,143 @@ class TabdProtocol(LanguageServerProtocol):
     def lsp_text_document__did_close(self, params: types.DidCloseTextDocumentParams):
         if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CLOSE)) is not None:
             yield handler, (params,), None
+
+
+# -- transports ----------------------------------------------------------------------------
+
+
+class Connection:
+    """One client connection: bytes in through a Framer, messages to the protocol, a stop with an exit code."""
+
+    def __init__(self, protocol: TabdProtocol) -> None:
+        self.protocol = protocol
+        self.framer = Framer()
+        self.stopped: asyncio.Future | None = None
+
+    def stop(self, code: int) -> None:
+        if self.stopped is not None and not self.stopped.done():
+            self.stopped.set_result(code)
+
+    def feed(self, data: bytes) -> None:
+        for frame in self.framer.feed(data):
+            self._handle(frame)
+
+    def stall(self) -> None:
+        for frame in self.framer.stalled():
+            self._handle(frame)
+
+    def _handle(self, frame: Frame) -> None:
+        if self.stopped is not None and self.stopped.done():
+            return
+        try:
+            self.protocol.handle_frame(frame)
+        except (BrokenPipeError, ConnectionError):
+            logger.warning("the client went away")
+            self.stop(self.protocol.exit_code if self.protocol.exit_code is not None else (0 if self.protocol._shutdown else 1))
+
+    async def pump(self, read: Callable[[], Any]) -> None:
+        """Feed what `read()` returns (awaitable bytes; b'' at the end) until the end or a stop."""
+        while not self.stopped.done():
+            chunk_task = asyncio.ensure_future(read())
+            while True:
+                timeout = STALL_S if self.framer.pending() else None
+                done, _ = await asyncio.wait({chunk_task, self.stopped}, timeout=timeout,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if self.stopped in done:
+                    chunk_task.cancel()
+                    return
+                if chunk_task in done:
+                    break
+                self.stall()
+            chunk = chunk_task.result()
+            if not chunk:
+                self.stall()
+                logger.info("the client closed the connection")
+                self.stop(0 if self.protocol._shutdown else 1)
+                return
+            self.feed(chunk)
+
+
+def _stdin_reader(fd: int, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue) -> None:
+    """A daemon thread: blocking reads of stdin into the loop (a blocked read must never keep the process alive)."""
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except OSError:
+            chunk = b""
+        try:
+            loop.call_soon_threadsafe(queue.put_nowait, chunk)
+        except RuntimeError:  # the loop is closed: we are exiting
+            return
+        if not chunk:
+            return
+
+
+def install_stop_signals(loop: asyncio.AbstractEventLoop, stop: Callable[[int], None]) -> None:
+    """SIGTERM, SIGINT and SIGHUP stop serving through the loop, so files close outside any lock."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        try:
+            loop.add_signal_handler(sig, stop, 0 if sig == signal.SIGTERM else 128 + sig)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+
+
+def serve_stdio(server, stdin_fd: int | None = None, stdout=None, on_start: Callable[[Connection], None] | None = None) -> int:
+    """Serve LSP on stdin/stdout until exit, EOF, a stop signal or a stop from `on_start`'s watchers; the exit code."""
+    protocol: TabdProtocol = server.protocol
+    if stdout is None:
+        # LSP owns the real stdout; fd 1 becomes stderr so a stray print (a library's warning) cannot corrupt it
+        stdout = os.fdopen(os.dup(1), "wb")
+        os.dup2(2, 1)
+    protocol.set_writer(StdoutWriter(stdout))
+    fd = 0 if stdin_fd is None else stdin_fd
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        conn = Connection(protocol)
+        conn.stopped = loop.create_future()
+        protocol.on_exit = conn.stop
+        install_stop_signals(loop, conn.stop)
+        queue: asyncio.Queue = asyncio.Queue()
+        threading.Thread(target=_stdin_reader, args=(fd, loop, queue), name="tabd-stdin", daemon=True).start()
+        if on_start is not None:
+            on_start(conn)
+        await conn.pump(queue.get)
+        return conn.stopped.result()
+
+    return asyncio.run(main())
+
+
+def serve_tcp(server, host: str, port: int, on_start: Callable[[Connection], None] | None = None) -> int:
+    """Serve LSP to one TCP client on host:port; the exit code once it exits or disconnects."""
+    protocol: TabdProtocol = server.protocol
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future = loop.create_future()
+        install_stop_signals(loop, lambda code: done.done() or done.set_result(code))
+        busy = False
+
+        async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal busy
+            if busy:  # one editor per daemon
+                writer.close()
+                return
+            busy = True
+            protocol.set_writer(writer)
+            conn = Connection(protocol)
+            conn.stopped = loop.create_future()
+            protocol.on_exit = conn.stop
+            conn.stopped.add_done_callback(lambda f: done.done() or done.set_result(f.result()))
+            if on_start is not None:
+                on_start(conn)
+            await conn.pump(lambda: reader.read(1 << 16))
+            writer.close()
+
+        listener = await asyncio.start_server(client, host, port)
+        logger.info("serving on %s", ", ".join(str(s.getsockname()) for s in listener.sockets))
+        async with listener:
+            code = await done
+        return code
+
+    return asyncio.run(main())

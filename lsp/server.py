@@ -5,6 +5,7 @@ turns positions into document states and answers into LSP items.
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import time
@@ -18,10 +19,11 @@ from pygls.workspace.position_codec import PositionCodec
 
 from tabd.cache.state import DocState
 from tabd.daemon.config import Config, apply_client_options
-from tabd.daemon.events import EventLog
+from tabd.daemon.events import EventLog, LogFile
+from tabd.daemon.lifecycle import start_parent_watch
 from tabd.daemon.service import Answer, CompletionService
 from tabd.lsp.documents import DocumentError, DocumentStore
-from tabd.lsp.protocol import TabdProtocol
+from tabd.lsp.protocol import TabdProtocol, serve_stdio, serve_tcp
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +32,7 @@ ACCEPT = "tabd.accept"
 DISMISS = "tabd.dismiss"
 STATS = "tabd/stats"
 DOCUMENT = "tabd/document"  # the server's copy of a document, for clients and tests to check sync
+REQUEST_TIMEOUT_S = 30.0  # a loaded model that takes longer than this answers empty rather than never
 
 
 def doc_id(uri: str) -> str:
@@ -49,6 +52,50 @@ class TabdServer(LanguageServer):
         self.recorder: Any = None  # has .record(dict); set by `tabd serve --record`
         self.started = time.monotonic()
         self.pending_messages: list[str] = []
+        self.closers: list[Callable[[], None]] = []  # files opened because of initializationOptions
+        self.parent_watch: asyncio.Task | None = None
+
+    def start_io(self, stdin=None, stdout=None) -> int:  # type: ignore[override]
+        """Serve on stdio with our transport (see lsp/protocol.py); the process exit code."""
+        return serve_stdio(self, None if stdin is None else stdin.fileno(), stdout)
+
+    def start_tcp(self, host: str, port: int) -> int:  # type: ignore[override]
+        return serve_tcp(self, host, port)
+
+    def show(self, kind: types.MessageType, message: str) -> None:
+        self.window_show_message(types.ShowMessageParams(type=kind, message=f"tabd: {message}"))
+
+    async def report_model(self) -> None:
+        """Tell the user once when the model cannot load: completions stay empty, and this says why."""
+        try:
+            ok = await self.service.ready() if self.service is not None else True
+        except Exception as exc:  # stopped before it loaded
+            logger.info("model load not finished: %s", exc)
+            return
+        if not ok and self.service is not None:
+            self.show(types.MessageType.Error, f"the model could not be loaded, so there will be no suggestions: {self.service.load_error}")
+
+    def open_client_log(self, path: str) -> None:
+        """initializationOptions.log: a log file asked for by the editor, opened now so a bad path is reported now."""
+        try:
+            log_file = LogFile(path)
+        except OSError as exc:
+            self.pending_messages.append(f"option 'log': {exc.strerror or exc}; not logging to it")
+            return
+        self.events.add_sink(log_file.write)
+        self.closers.append(log_file.close)
+
+    def close(self) -> None:
+        if self.parent_watch is not None:
+            self.parent_watch.cancel()
+        if self.service is not None:
+            self.service.close()
+        for close in self.closers:
+            try:
+                close()
+            except OSError:
+                pass
+        self.closers.clear()
 
     def record(self, op: str, **fields) -> None:
         if self.recorder is not None:
@@ -73,7 +120,13 @@ class TabdServer(LanguageServer):
             raise JsonRpcInvalidParams(str(exc)) from None
         if self.service is None:
             raise JsonRpcInvalidParams("the server is not initialized")
-        answer = await self.service.complete(doc, version, state)
+        await self.service.ready()  # loading is bounded on its own; the timeout is for the answer
+        try:
+            answer = await asyncio.wait_for(self.service.complete(doc, version, state), REQUEST_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            logger.warning("no answer within %.0f s; answering empty", REQUEST_TIMEOUT_S)
+            self.events.emit("error", where="timeout", doc=doc, message=f"no answer within {REQUEST_TIMEOUT_S:.0f} s")
+            answer = Answer("", "", "none")
         return answer, self.position_of(uri, offset)
 
 
@@ -82,22 +135,27 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: TabdServer, params: types.InitializeParams) -> None:
+        before = ls.config
         ls.config, problems = apply_client_options(ls.config, params.initialization_options)
         ls.pending_messages.extend(problems)
+        if ls.config.log and ls.config.log != before.log:
+            ls.open_client_log(ls.config.log)
         encoding = ServerCapabilitiesBuilder.choose_position_encoding(params.capabilities)
         ls.codec = PositionCodec(encoding)
         ls.service = CompletionService(ls.config, ls.backend_factory, ls.events)
+        ls.parent_watch = start_parent_watch(params.process_id, lambda: ls.protocol.request_exit(1))
 
     @server.feature(types.INITIALIZED)
     def initialized(ls: TabdServer, params: types.InitializedParams) -> None:
         for message in ls.pending_messages:
-            ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=f"tabd: {message}"))
+            ls.show(types.MessageType.Warning, message)
         ls.pending_messages.clear()
+        asyncio.ensure_future(ls.report_model())
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: TabdServer, params: Any) -> None:
         if ls.service is not None:
-            ls.service.close()
+            ls.service.close()  # joins the model worker: nothing runs on after shutdown
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: TabdServer, params: types.DidOpenTextDocumentParams) -> None:

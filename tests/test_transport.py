@@ -1,0 +1,342 @@
+"""Malformed transport through a real `tabd serve` over stdio, with raw bytes no LSP client library would send.
+
+Broken Content-Length headers, invalid JSON, JSON that is not an object, a
+50 MB message: each is answered or skipped, and the next well-formed message is
+served. RawServer (below) is the small framing client the other hardening tests
+import: Content-Length framing, responses read with timeouts.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tabd.lsp.protocol import Framer, id_in
+
+# -- the raw client ---------------------------------------------------------------------------
+
+
+def serve_command(*extra: str) -> list[str]:
+    return [sys.executable, "-m", "tabd.daemon", "serve", *extra]
+
+
+def frame(obj_or_bytes) -> bytes:
+    body = obj_or_bytes if isinstance(obj_or_bytes, bytes) else json.dumps(obj_or_bytes).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+class RawServer:
+    """A `tabd serve` child on pipes; send raw bytes or messages, read responses with timeouts."""
+
+    def __init__(self, *extra: str, stderr: Path | None = None, env: dict | None = None, popen=None) -> None:
+        self._stderr = open(stderr, "wb") if stderr else subprocess.DEVNULL
+        self.proc = (popen or subprocess.Popen)(
+            serve_command(*extra), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+            env={**os.environ, **(env or {})},
+        )
+        self.messages: list[dict] = []
+        self.cond = threading.Condition()
+        self.eof = False
+        self.next_id = 1000
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        out = self.proc.stdout
+        while True:
+            length = None
+            while True:
+                line = out.readline()
+                if not line:
+                    with self.cond:
+                        self.eof = True
+                        self.cond.notify_all()
+                    return
+                if line in (b"\r\n", b"\n"):
+                    break
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            body = out.read(length)
+            with self.cond:
+                self.messages.append(json.loads(body))
+                self.cond.notify_all()
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def send_bytes(self, data: bytes) -> None:
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def send(self, obj) -> None:
+        self.send_bytes(frame(obj))
+
+    def notify(self, method: str, params=None) -> None:
+        self.send({"jsonrpc": "2.0", "method": method, **({"params": params} if params is not None else {})})
+
+    def request(self, method: str, params=None, msg_id=None) -> int | str:
+        if msg_id is None:
+            self.next_id += 1
+            msg_id = self.next_id
+        self.send({"jsonrpc": "2.0", "id": msg_id, "method": method, **({"params": params} if params is not None else {})})
+        return msg_id
+
+    # -- receiving -------------------------------------------------------------------------
+
+    def wait_for(self, predicate, timeout: float = 10.0) -> dict:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                for m in self.messages:
+                    if predicate(m):
+                        self.messages.remove(m)
+                        return m
+                left = deadline - time.monotonic()
+                if left <= 0 or self.eof:
+                    raise TimeoutError(f"no such message within {timeout} s (eof={self.eof}); have {self.messages[-5:]}")
+                self.cond.wait(left)
+
+    def response(self, msg_id, timeout: float = 10.0) -> dict:
+        return self.wait_for(lambda m: m.get("id") == msg_id and "method" not in m, timeout)
+
+    def call(self, method: str, params=None, timeout: float = 10.0) -> dict:
+        return self.response(self.request(method, params), timeout)
+
+    def result(self, method: str, params=None, timeout: float = 10.0):
+        reply = self.call(method, params, timeout)
+        assert "error" not in reply, reply
+        return reply["result"]
+
+    def notifications(self, method: str) -> list[dict]:
+        with self.cond:
+            return [m for m in self.messages if m.get("method") == method]
+
+    # -- LSP steps -------------------------------------------------------------------------
+
+    def initialize(self, options=None, encodings=None, process_id=None, timeout: float = 30.0) -> dict:
+        caps: dict = {"textDocument": {"inlineCompletion": {}, "synchronization": {}}}
+        if encodings:
+            caps["general"] = {"positionEncodings": encodings}
+        params = {"processId": process_id, "rootUri": None, "capabilities": caps}
+        if options is not None:
+            params["initializationOptions"] = options
+        result = self.result("initialize", params, timeout)
+        self.notify("initialized", {})
+        return result
+
+    def open(self, uri: str, text: str, version: int = 1) -> None:
+        self.notify("textDocument/didOpen",
+                    {"textDocument": {"uri": uri, "languageId": "python", "version": version, "text": text}})
+
+    def change(self, uri: str, version: int, changes: list[dict]) -> None:
+        self.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": version}, "contentChanges": changes})
+
+    def document(self, uri: str, timeout: float = 10.0) -> dict:
+        return self.result("tabd/document", {"uri": uri}, timeout)
+
+    def inline(self, uri: str, line: int, character: int, timeout: float = 60.0) -> dict:
+        return self.call("textDocument/inlineCompletion", {
+            "textDocument": {"uri": uri}, "position": {"line": line, "character": character},
+            "context": {"triggerKind": 2}}, timeout)
+
+    def alive(self, timeout: float = 10.0) -> None:
+        """The server still answers a well-formed request."""
+        assert "result" in self.call("tabd/stats", {}, timeout)
+
+    def shutdown_exit(self, timeout: float = 20.0) -> int:
+        self.result("shutdown", None, timeout)
+        self.notify("exit")
+        return self.wait(timeout)
+
+    def wait(self, timeout: float = 20.0) -> int:
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except OSError:
+                pass
+        if self._stderr is not subprocess.DEVNULL:
+            self._stderr.close()
+
+
+# -- the Framer alone (fast) --------------------------------------------------------------------
+
+
+def messages(frames) -> list:
+    return [f.value for f in frames if f.kind == "message"]
+
+
+def test_framer_reads_well_formed_messages_split_anywhere():
+    stream = frame({"a": 1}) + frame({"b": "é" * 10}) + frame({"c": [1, 2]})
+    for cut in range(1, len(stream)):
+        f = Framer()
+        got = messages(f.feed(stream[:cut]) + f.feed(stream[cut:]))
+        assert got == [{"a": 1}, {"b": "é" * 10}, {"c": [1, 2]}], cut
+
+
+@pytest.mark.parametrize("header", [
+    b"content-length: %d\r\n\r\n",  # lower case
+    b"Content-Length:%d\r\n\r\n",  # no space
+    b"Content-Length: %d\n\n",  # bare LF
+    b"Content-Length:   %d  \r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n",
+])
+def test_framer_accepts_header_variants(header):
+    body = json.dumps({"x": 1}).encode()
+    f = Framer()
+    assert messages(f.feed(header % len(body) + body + frame({"y": 2}))) == [{"x": 1}, {"y": 2}]
+
+
+@pytest.mark.parametrize("bad", [
+    b"Content-Length: abc\r\n\r\n{\"x\": 1}",  # not a number
+    b"Content-Length: -5\r\n\r\n{\"x\": 1}",  # negative
+    b"Content-Lenght: 8\r\n\r\n{\"x\": 1}",  # misspelt
+    b"\r\n\r\n{\"x\": 1}",  # no header at all
+    b"garbage line\r\n",
+    b"Content-Length: 99999999999999999999\r\n\r\n",  # absurd
+])
+def test_framer_recovers_the_next_message_after_a_broken_header(bad):
+    f = Framer()
+    frames = f.feed(bad + frame({"next": True}))
+    assert messages(frames)[-1] == {"next": True}
+
+
+def test_framer_understated_and_overstated_lengths():
+    body = json.dumps({"id": 7, "method": "m"}).encode()
+    f = Framer()
+    frames = f.feed(b"Content-Length: %d\r\n\r\n" % (len(body) - 3) + body + frame({"next": 1}))
+    assert [fr.kind for fr in frames][0] == "invalid" and id_in(frames[0].head) == 7
+    assert messages(frames)[-1] == {"next": 1}
+    f = Framer()
+    frames = f.feed(b"Content-Length: %d\r\n\r\n" % (len(body) + 40) + body + frame({"next": 2}) + frame({"n": 3}))
+    assert messages(frames)[:3] == [{"id": 7, "method": "m"}, {"next": 2}, {"n": 3}]
+    f = Framer()  # overstated and nothing follows: read once the client stalls
+    assert f.feed(b"Content-Length: %d\r\n\r\n" % (len(body) + 40) + body) == []
+    assert messages(f.stalled()) == [{"id": 7, "method": "m"}]
+
+
+def test_framer_skips_oversize_bodies_without_buffering_them():
+    f = Framer(max_body=1000)
+    head = b'{"jsonrpc": "2.0", "id": 3, "method": "big", "params": {"t": "'
+    body = head + b"x" * (5000 - len(head) - 3) + b'"}}'
+    frames = []
+    data = b"Content-Length: 5000\r\n\r\n" + body + frame({"ok": 1})
+    for i in range(0, len(data), 512):
+        frames += f.feed(data[i:i + 512])
+        assert len(f.buf) <= 1024
+    assert [fr.kind for fr in frames] == ["oversize", "message"]
+    assert id_in(frames[0].head) == 3
+
+
+# -- a real server -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = RawServer("--max-new-tokens", "4", stderr=tmp_path_factory.mktemp("transport") / "stderr.txt")
+    s.initialize()
+    yield s
+    s.close()
+
+
+def error_code(reply: dict) -> int:
+    assert "error" in reply, reply
+    return reply["error"]["code"]
+
+
+@pytest.mark.slow
+def test_broken_headers_are_skipped_and_the_next_message_served(server: RawServer):
+    for bad in [b"Content-Length: abc\r\n\r\n{}", b"Content-Length: -1\r\n\r\n", b"no header here\r\n",
+                b"Content-Length: 99999999999999999999\r\n\r\n", b"\r\n\r\n\r\n", b"Content-Type: x\r\n\r\n"]:
+        server.send_bytes(bad)
+        server.alive()
+
+
+@pytest.mark.slow
+def test_header_variants_are_served(server: RawServer):
+    body = json.dumps({"jsonrpc": "2.0", "id": "v1", "method": "tabd/stats", "params": {}}).encode()
+    server.send_bytes(b"content-length:%d\n\n" % len(body) + body)
+    assert "result" in server.response("v1")
+
+
+@pytest.mark.slow
+def test_a_request_with_a_broken_header_is_still_answered(server: RawServer):
+    body = json.dumps({"jsonrpc": "2.0", "id": "broken", "method": "tabd/stats", "params": {}}).encode()
+    server.send_bytes(b"Content-Length: twelve\r\n\r\n" + body)
+    assert "result" in server.response("broken", timeout=10)
+    server.alive()
+
+
+@pytest.mark.slow
+def test_invalid_json_is_a_parse_error(server: RawServer):
+    server.send_bytes(frame(b'{"jsonrpc": "2.0", "id": 41, "method": "tabd/stats", "params": {'))
+    assert error_code(server.response(41)) == -32700
+    server.send_bytes(frame(b"\xff\xfe not utf-8"))
+    assert error_code(server.wait_for(lambda m: m.get("id") is None and "error" in m)) == -32700
+    server.alive()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("value", [b"42", b'"text"', b"null", b"[]", b'[{"jsonrpc": "2.0", "id": 1, "method": "tabd/stats"}]', b"true"])
+def test_json_that_is_not_an_object_is_an_invalid_request(server: RawServer, value):
+    server.send_bytes(frame(value))
+    assert error_code(server.wait_for(lambda m: m.get("id") is None and "error" in m)) == -32600
+    server.alive()
+
+
+@pytest.mark.slow
+def test_understated_and_overstated_content_length(server: RawServer):
+    body = json.dumps({"jsonrpc": "2.0", "id": 51, "method": "tabd/stats", "params": {}}).encode()
+    server.send_bytes(b"Content-Length: %d\r\n\r\n" % (len(body) - 5) + body)
+    assert error_code(server.response(51)) == -32700  # the id is still found in the torn body
+    server.alive()
+    body = json.dumps({"jsonrpc": "2.0", "id": 52, "method": "tabd/stats", "params": {}}).encode()
+    server.send_bytes(b"Content-Length: %d\r\n\r\n" % (len(body) + 100) + body)
+    assert "result" in server.response(52, timeout=10)  # read once the client stops sending
+    server.alive()
+
+
+@pytest.mark.slow
+def test_a_50_mb_message_is_skipped_and_its_request_answered(server: RawServer):
+    text = "x = 1\n" * (50 * 1024 * 1024 // 6)
+    msg = {"jsonrpc": "2.0", "id": 61, "method": "textDocument/inlineCompletion",
+           "params": {"textDocument": {"uri": "file:///big.py"}, "position": {"line": 0, "character": 0},
+                      "context": {"triggerKind": 2}, "pad": text}}
+    data = frame(msg)
+    assert len(data) > 50_000_000
+    del text, msg
+    t0 = time.monotonic()
+    server.send_bytes(data)
+    reply = server.response(61, timeout=60)
+    assert error_code(reply) == -32600 and "limit" in reply["error"]["message"]
+    server.alive()
+    assert time.monotonic() - t0 < 60
+    # a 50 MB didOpen is skipped too: the document is then not open, which requests say clearly
+    server.send_bytes(frame({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+        "uri": "file:///big.py", "languageId": "python", "version": 1, "text": "y" * (50 << 20)}}}))
+    assert error_code(server.call("tabd/document", {"uri": "file:///big.py"}, timeout=60)) == -32602
+
+
+@pytest.mark.slow
+def test_a_large_message_under_the_limit_is_served(server: RawServer):
+    text = "z = 'é😀'\n" * 200_000  # about 3 MB
+    server.open("file:///large.py", text)
+    assert server.document("file:///large.py", timeout=30)["text"] == text
+
+
+@pytest.mark.slow
+def test_the_server_still_serves_a_session_after_all_that(server: RawServer):
+    server.open("file:///after.py", "def f():\n    return ")
+    reply = server.inline("file:///after.py", 1, 11)
+    assert "result" in reply and "items" in reply["result"]
