@@ -30,6 +30,8 @@ import zlib
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tabd.daemon import dashboard, logread
 from tabd.daemon.cli import main as tabd_main
@@ -290,6 +292,43 @@ def test_bad_lines_are_counted_not_fatal(tmp_path, capsys):
     assert "skipped 16 of 21 lines" in err and "1 future version" in err
     html_text = (tmp_path / "r.html").read_text(encoding="utf-8")
     assert "Skipped 16 of 21 lines" in html_text
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=8,
+)
+field_values = {
+    "ts": st.one_of(st.floats(), st.integers(), st.just(T0), st.text(max_size=3)),
+    "event": st.sampled_from([*logread.EVENTS, "other", ""]),
+    "v": st.one_of(st.just(1), st.integers(-2, 3), st.text(max_size=2)),
+    "source": st.sampled_from([*logread.SOURCES, "x"]),
+    "outcome": st.sampled_from([*logread.OUTCOMES, "x"]),
+    "latency_ms": st.one_of(st.floats(), st.integers()),
+    "depth": json_values, "key": json_values, "from_key": json_values, "id": json_values,
+    "chars": json_values, "partial": json_values, "queue_depth": json_values,
+    "prefill_tokens": json_values, "reused_tokens": json_values, "reason": json_values, "where": json_values,
+}
+event_like = st.fixed_dictionaries({}, optional=field_values)
+lines = st.one_of(
+    event_like.map(lambda d: json.dumps(d)),
+    json_values.map(json.dumps),
+    st.binary(max_size=40).map(lambda b: b.decode("latin-1")),
+).filter(lambda line: "\n" not in line and "\r" not in line)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(lines, max_size=30))
+def test_any_input_is_summarised_without_a_traceback(tmp_path, logs):
+    log = tmp_path / "fuzz.jsonl"
+    log.write_text("".join(line + "\n" for line in logs), encoding="utf-8", errors="surrogateescape")
+    summary, stats = dashboard.summarise([str(log)])
+    report = dashboard.to_json(summary, stats)
+    assert report["events"] + report["skipped_lines"] == report["lines"]
+    json.dumps(report, allow_nan=False)
+    page = dashboard.to_html(summary, stats, report)
+    assert page.startswith("<!DOCTYPE html>")
 
 
 def test_empty_log_gives_a_report_that_says_so(tmp_path, capsys):
