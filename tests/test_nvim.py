@@ -58,6 +58,7 @@ def nvim_bin(request) -> str:
 
 FAKE_SERVER = r'''
 """Fake tabd: fixed suggestions; an answer computed after another is a cache hit."""
+import asyncio
 import itertools
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -68,7 +69,7 @@ stats = {"sources": {"cache": 0, "typed": 0, "inflight": 0, "model": 0, "none": 
          "prefetch": {"started": 0, "finished": 0, "cancelled": 0},
          "after_accept": {"requests": 0, "from_cache": 0, "hit_rate": 0.0, "p50_ms": 0.1},
          "last": {"source": None, "latency_ms": None}, "model": "fake-model",
-         "accepts": [], "dismisses": [], "requests": []}
+         "accepts": [], "dismisses": [], "requests": [], "cancelled": 0}
 prefetched = set()
 after_accept = [False]
 
@@ -78,11 +79,26 @@ def plain(a):
 
 
 @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
-def inline(ls, params: types.InlineCompletionParams):
+async def inline(ls, params: types.InlineCompletionParams):
     doc = ls.workspace.get_text_document(params.text_document.uri)
     prefix = doc.source[: doc.offset_at_position(params.position)]
     stats["requests"].append({"line": params.position.line, "character": params.position.character,
                               "kind": int(params.context.trigger_kind), "prefix_tail": prefix[-12:]})
+    if prefix.endswith("slow"):
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            stats["cancelled"] += 1
+            raise
+    shown_before = stats.get("_last")
+    if shown_before and prefix.startswith(shown_before[0]) and (shown_before[0] + shown_before[1]).startswith(prefix) \
+            and len(prefix) < len(shown_before[0] + shown_before[1]):
+        # Typed-through: the user typed the start of the last suggestion; answer the rest.
+        stats["sources"]["typed"] += 1
+        rest = (shown_before[0] + shown_before[1])[len(prefix):]
+        return types.InlineCompletionList(items=[types.InlineCompletionItem(
+            insert_text=rest, range=types.Range(start=params.position, end=params.position),
+            command=types.Command(title="accept", command="tabd.accept", arguments=["t%d" % next(ids)]))])
     source = "cache" if prefix in prefetched else "model"
     stats["sources"][source] += 1
     stats["last"] = {"source": source, "latency_ms": 0.1}
@@ -103,6 +119,7 @@ def inline(ls, params: types.InlineCompletionParams):
     else:
         text = "_next"
     prefetched.add(prefix + text)  # "speculation": the state after this accept
+    stats["_last"] = (prefix, text)
     item_id = "i%d" % next(ids)
     # The range starts two characters back: the plugin must strip what is typed.
     start = doc.position_codec.position_from_client_units(doc.lines, params.position)
@@ -141,6 +158,8 @@ def reset(ls, params):
     stats["after_accept"] = {"requests": 0, "from_cache": 0, "hit_rate": 0.0, "p50_ms": 0.1}
     stats["last"] = {"source": None, "latency_ms": None}
     prefetched.clear()
+    stats["cancelled"] = 0
+    stats.pop("_last", None)
     for key in ("accepts", "dismisses", "requests"):
         stats[key] = []
     return {}
@@ -390,6 +409,45 @@ def test_ghost_text_in_the_middle_of_a_line(fake_editor):
     assert mark[3]["virt_text_pos"] == ("inline" if ed.version >= 10 else "eol")
     ed.nvim.input("<Tab>")
     ed.wait_for(lambda: ed.lines()[1] == "    y = quietx", 5, "accepted mid-line")
+
+
+def test_typing_the_suggestion_keeps_the_rest_shown(fake_editor):
+    ed = fake_editor
+    ed.nvim.input("Go<C-u>    z =")
+    assert _ghost_text(ed) == " x + 1\n    return z"
+    # Record what is on screen right after each keystroke, before any answer can arrive.
+    ed.lua("""
+        _G.seen = {}
+        vim.api.nvim_create_autocmd("TextChangedI", {buffer = 0, callback = function()
+          local c = require('tabd').current()
+          table.insert(_G.seen, c and c.text or vim.NIL)
+        end})
+    """)
+    ed.nvim.input(" ")
+    ed.wait_for(lambda: ed.lines()[-1] == "    z = ", 5, "typing")
+    ed.nvim.input("x")
+    ed.wait_for(lambda: ed.lines()[-1] == "    z = x", 5, "typing")
+    seen = ed.wait_for(lambda: len(ed.lua("return _G.seen")) == 2 and ed.lua("return _G.seen"), 5, "two keystrokes")
+    assert seen == ["x + 1\n    return z", " + 1\n    return z"]
+    # The server's answer for the new position (typed-through) agrees.
+    ed.wait_for(lambda: ed.stats()["sources"]["typed"] >= 1, 5, "a typed-through answer")
+    assert ed.ghost()["text"] == " + 1\n    return z"
+    ed.nvim.input("<Tab>")
+    ed.wait_for(lambda: ed.lines()[-2:] == ["    z = x + 1", "    return z"], 5, "accepted")
+    # Typing something else clears it.
+    ed.nvim.input("<CR>q")
+    assert _ghost_text(ed) == "uiet"
+    ed.nvim.input("x")
+    ed.wait_for(lambda: ed.ghost() is None or ed.ghost()["text"] == "_next", 5, "ghost text replaced")
+
+
+def test_typing_cancels_the_request_in_flight(fake_editor):
+    ed = fake_editor
+    ed.nvim.input("Go<C-u>    slow")
+    ed.wait_for(lambda: any(r["prefix_tail"].endswith("slow") for r in ed.stats()["requests"]), 5, "slow request")
+    ed.nvim.input("er")
+    assert _ghost_text(ed) == "_next"
+    assert ed.wait_for(lambda: ed.stats()["cancelled"], 5, "$/cancelRequest") == 1
 
 
 def test_checkhealth(fake_editor):

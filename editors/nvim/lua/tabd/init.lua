@@ -50,6 +50,7 @@ local timer = nil
 -- b:changedtick right after our own insertion; its TextChangedI is not typing.
 local own_tick = {}
 local client_id = nil
+local follow_typing -- defined below, used by the autocommands
 -- Buffers whose on_attach ran (the client is initialized and has sent didOpen).
 local attached = {}
 
@@ -242,7 +243,9 @@ local function on_result(ctx_req, err, result)
   M.state.responses = M.state.responses + 1
   M.state.last_latency_ms = (uv.hrtime() - ctx_req.t0) / 1e6
   if err then
-    M.state.last_error = err.message or vim.inspect(err)
+    if err.code ~= -32800 then -- RequestCancelled: we asked for that
+      M.state.last_error = err.message or vim.inspect(err)
+    end
     return
   end
   local buf = ctx_req.buf
@@ -500,6 +503,35 @@ local function attach_native(buf)
   end
 end
 
+-- Typing the suggestion's own next characters keeps the rest of it on
+-- screen, so it does not flicker while the server answers the new position.
+function follow_typing(buf)
+  local state = shown
+  if not state or state.buf ~= buf then
+    return false
+  end
+  local row, col = cursor()
+  local tick = api.nvim_buf_get_changedtick(buf)
+  if row == state.row and col == state.col then
+    return state.tick == tick
+  end
+  if row ~= state.row or col < state.col then
+    return false
+  end
+  local typed = line_text(buf, row):sub(state.col + 1, col)
+  if typed == "" or #typed >= #state.text or state.text:sub(1, #typed) ~= typed then
+    return false
+  end
+  if state.end_row == row then
+    state.end_col = state.end_col + #typed
+  end
+  state.col = col
+  state.text = state.text:sub(#typed + 1)
+  state.tick = tick
+  render(state)
+  return true
+end
+
 -- Client -------------------------------------------------------------------
 
 function M.is_attached(buf)
@@ -518,6 +550,16 @@ local function on_attach(client, buf)
   end
   map_keys(buf)
   local group = api.nvim_create_augroup("tabd_buf_" .. buf, { clear = true })
+  -- Neovim runs CursorMovedI before TextChangedI after a keystroke.
+  api.nvim_create_autocmd("CursorMovedI", {
+    group = group,
+    buffer = buf,
+    callback = function()
+      if shown and not follow_typing(buf) then
+        M.clear()
+      end
+    end,
+  })
   api.nvim_create_autocmd("TextChangedI", {
     group = group,
     buffer = buf,
@@ -525,20 +567,10 @@ local function on_attach(client, buf)
       if own_tick[buf] == api.nvim_buf_get_changedtick(buf) then
         return
       end
-      M.clear()
-      M.schedule_request(2)
-    end,
-  })
-  api.nvim_create_autocmd("CursorMovedI", {
-    group = group,
-    buffer = buf,
-    callback = function()
-      if shown then
-        local row, col = cursor()
-        if row ~= shown.row or col ~= shown.col then
-          M.clear()
-        end
+      if shown and not follow_typing(buf) then
+        M.clear()
       end
+      M.schedule_request(2)
     end,
   })
   api.nvim_create_autocmd({ "InsertLeave", "BufLeave" }, {
