@@ -464,6 +464,8 @@ def test_checkhealth(fake_editor):
     assert "model: fake-model" in text, text
     assert "after-accept hit rate: 100%" in text, text
     assert "ERROR" not in text, text
+    messages = ed.lua("return vim.fn.execute('messages')")
+    assert "deprecated" not in messages and "rror" not in messages, messages
 
 
 # --- the real daemon -----------------------------------------------------------------
@@ -523,6 +525,8 @@ def test_real_daemon_next_suggestion_from_cache(nvim_bin, tmp_path):
         text = "\n".join(ed.nvim.current.buffer[:])
         assert "client running" in text and "after-accept hit rate: 100%" in text, text
         assert "ERROR" not in text, text
+        messages = ed.lua("return vim.fn.execute('messages')")
+        assert "deprecated" not in messages and "rror" not in messages, messages
         # initializationOptions {"log": ...}: the daemon writes the log we asked for.
         if log.exists():
             events = [json.loads(line)["event"] for line in log.read_text().splitlines() if line.strip()]
