@@ -15,7 +15,6 @@ from pathlib import Path
 import torch
 
 from tabd.predictor import engine
-from tabd.predictor.kvcache import InPlaceCache
 from tabd.predictor.types import GenSettings
 
 SAMPLES = Path(__file__).resolve().parent / "samples"
@@ -37,8 +36,8 @@ def _ms(t0: float) -> float:
 
 
 def measure(backend, context: int, decode: int, rounds: int) -> dict:
-    model = backend.model
-    layers = model.config.num_hidden_layers
+    model = backend.runner
+    layers = backend.model.config.num_hidden_layers
     text = "".join(p.read_text() for p in sorted(SAMPLES.glob("*.py"))) or "x = 1\n"
     ids = backend._encode(text)
     prompt_len = context - decode
@@ -46,10 +45,10 @@ def measure(backend, context: int, decode: int, rounds: int) -> dict:
         ids = ids + ids
     prompt, later = ids[:prompt_len], ids[: prompt_len + 1]  # a keystroke later: one more token
     full_ttft, full_req, reuse_ttft, reuse_req = [], [], [], []
-    warm = InPlaceCache(layers, context + 8)
+    warm = backend._new_cache(context + 8)
     engine.prefill(model, prompt[:64], warm)
     for _ in range(rounds):
-        cache = InPlaceCache(layers, context + 8)
+        cache = backend._new_cache(context + 8)
         t0 = time.perf_counter()
         logits = engine.prefill(model, later, cache)
         engine.greedy(logits)
@@ -57,7 +56,7 @@ def measure(backend, context: int, decode: int, rounds: int) -> dict:
         _decode(model, logits, cache, decode)
         full_req.append(_ms(t0))
 
-        cache = InPlaceCache(layers, context + 8)
+        cache = backend._new_cache(context + 8)
         _decode(model, engine.prefill(model, prompt, cache), cache, decode)  # what the last request left behind
         t0 = time.perf_counter()
         cache.truncate(len(prompt))  # cut back to the common prefix

@@ -56,14 +56,14 @@ class LocalBackend:
         max_kv_bytes: int = 256 << 20,
         threads: int | None = None,
         trust_remote_code: bool = False,
-        in_place_cache: bool = True,
+        engine: str = "fast",
     ) -> None:
         self.model_dir = str(model_dir or loader.DEFAULT_MODEL_DIR)
         self.threads = AdaptiveThreads(threads)
         self.model, self.tokenizer, self.placement = loader.load(self.model_dir, device, trust_remote_code)
         self.template = self._choose_template(fim)
         self.kv_reuse = kv_reuse
-        self.in_place_cache = in_place_cache
+        self.engine_name, self.runner = self._choose_engine(engine)
         self.max_slots = max_slots
         self.max_kv_bytes = max_kv_bytes
         self.slots: dict[str, Slot] = {}
@@ -76,7 +76,7 @@ class LocalBackend:
         self.stop_ids = self._stop_ids()
         self._vocab_text: list[str] | None = None
         self.last_tokens: list[int] = []
-        self.model_id = f"{self.model_dir}|{self.template.name}"
+        self.model_id = f"{self.model_dir}|{self.template.name}"  # the engine is not part of it: all give the same tokens
 
     # -- set-up ---------------------------------------------------------------
 
@@ -92,6 +92,19 @@ class LocalBackend:
             except ValueError as exc:
                 raise ModelLoadError(str(exc)) from None
         return template_for(detect_family(self._special_tokens()))
+
+    def _choose_engine(self, name: str):
+        """("fast", FastLlama) when the model is Llama-shaped; else transformers' forward ("hf"/"plain")."""
+        if name not in ("fast", "hf", "plain"):
+            raise ModelLoadError(f"unknown engine {name!r}: use fast, hf or plain")
+        if name == "fast":
+            from tabd.predictor.fastllama import FastLlama
+
+            try:
+                return "fast", FastLlama(self.model)
+            except (ValueError, AttributeError):
+                name = "hf"  # not Llama-shaped: transformers' forward with the in-place cache
+        return name, self.model
 
     def _stop_ids(self) -> set[int]:
         ids = set()
@@ -152,8 +165,11 @@ class LocalBackend:
     # -- slots ----------------------------------------------------------------
 
     def _new_cache(self, length: int):
-        if self.in_place_cache:
-            return InPlaceCache(self.model.config.num_hidden_layers, min(self.context, length + 64))
+        capacity = min(self.context, length + 64)
+        if self.engine_name == "fast":
+            return self.runner.new_cache(capacity)
+        if self.engine_name == "hf":
+            return InPlaceCache(self.model.config.num_hidden_layers, capacity)
         from transformers import DynamicCache
 
         return DynamicCache(config=self.model.config)
@@ -190,7 +206,7 @@ class LocalBackend:
         drop = len(slot.ids) - n
         if drop <= 0:
             return
-        if isinstance(slot.cache, InPlaceCache):
+        if hasattr(slot.cache, "truncate"):
             slot.cache.truncate(n)
         else:
             slot.cache.crop(-drop)
@@ -219,7 +235,7 @@ class LocalBackend:
         t0 = time.perf_counter()
         if should_stop():
             raise Interrupted()
-        logits = engine.prefill(self.model, ids[reused:], slot.cache)
+        logits = engine.prefill(self.runner, ids[reused:], slot.cache)
         slot.ids.extend(ids[reused:])
         t1 = time.perf_counter()
 
@@ -237,7 +253,7 @@ class LocalBackend:
             return not postprocess.line_done(text)
 
         tokens = engine.decode_n_tokens(
-            self.model, logits, slot.cache, settings.max_new_tokens, go_on, slot.ids.append, self._allowed_first(heal)
+            self.runner, logits, slot.cache, settings.max_new_tokens, go_on, slot.ids.append, self._allowed_first(heal)
         )
         t2 = time.perf_counter()
         self.last_tokens = list(tokens)

@@ -40,12 +40,13 @@ class Store:
 
 @pytest.fixture(scope="module")
 def reuse():
-    return LocalBackend(kv_reuse=True, in_place_cache=True, threads=1)
+    return LocalBackend(kv_reuse=True, engine="fast", threads=1)
 
 
 @pytest.fixture(scope="module")
 def fresh():
-    return LocalBackend(kv_reuse=False, in_place_cache=False, threads=1)
+    # the plain transformers path: its forward, DynamicCache, the whole prompt every time
+    return LocalBackend(kv_reuse=False, engine="plain", threads=1)
 
 
 def edits():
@@ -80,6 +81,17 @@ def test_greedy_with_kv_reuse_equals_full_recompute(reuse, fresh):
             assert reuse.last_tokens == fresh.last_tokens and c.text == d.text
         steps += 1
     assert steps >= 15
+
+
+def test_transformers_forward_with_the_in_place_cache_agrees():
+    hf = LocalBackend(kv_reuse=True, engine="hf", threads=1)
+    fast = LocalBackend(kv_reuse=True, engine="fast", threads=1)
+    assert fast.engine_name == "fast" and hf.engine_name == "hf"
+    settings = GenSettings(max_new_tokens=16)
+    for prefix, suffix in list(edits())[:6]:
+        hf.predict(prefix, suffix, settings, slot_id="d")
+        fast.predict(prefix, suffix, settings, slot_id="d")
+        assert hf.last_tokens == fast.last_tokens
 
 
 def test_reuse_runs_only_the_changed_tokens(reuse):
