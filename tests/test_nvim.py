@@ -365,6 +365,20 @@ def test_partial_accept_one_word(fake_editor):
                                        {"chars": len(" 1\n    return z"), "partial": False}]
 
 
+@pytest.mark.parametrize("text, word, line", [
+    (" x + 1", " x", " x + 1"),
+    ("(a, b):\n    return", "(", "(a, b):"),
+    ("\n    return z", "\n    ", "\n    "),
+    ("    pass", "    pass", "    pass"),
+    ("été = 1", "été", "été = 1"),
+    (" ", " ", " "),
+])
+def test_word_and_line_boundaries(fake_editor, text, word, line):
+    ed = fake_editor
+    assert ed.lua("return require('tabd').first_word(...)", text) == word
+    assert ed.lua("return require('tabd').first_line(...)", text) == line
+
+
 def test_ghost_clears_on_cursor_move_and_leaving_insert(fake_editor):
     ed = fake_editor
     ed.nvim.input("Go<C-u>    z =")

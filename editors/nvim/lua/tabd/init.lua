@@ -57,10 +57,6 @@ local attached = {}
 -- Numbers the plugin keeps for :checkhealth and tests.
 M.state = { requests = 0, responses = 0, shown = 0, accepted = 0, last_latency_ms = nil, last_error = nil }
 
-local function termcodes(keys)
-  return api.nvim_replace_termcodes(keys, true, false, true)
-end
-
 local function client_call(client, method, ...)
   if COLON_METHODS then
     return client[method](client, ...)
@@ -240,14 +236,14 @@ local function on_result(ctx_req, err, result)
   if pending and pending.request_id == ctx_req.request_id then
     pending = nil
   end
-  M.state.responses = M.state.responses + 1
-  M.state.last_latency_ms = (uv.hrtime() - ctx_req.t0) / 1e6
   if err then
     if err.code ~= -32800 then -- RequestCancelled: we asked for that
       M.state.last_error = err.message or vim.inspect(err)
     end
     return
   end
+  M.state.responses = M.state.responses + 1
+  M.state.last_latency_ms = (uv.hrtime() - ctx_req.t0) / 1e6
   local buf = ctx_req.buf
   if not api.nvim_buf_is_valid(buf) or api.nvim_get_current_buf() ~= buf then
     return
@@ -608,11 +604,12 @@ local function client_config()
     init_options = c.init_options,
     capabilities = capabilities(),
     on_attach = on_attach,
-    on_exit = function()
+    on_exit = vim.schedule_wrap(function()
       client_id = nil
       attached = {}
+      pending = nil
       M.clear()
-    end,
+    end),
   }
 end
 
