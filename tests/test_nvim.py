@@ -482,6 +482,20 @@ def test_checkhealth(fake_editor):
     assert "deprecated" not in messages and "rror" not in messages, messages
 
 
+def test_checkhealth_without_the_daemon(nvim_bin, tmp_path):
+    ed = Editor(nvim_bin, [str(tmp_path / "no-such-tabd"), "serve"], tmp_path, hard_limit_s=30)
+    try:
+        src = tmp_path / "c.py"
+        src.write_text("x = 1\n")
+        ed.nvim.command(f"edit {src}")
+        ed.nvim.command("checkhealth tabd")
+        text = "\n".join(ed.nvim.current.buffer[:])
+        assert "tabd executable not found" in text, text
+        assert "client is not running" in text, text
+    finally:
+        ed.close()
+
+
 # --- the real daemon -----------------------------------------------------------------
 
 def _real_server_available() -> bool:
