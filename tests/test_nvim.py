@@ -185,6 +185,8 @@ class Editor:
         init.write_text(textwrap.dedent(f"""
             vim.opt.runtimepath:prepend({json.dumps(str(PLUGIN))})
             vim.opt.swapfile = false
+            -- has('python3') in the python ftplugin would start a Python to probe for pynvim (seconds).
+            vim.g.loaded_python3_provider = 0
             vim.opt.shadafile = "NONE"
             vim.lsp.set_log_level("ERROR")
             require("tabd").setup({{
