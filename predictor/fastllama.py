@@ -77,6 +77,7 @@ class FastLlama:
         self.q_size = self.n_heads * self.head_dim
         self.kv_size = self.n_kv * self.head_dim
         self.scale = self.head_dim**-0.5
+        self.decode_bmm = True  # set False to decode with sdpa, as transformers does
         self.cos, self.sin = self._rope(inner, cfg)
 
     def _rope(self, inner, cfg):
@@ -92,6 +93,8 @@ class FastLlama:
         return FastCache(len(self.layers), self.n_kv, self.head_dim, capacity, self.dtype, self.device)
 
     def _rmsnorm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float32:  # one fused op; the same numbers as transformers' RMSNorm in fp32
+            return F.rms_norm(x, weight.shape, weight, self.eps)
         x32 = x.to(torch.float32)
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
         return weight * x32.to(x.dtype)
@@ -101,6 +104,14 @@ class FastLlama:
         half = x.shape[-1] // 2
         rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
         return x * cos + rotated * sin
+
+    def _attend_one(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """One query position: each KV head serves its group of query heads, with no repeated K/V."""
+        group = self.n_heads // self.n_kv
+        qg = q.reshape(self.n_kv, group, self.head_dim)  # [kv, group, hd]
+        scores = torch.bmm(qg * self.scale, keys.transpose(1, 2))  # [kv, group, S]
+        out = torch.bmm(torch.softmax(scores, dim=-1), values)  # [kv, group, hd]
+        return out.reshape(self.n_heads, 1, self.head_dim)
 
     @torch.inference_mode()
     def forward_last(self, ids: list[int], cache: FastCache) -> torch.Tensor:
@@ -116,17 +127,18 @@ class FastLlama:
             mask = torch.arange(end, device=self.device)[None, :] <= torch.arange(start, end, device=self.device)[:, None]
         for i, (w_in, qkv_w, qkv_b, o_w, w_post, gate_up, down) in enumerate(self.layers):
             h = self._rmsnorm(x, w_in)
-            qkv = F.linear(h, qkv_w, qkv_b)
-            q = qkv[:, : self.q_size].view(n, self.n_heads, self.head_dim).transpose(0, 1)
-            k = qkv[:, self.q_size : self.q_size + self.kv_size].view(n, self.n_kv, self.head_dim).transpose(0, 1)
-            v = qkv[:, self.q_size + self.kv_size :].view(n, self.n_kv, self.head_dim).transpose(0, 1)
-            q = self._rotate(q, cos, sin)
-            cache.k[i, :, start:end] = self._rotate(k, cos, sin)
-            cache.v[i, :, start:end] = v
+            heads = F.linear(h, qkv_w, qkv_b).view(n, -1, self.head_dim).transpose(0, 1)  # [q+k+v heads, n, hd]
+            qk = self._rotate(heads[: self.n_heads + self.n_kv], cos, sin)  # q and k rotated in one go
+            q = qk[: self.n_heads]
+            cache.k[i, :, start:end] = qk[self.n_heads :]
+            cache.v[i, :, start:end] = heads[self.n_heads + self.n_kv :]
             keys, values = cache.k[i, :, :end], cache.v[i, :, :end]
-            attn = F.scaled_dot_product_attention(
-                q[None], keys[None], values[None], attn_mask=mask, scale=self.scale, enable_gqa=self.n_kv != self.n_heads
-            )[0]
+            if n == 1 and self.decode_bmm:
+                attn = self._attend_one(q, keys, values)
+            else:
+                attn = F.scaled_dot_product_attention(
+                    q[None], keys[None], values[None], attn_mask=mask, scale=self.scale, enable_gqa=self.n_kv != self.n_heads
+                )[0]
             x = x + F.linear(attn.transpose(0, 1).reshape(n, self.q_size), o_w)
             h = self._rmsnorm(x, w_post)
             gu = F.linear(h, gate_up)
