@@ -22,7 +22,6 @@ import signal
 import sys
 import textwrap
 import threading
-import warnings
 import time
 from pathlib import Path
 
@@ -566,10 +565,8 @@ def test_real_daemon_next_suggestion_from_cache(nvim_bin, tmp_path):
         messages = ed.lua("return vim.fn.execute('messages')")
         assert "deprecated" not in messages and "rror" not in messages, messages
         # initializationOptions {"log": ...}: the daemon writes the log we asked for.
-        if log.exists():
-            events = [json.loads(line)["event"] for line in log.read_text().splitlines() if line.strip()]
-            assert "accept" in events and "completion" in events, events
-        else:
-            warnings.warn("tabd serve did not open the log named in initializationOptions")
+        assert log.exists(), "tabd serve did not open the log named in initializationOptions"
+        events = [json.loads(line)["event"] for line in log.read_text().splitlines() if line.strip()]
+        assert "accept" in events and "completion" in events, events
     finally:
         ed.close()
