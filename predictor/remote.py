@@ -1,0 +1,457 @@
+"""The remote backend: suggestions from an OpenAI-compatible server (llama.cpp, vLLM, Ollama, `tabd serve-model`).
+
+The same FIM templates and the same clean-up as the local backend: the prompt
+is the template laid out as text (special tokens written as text, which these
+servers tokenize as specials), and the streamed raw text goes through
+postprocess.finish as local.py does. Routes, chosen once per server:
+- "prompt": POST /v1/completions with the FIM prompt string (llama.cpp, vLLM, serve-model);
+- "infill": POST /infill with input_prefix/input_suffix (llama.cpp's llama-server; its own FIM tokens);
+- "suffix": POST /v1/completions with prompt=prefix and suffix=suffix (Ollama).
+
+predict() runs on the daemon's model worker. The HTTP request runs on a helper
+thread and streams (SSE); the worker waits on its chunks and polls
+should_stop(), so a stop returns at once: the socket is shut down, which ends
+the server's request too. Failures are RemoteError: one line naming the URL.
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import httpx
+
+from tabd.predictor import postprocess
+from tabd.predictor.prompt_text import fim_prompt, guess_template
+from tabd.predictor.templates import FimTemplate, template_for
+from tabd.predictor.types import GenSettings, Interrupted, Prediction
+
+SERVER_FIM = "server"  # --fim server: the server applies the model's own FIM template
+
+
+class RemoteError(RuntimeError):
+    """A remote engine that cannot answer; the message is one line naming the URL and the problem."""
+
+
+@dataclass
+class ServerInfo:
+    """What one look at the server told us."""
+
+    models: list[str] = field(default_factory=list)
+    owned_by: str = ""
+    fim: str | None = None  # a template the server advertises (tabd serve-model does)
+    infill: bool = False  # llama-server's /infill is there
+
+
+def _one_line(text: str, limit: int = 240) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def error_message(body: str) -> str:
+    """The server's own words from an error body (OpenAI, llama.cpp, FastAPI or plain text)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return _one_line(body) or "(empty body)"
+    if isinstance(data, dict):
+        err = data.get("error", data.get("detail", data.get("message")))
+        if isinstance(err, dict):
+            err = err.get("message") or err
+        if err is not None:
+            return _one_line(err if isinstance(err, str) else json.dumps(err))
+    return _one_line(body)
+
+
+class _Call:
+    """One streamed HTTP request on a helper thread; its events arrive on a queue.
+
+    Events: ("open", None), ("line", str), ("end", None), ("status", (code, body)), ("error", exc).
+    cancel() shuts the socket down, which wakes the helper thread and tells the server.
+    """
+
+    def __init__(self, client: httpx.Client, url: str, body: dict) -> None:
+        self.events: queue.SimpleQueue = queue.SimpleQueue()
+        self.aborted = threading.Event()
+        self.sock: socket.socket | None = None
+        self._thread = threading.Thread(target=self._run, args=(client, url, body), daemon=True, name="tabd-remote")
+        self._thread.start()
+
+    def _run(self, client: httpx.Client, url: str, body: dict) -> None:
+        try:
+            with client.stream("POST", url, json=body) as response:
+                stream = response.extensions.get("network_stream")
+                self.sock = stream.get_extra_info("socket") if stream is not None else None
+                if self.aborted.is_set():
+                    return
+                if response.status_code >= 400:
+                    response.read()
+                    self.events.put(("status", (response.status_code, response.text)))
+                    return
+                self.events.put(("open", None))
+                for line in response.iter_lines():
+                    if self.aborted.is_set():
+                        return
+                    self.events.put(("line", line))
+                self.events.put(("end", None))
+        except Exception as exc:  # reported to the waiting worker, unless it has gone
+            if not self.aborted.is_set():
+                self.events.put(("error", exc))
+
+    def cancel(self) -> None:
+        self.aborted.set()
+        sock = self.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class RemoteBackend:
+    """Greedy FIM completion from a server speaking the OpenAI completions API."""
+
+    def __init__(
+        self,
+        url: str,
+        model: str | None = None,
+        fim: str | None = None,
+        api_key: str | None = None,
+        connect_timeout: float = 2.0,
+        read_timeout: float = 10.0,
+        total_timeout: float = 20.0,
+        retries: int = 2,
+        backoff: float = 0.05,
+        discover: bool = True,
+    ) -> None:
+        if not url or not url.startswith(("http://", "https://")):
+            raise RemoteError(f"--url must be an http:// or https:// URL, got {url!r}")
+        self.url = url.rstrip("/")
+        if self.url.endswith("/v1"):  # people paste the OpenAI base URL; routes are added here
+            self.url = self.url[:-3]
+        self.model = model
+        self.fim = fim
+        self.total_timeout = total_timeout
+        self.retries = retries
+        self.backoff = backoff
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.client = httpx.Client(
+            headers=headers,
+            timeout=httpx.Timeout(connect=connect_timeout, read=read_timeout, write=read_timeout, pool=read_timeout),
+            limits=httpx.Limits(max_connections=8, max_keepalive_connections=4),
+        )
+        self.template: FimTemplate | None = self._explicit_template(fim)
+        self.info: ServerInfo | None = None
+        self.route: str | None = None
+        self._down_until = 0.0
+        self._down_reason = ""
+        if discover:
+            try:
+                self._resolve()
+            except RemoteError as exc:
+                if "cannot reach" not in str(exc):
+                    raise  # unknown model, no template: no request will work, say so at load
+        self.model_id = f"remote:{self.url}:{self.model or '?'}|{self._template_name()}"
+
+    @classmethod
+    def from_config(cls, config: Any) -> "RemoteBackend":
+        extra = config.extra
+        url = extra.get("url")
+        if not url:
+            raise RemoteError("--backend openai needs --url, e.g. --url http://127.0.0.1:8080")
+        api_key = None
+        env = extra.get("api_key_env")
+        if env:
+            api_key = os.environ.get(env)
+            if not api_key:
+                raise RemoteError(f"--api-key-env {env}: the environment variable {env} is not set or empty")
+        timeout = float(extra.get("timeout") or 20.0)
+        return cls(url, extra.get("remote_model"), config.fim, api_key, total_timeout=timeout)
+
+    # -- what the server is ------------------------------------------------------
+
+    def _explicit_template(self, fim: str | None) -> FimTemplate | None:
+        if not fim or fim == SERVER_FIM:
+            return None
+        family, _, layout = fim.partition(":")
+        try:
+            return template_for(family, layout or None)
+        except ValueError as exc:
+            raise RemoteError(f"--fim {fim}: {exc}") from None
+
+    def _template_name(self) -> str:
+        if self.template is not None:
+            return self.template.name
+        return self.route if self.route in ("infill", "suffix") else (self.fim or "?")
+
+    def _get(self, path: str) -> httpx.Response | None:
+        """GET a discovery path; None when the server has no such route."""
+        try:
+            response = self.client.get(self.url + path)
+        except httpx.TransportError as exc:
+            raise self._transport_error(path, exc) from None
+        return response if response.status_code < 400 else None
+
+    def _discover(self) -> ServerInfo:
+        info = ServerInfo()
+        response = self._get("/v1/models")
+        if response is not None:
+            try:
+                data = response.json().get("data") or []
+            except (ValueError, AttributeError):
+                data = []
+            for entry in data:
+                if isinstance(entry, dict) and entry.get("id"):
+                    info.models.append(str(entry["id"]))
+                    info.owned_by = info.owned_by or str(entry.get("owned_by") or "")
+                    fim = (entry.get("tabd") or {}).get("fim") if isinstance(entry.get("tabd"), dict) else None
+                    info.fim = info.fim or fim
+        props = self._get("/props") if info.owned_by not in ("tabd", "vllm", "library") else None
+        if props is not None:
+            try:
+                info.infill = isinstance(props.json(), dict) and "default_generation_settings" in props.json()
+            except ValueError:
+                info.infill = False
+        return info
+
+    def _resolve(self) -> None:
+        """Look at the server once: the model name to send, the template, the route."""
+        if self.route is not None:
+            return
+        info = self._discover()
+        if self.model and info.models and self.model not in info.models:
+            raise RemoteError(f"{self.url}: model {self.model!r} is not served there (it serves: {', '.join(info.models)})")
+        self.model = self.model or (info.models[0] if info.models else None)
+        if self.template is None and self.fim != SERVER_FIM:
+            if info.fim:
+                family, _, layout = info.fim.rpartition("-")
+                self.template = self._explicit_template(f"{family}:{layout}")
+            else:
+                self.template = guess_template(self.model or "")
+        if self.template is not None:
+            route = "prompt"
+        elif info.infill:
+            route = "infill"
+        elif self.fim == SERVER_FIM or info.owned_by == "library":  # Ollama applies the model's FIM template to `suffix`
+            route = "suffix"
+        else:
+            raise RemoteError(
+                f"{self.url}: cannot tell which FIM template model {self.model!r} uses; "
+                "pass --fim FAMILY[:LAYOUT] (tabd, qwen2.5-coder, starcoder2, deepseek-coder, codellama) or --fim server"
+            )
+        self.info, self.route = info, route
+
+    # -- the request -------------------------------------------------------------
+
+    def _body(self, prefix: str, suffix: str, settings: GenSettings, slot_id: str) -> tuple[str, dict]:
+        info = self.info or ServerInfo()
+        if self.route == "infill":
+            body = {"input_prefix": prefix, "input_suffix": suffix, "prompt": "", "n_predict": settings.max_new_tokens,
+                    "temperature": 0, "top_k": 1, "stream": True, "cache_prompt": True}
+            return "/infill", body
+        body: dict[str, Any] = {"max_tokens": settings.max_new_tokens, "temperature": 0, "stream": True}
+        if self.model:
+            body["model"] = self.model
+        if self.route == "suffix":
+            body.update(prompt=prefix, suffix=suffix)
+        else:
+            assert self.template is not None
+            body["prompt"] = fim_prompt(self.template, prefix, suffix)
+        if info.owned_by == "tabd":
+            # serve-model stops by the local rule and answers the raw text, so clean-up here matches local exactly
+            body["tabd"] = {"multiline": settings.multiline, "max_lines": settings.max_lines}
+            body["user"] = slot_id
+        elif self.template is not None and self.template.stop_toks:
+            body["stop"] = list(self.template.stop_toks[:4])
+        if info.infill or info.owned_by == "llamacpp":
+            body["cache_prompt"] = True
+        return "/v1/completions", body
+
+    def predict(
+        self,
+        prefix: str,
+        suffix: str,
+        settings: GenSettings,
+        should_stop: Callable[[], bool] = lambda: False,
+        slot_id: str = "default",
+    ) -> Prediction:
+        line_before = prefix.rsplit("\n", 1)[-1]
+        line_after = suffix.split("\n", 1)[0].rstrip("\r")
+        indent = line_before[: len(line_before) - len(line_before.lstrip())]
+
+        def done(text: str) -> bool:  # the local backend's stop rule, applied to the streamed text
+            if settings.multiline:
+                return postprocess.block_done(text, indent, settings.max_lines)
+            return postprocess.line_done(text)
+
+        if should_stop():
+            raise Interrupted()
+        self._check_up()
+        self._resolve_or_raise()
+        path, body = self._body(prefix, suffix, settings, slot_id)
+        t0 = time.perf_counter()
+        raw, first_at, chunks, stats = self._stream(path, body, should_stop, done)
+        t2 = time.perf_counter()
+        text = postprocess.finish(raw, line_before, line_after, settings.multiline, indent, settings.max_lines)
+        t1 = first_at or t2
+        return Prediction(
+            text=text,
+            prefill_tokens=int(stats.get("prefill_tokens", 0)),
+            reused_tokens=int(stats.get("reused_tokens", 0)),
+            decode_tokens=int(stats.get("decode_tokens", chunks)),
+            prefill_ms=float(stats.get("prefill_ms", (t1 - t0) * 1000)),
+            decode_ms=float(stats.get("decode_ms", (t2 - t1) * 1000)),
+        )
+
+    def _check_up(self) -> None:
+        if time.monotonic() < self._down_until:
+            raise RemoteError(self._down_reason)
+
+    def _resolve_or_raise(self) -> None:
+        try:
+            self._resolve()
+        except RemoteError as exc:
+            if "cannot reach" in str(exc):
+                self._mark_down(str(exc))
+            raise
+
+    def _mark_down(self, reason: str) -> None:
+        # A server that is down answers each keystroke at once for a second, instead of retrying every time.
+        self._down_until, self._down_reason = time.monotonic() + 1.0, reason
+
+    def _stream(self, path: str, body: dict, should_stop, done) -> tuple[str, float | None, int, dict]:
+        """Raw text, when the first text came, how many chunks, and the server's own counts if it sent them."""
+        deadline = time.monotonic() + self.total_timeout
+        attempt = 0
+        while True:
+            call = _Call(self.client, self.url + path, body)
+            try:
+                return self._read(call, path, should_stop, done, deadline)
+            except _Retry as retry:
+                call.cancel()
+                attempt += 1
+                if attempt > self.retries:
+                    if retry.down:
+                        self._mark_down(str(retry.error))
+                    raise retry.error from None
+                self._sleep(self.backoff * 3 ** (attempt - 1), should_stop, deadline)
+            except BaseException:
+                call.cancel()
+                raise
+
+    def _sleep(self, seconds: float, should_stop, deadline: float) -> None:
+        end = min(time.monotonic() + seconds, deadline)
+        while time.monotonic() < end:
+            if should_stop():
+                raise Interrupted()
+            time.sleep(0.01)
+
+    def _read(self, call: _Call, path: str, should_stop, done, deadline: float) -> tuple[str, float | None, int, dict]:
+        text, first_at, chunks, stats = "", None, 0, {}
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RemoteError(f"{self.url}{path}: no complete answer within {self.total_timeout:g} s (timeout)")
+            try:
+                kind, value = call.events.get(timeout=min(0.01, remaining))
+            except queue.Empty:
+                if should_stop():
+                    raise Interrupted()
+                continue
+            if should_stop():
+                raise Interrupted()
+            if kind == "error":
+                error = self._transport_error(path, value)
+                if isinstance(value, (httpx.ConnectError, httpx.ConnectTimeout)):
+                    raise _Retry(error, down=True)
+                raise error
+            if kind == "status":
+                code, payload = value
+                error = self._status_error(path, code, payload)
+                if code >= 500 and code != 501:
+                    raise _Retry(error)
+                raise error
+            if kind == "end":
+                return text, first_at, chunks, stats
+            if kind != "line" or not value.startswith("data:"):
+                continue
+            data = value[5:].strip()
+            if data == "[DONE]":
+                call.cancel()  # nothing more to read; frees the helper at once
+                return text, first_at, chunks, stats
+            piece, stats = self._parse_event(path, data, stats)
+            if piece:
+                first_at = first_at or time.perf_counter()
+                chunks += 1
+                text += piece
+                if done(text):
+                    call.cancel()  # the rest is not needed: stop the server's decode too
+                    return text, first_at, chunks, stats
+
+    def _parse_event(self, path: str, data: str, stats: dict) -> tuple[str, dict]:
+        try:
+            event = json.loads(data)
+        except ValueError:
+            raise RemoteError(f"{self.url}{path}: the stream sent something that is not JSON: {_one_line(data, 80)}") from None
+        if not isinstance(event, dict):
+            return "", stats
+        if event.get("error"):
+            raise self._classify(path, 500, error_message(data))
+        if isinstance(event.get("tabd"), dict):
+            stats = event["tabd"]
+        elif isinstance(event.get("timings"), dict):  # llama-server
+            t = event["timings"]
+            stats = {"prefill_tokens": t.get("prompt_n", 0), "reused_tokens": t.get("cache_n", 0),
+                     "decode_tokens": t.get("predicted_n", 0), "prefill_ms": t.get("prompt_ms", 0.0),
+                     "decode_ms": t.get("predicted_ms", 0.0)}
+        choices = event.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            return str(choices[0].get("text") or ""), stats
+        return str(event.get("content") or ""), stats
+
+    # -- errors a user can act on --------------------------------------------------------
+
+    def _transport_error(self, path: str, exc: BaseException) -> RemoteError:
+        if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
+            reason = "connection refused" if "refused" in str(exc).lower() else _one_line(exc, 120) or type(exc).__name__
+            return RemoteError(f"cannot reach {self.url} ({reason}); is the server running?")
+        if isinstance(exc, httpx.TimeoutException):
+            return RemoteError(f"{self.url}{path}: the server went silent (timeout: {type(exc).__name__})")
+        if isinstance(exc, RemoteError):
+            return exc
+        return RemoteError(f"{self.url}{path}: {type(exc).__name__}: {_one_line(exc, 160)}")
+
+    def _status_error(self, path: str, code: int, body: str) -> RemoteError:
+        return self._classify(path, code, error_message(body))
+
+    def _classify(self, path: str, code: int, message: str) -> RemoteError:
+        low = message.lower()
+        if code == 401 or code == 403:
+            return RemoteError(f"{self.url}{path}: HTTP {code}, not authorised ({message}); check --api-key-env")
+        if "model" in low and ("not found" in low or "does not exist" in low or "not_found" in low):
+            return RemoteError(f"{self.url}: model {self.model!r} is not served there (HTTP {code}: {message})")
+        if self.route == "suffix" and ("suffix" in low or "insert" in low):
+            return RemoteError(f"{self.url}: the server does not fill in the middle with `suffix` ({message}); "
+                               "pass --fim FAMILY[:LAYOUT] to send the FIM prompt as text")
+        if self.route == "infill" and ("infill" in low or code == 501):
+            return RemoteError(f"{self.url}/infill: the model has no FIM tokens ({message}); pass --fim FAMILY[:LAYOUT]")
+        if code == 404:
+            return RemoteError(f"{self.url}{path}: HTTP 404, no such route ({message}); tabd needs a server with "
+                               "/v1/completions (chat-only APIs cannot fill in the middle)")
+        return RemoteError(f"{self.url}{path}: HTTP {code}: {message}")
+
+    def kv_bytes(self) -> int:
+        return 0  # the server keeps its own cache
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class _Retry(Exception):
+    def __init__(self, error: RemoteError, down: bool = False) -> None:
+        self.error, self.down = error, down

@@ -1,0 +1,245 @@
+"""The local engine behind an OpenAI-compatible HTTP face: /v1/completions and /v1/models.
+
+Stdlib only (ThreadingHTTPServer). One lock around the engine: requests queue
+for it, and a request whose client has gone away is dropped, before and during
+its decode. The prompt string is parsed back into (prefix, suffix) with the
+engine's FIM template (or taken from the OpenAI `suffix` field), so the engine
+runs exactly what the local backend would, KV reuse and token healing included.
+
+A tabd client adds `"tabd": {"multiline": bool, "max_lines": int}` to the
+request: the engine then stops by the same rule as the local backend and the
+answer is the raw text before clean-up, which the client finishes itself.
+Other clients get the engine's block rule (a blank line or a dedent ends it),
+cut at their stop strings.
+"""
+from __future__ import annotations
+
+import json
+import select
+import socket
+import threading
+import time
+import uuid
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from tabd.predictor.prompt_text import parse_fim_prompt
+from tabd.predictor.types import GenSettings, Interrupted, Prediction
+
+
+class RequestError(Exception):
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.param, self.code = status, param, code
+
+    def body(self) -> dict:
+        kind = "invalid_request_error" if self.status < 500 else "server_error"
+        return {"error": {"message": str(self), "type": kind, "param": self.param, "code": self.code}}
+
+
+def raw_text(backend, prefix: str, suffix: str, max_new_tokens: int) -> str:
+    """The text the backend's last predict decoded, before clean-up (what local.py hands to finish)."""
+    tokens = list(backend.last_tokens)
+    if tokens and tokens[-1] in backend.stop_ids:
+        tokens = tokens[:-1]
+    heal = backend.layout(prefix, suffix, max_new_tokens).heal
+    raw = backend.tokenizer.decode(tokens)
+    return raw[len(heal):] if raw.startswith(heal) else ""
+
+
+def cut_at_stops(text: str, stops: list[str]) -> tuple[str, bool]:
+    at = min((i for i in (text.find(s) for s in stops if s) if i >= 0), default=-1)
+    return (text[:at], True) if at >= 0 else (text, False)
+
+
+class Engine:
+    """The backend, its lock, and the served model name."""
+
+    def __init__(self, backend, name: str) -> None:
+        self.backend = backend
+        self.name = name
+        self.lock = threading.Lock()
+        self.created = int(time.time())
+
+    def models(self) -> dict:
+        fim = self.backend.template.name
+        return {"object": "list", "data": [
+            {"id": self.name, "object": "model", "created": self.created, "owned_by": "tabd", "tabd": {"fim": fim}}
+        ]}
+
+    def complete(self, parsed: tuple, req: dict, gone) -> dict:
+        """Run one parsed /v1/completions request; `gone()` says the client hung up."""
+        prefix, suffix, settings, stops, tabd = parsed
+        with self.lock:
+            if gone():
+                raise Interrupted()
+            prediction: Prediction = self.backend.predict(prefix, suffix, settings, gone, slot_id=str(req.get("user") or "default"))
+            text = raw_text(self.backend, prefix, suffix, settings.max_new_tokens) if tabd else prediction.text
+        text, stopped = cut_at_stops(text, stops)
+        ran_out = prediction.decode_tokens >= settings.max_new_tokens and not stopped
+        return {
+            "text": text,
+            "finish_reason": "length" if ran_out else "stop",
+            "usage": {
+                "prompt_tokens": prediction.prefill_tokens + prediction.reused_tokens,
+                "completion_tokens": prediction.decode_tokens,
+                "total_tokens": prediction.prefill_tokens + prediction.reused_tokens + prediction.decode_tokens,
+            },
+            "tabd": {
+                "prefill_tokens": prediction.prefill_tokens, "reused_tokens": prediction.reused_tokens,
+                "decode_tokens": prediction.decode_tokens, "prefill_ms": round(prediction.prefill_ms, 3),
+                "decode_ms": round(prediction.decode_ms, 3),
+            },
+        }
+
+    def parse(self, req: dict) -> tuple[str, str, GenSettings, list[str], bool]:
+        model = req.get("model")
+        if model not in (None, "", self.name):
+            raise RequestError(404, f"The model `{model}` does not exist; this server serves `{self.name}`.", "model", "model_not_found")
+        prompt = req.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+            prompt = prompt[0]
+        if not isinstance(prompt, str):
+            raise RequestError(400, "prompt must be a string (or a list of one string)", "prompt")
+        temperature = req.get("temperature", 0)
+        if temperature not in (0, 0.0, None):
+            raise RequestError(400, f"only temperature 0 (greedy) is served, got {temperature!r}", "temperature")
+        if req.get("n", 1) not in (1, None) or req.get("best_of", 1) not in (1, None):
+            raise RequestError(400, "n and best_of must be 1", "n")
+        if req.get("echo") or req.get("logprobs"):
+            raise RequestError(400, "echo and logprobs are not served", "echo")
+        max_tokens = req.get("max_tokens", 16)
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 1 <= max_tokens <= 1024:
+            raise RequestError(400, f"max_tokens must be an integer between 1 and 1024, got {max_tokens!r}", "max_tokens")
+        stops = req.get("stop") or []
+        stops = [stops] if isinstance(stops, str) else stops
+        if not isinstance(stops, list) or len(stops) > 8 or not all(isinstance(s, str) for s in stops):
+            raise RequestError(400, "stop must be a string or a list of at most 8 strings", "stop")
+        if req.get("suffix") is not None:
+            if not isinstance(req["suffix"], str):
+                raise RequestError(400, "suffix must be a string", "suffix")
+            prefix, suffix = prompt, req["suffix"]
+        else:
+            prefix, suffix = parse_fim_prompt(self.backend.template, prompt) or (prompt, "")
+        tabd = req.get("tabd")
+        if isinstance(tabd, dict):
+            multiline, max_lines = bool(tabd.get("multiline", False)), tabd.get("max_lines", 8)
+            if isinstance(max_lines, bool) or not isinstance(max_lines, int) or not 1 <= max_lines <= 1000:
+                raise RequestError(400, "tabd.max_lines must be an integer between 1 and 1000", "tabd")
+            return prefix, suffix, GenSettings(max_tokens, multiline, max_lines), stops, True
+        return prefix, suffix, GenSettings(max_tokens, True, 1000), stops, False
+
+
+def client_gone(sock: socket.socket) -> bool:
+    """True when the peer closed its end: readable, and a peek reads nothing (or fails)."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+        if not readable:
+            return False
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):
+        return True
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "tabd-serve-model"
+    engine: Engine  # set on the subclass make_server builds
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: one line per request on stderr is noise
+        pass
+
+    def _json(self, status: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path == "/v1/models":
+            self._json(200, self.engine.models())
+        elif path == "/health":
+            self._json(200, {"status": "ok"})
+        else:
+            self._json(404, RequestError(404, f"no route GET {path}").body())
+
+    def do_POST(self) -> None:
+        path = self.path.split("?", 1)[0].rstrip("/")
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if path != "/v1/completions":
+            self._json(404, RequestError(404, f"no route POST {path}; this server has /v1/completions").body())
+            return
+        try:
+            req = json.loads(raw or b"{}")
+            if not isinstance(req, dict):
+                raise ValueError("not an object")
+        except ValueError as exc:
+            self._json(400, RequestError(400, f"request body is not a JSON object: {exc}").body())
+            return
+        try:
+            parsed = self.engine.parse(req)
+        except RequestError as exc:
+            self._json(exc.status, exc.body())
+            return
+        stream = bool(req.get("stream"))
+        if stream:
+            # Headers first: the client sees the request taken, and can hang up (which stops the decode).
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.flush()
+        try:
+            result = self.engine.complete(parsed, req, lambda: client_gone(self.connection))
+        except Interrupted:
+            self.close_connection = True  # the client hung up; nobody to answer
+            return
+        except Exception as exc:  # the engine failed: say so, keep serving
+            error = RequestError(500, f"{type(exc).__name__}: {exc}")
+            if stream:
+                self._events([error.body()])
+            else:
+                self._json(500, error.body())
+            return
+        ident, created = f"cmpl-{uuid.uuid4().hex[:24]}", int(time.time())
+        head = {"id": ident, "object": "text_completion", "created": created, "model": self.engine.name}
+        choice = {"text": result["text"], "index": 0, "logprobs": None, "finish_reason": result["finish_reason"]}
+        if not stream:
+            self._json(200, {**head, "choices": [choice], "usage": result["usage"], "tabd": result["tabd"]})
+            return
+        # The engine decodes to the end before answering, so the stream is one text chunk, then the end.
+        self._events([
+            {**head, "choices": [{**choice, "finish_reason": None}]},
+            {**head, "choices": [{**choice, "text": ""}], "usage": result["usage"], "tabd": result["tabd"]},
+        ])
+
+    def _events(self, events: list[dict]) -> None:
+        try:
+            for event in events:
+                self._chunk(f"data: {json.dumps(event)}\n\n".encode())
+            self._chunk(b"data: [DONE]\n\n")
+            self._chunk(b"")
+        except OSError:
+            self.close_connection = True
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def make_server(backend, host: str = "127.0.0.1", port: int = 0, name: str = "tabd") -> Server:
+    """A server bound to host:port (port 0: a free one; see server.server_address)."""
+    engine = Engine(backend, name)
+    handler = type("BoundHandler", (Handler,), {"engine": engine})
+    return Server((host, port), handler)
