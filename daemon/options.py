@@ -15,6 +15,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--url", help="server URL for --backend openai, e.g. http://127.0.0.1:8080")
     g.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key for --backend openai")
     g.add_argument("--remote-model", metavar="NAME", help="model name to send to the remote server")
+    g.add_argument("--parallel", type=int, default=1, help="model requests at once (for a remote engine that batches; default 1)")
     g.add_argument("--fim", metavar="FAMILY[:LAYOUT]", help="override the FIM template (tabd, qwen2.5-coder, starcoder2, deepseek-coder, codellama, plain)")
     g.add_argument("--depth", type=int, default=2, help="how many accepts ahead to prefetch (default 2)")
     g.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
@@ -42,7 +43,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
         record=getattr(args, "record", None),
     )
     config.extra.update(
-        backend=args.backend, url=args.url, api_key_env=args.api_key_env, remote_model=args.remote_model
+        backend=args.backend, url=args.url, api_key_env=args.api_key_env, remote_model=args.remote_model,
+        parallel=max(1, min(getattr(args, "parallel", 1) or 1, 32)),
     )
     return config.validate()
 

@@ -1,6 +1,7 @@
-"""One model worker: a thread that runs jobs by priority.
+"""Model workers: threads that run jobs by priority.
 
-Torch on 2 cores gains nothing from two model workers, so there is one.
+Torch on 2 cores gains nothing from two model workers, so a local model gets
+one. A remote engine batches concurrent requests itself, so it may get a few.
 Foreground jobs (priority 0) pre-empt background prefetches between decode
 steps: the prefetch is put back in the queue and restarts later, cheaply,
 because the model keeps its KV cache. Cancelled jobs stop at the next step.
@@ -38,15 +39,19 @@ class Job:
 
 
 class Scheduler:
-    def __init__(self, on_preempt: Callable[[Job], None] | None = None) -> None:
+    def __init__(self, on_preempt: Callable[[Job], None] | None = None, workers: int = 1) -> None:
         self._heap: list[tuple[int, int, Job]] = []
         self._seq = itertools.count()
         self._cond = threading.Condition()
         self._stopped = False
-        self.running: Job | None = None
+        self.running: set[Job] = set()
+        self.workers = max(1, workers)
         self.on_preempt = on_preempt
-        self._thread = threading.Thread(target=self._work, name="tabd-model", daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"tabd-model-{i}", daemon=True) for i in range(self.workers)
+        ]
+        for thread in self._threads:
+            thread.start()
 
     # -- queue ------------------------------------------------------------------
 
@@ -69,14 +74,14 @@ class Scheduler:
             if job.done() or priority >= job.priority:
                 return
             job.priority = priority
-            if job is not self.running:
+            if job not in self.running:
                 heapq.heappush(self._heap, (priority, next(self._seq), job))
                 self._cond.notify()
 
     def cancel(self, job: Job) -> None:
         with self._cond:
             job.cancelled = True
-            if job is not self.running and not job.done():
+            if job not in self.running and not job.done():
                 job.future.set_exception(Cancelled(job.label))
 
     def depth(self) -> int:
@@ -92,10 +97,11 @@ class Scheduler:
                     job.cancelled = True
                     job.future.set_exception(Cancelled("shutdown"))
             self._heap.clear()
-            if self.running is not None:
-                self.running.cancelled = True
+            for job in self.running:
+                job.cancelled = True
             self._cond.notify_all()
-        self._thread.join(timeout)
+        for thread in self._threads:
+            thread.join(timeout)
 
     # -- worker -----------------------------------------------------------------
 
@@ -109,7 +115,10 @@ class Scheduler:
     def _should_stop(self, job: Job) -> bool:
         if job.cancelled or self._stopped:
             return True
-        return job.priority > FOREGROUND and self._foreground_waiting()
+        if job.priority == FOREGROUND:
+            return False
+        # a prefetch yields only when a request waits and no worker is free for it
+        return len(self.running) >= self.workers and self._foreground_waiting()
 
     def _next(self) -> Job | None:
         with self._cond:
@@ -120,7 +129,7 @@ class Scheduler:
                     p, _, job = heapq.heappop(self._heap)
                     if p != job.priority or job.cancelled or job.done():
                         continue  # a stale entry: promoted, cancelled or already run
-                    self.running = job
+                    self.running.add(job)
                     return job
                 self._cond.wait()
 
@@ -136,7 +145,7 @@ class Scheduler:
                 result = job.fn(lambda: self._should_stop(job))
             except Interrupted:
                 with self._cond:
-                    self.running = None
+                    self.running.discard(job)
                     if job.cancelled or self._stopped:
                         if not job.done():
                             job.future.set_exception(Cancelled(job.label))
@@ -148,11 +157,11 @@ class Scheduler:
                 continue
             except BaseException as exc:  # the job's error goes to whoever waits for it
                 with self._cond:
-                    self.running = None
+                    self.running.discard(job)
                 if not job.done():
                     job.future.set_exception(exc)
                 continue
             with self._cond:
-                self.running = None
+                self.running.discard(job)
             if not job.done():
                 job.future.set_result(result)

@@ -84,7 +84,7 @@ class CompletionService:
         self.cache = CompletionCache(config.cache_entries, config.cache_bytes)
         self.typed = TypeThroughIndex()
         self.inflight: InflightTable[Computation] = InflightTable()
-        self.scheduler = Scheduler(on_preempt=self._on_preempt)
+        self.scheduler = Scheduler(on_preempt=self._on_preempt, workers=max(1, int(config.extra.get("parallel") or 1)))
         self.stats = Stats()
         self.backend: Any = None
         self.load_error: str | None = None

@@ -1,0 +1,104 @@
+"""The model worker: priorities, pre-emption between steps, cancellation, several workers."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tabd.daemon.scheduler import FOREGROUND, Cancelled, Scheduler
+from tabd.predictor.types import Interrupted
+
+
+def steps(n: int, log: list, name: str, gate: threading.Event | None = None):
+    """A job of n steps that checks should_stop between them, like a decode loop."""
+
+    def run(should_stop):
+        for i in range(n):
+            if gate is not None:
+                gate.wait(5)
+            if should_stop():
+                log.append((name, "stopped", i))
+                raise Interrupted()
+            time.sleep(0.002)
+        log.append((name, "done", n))
+        return name
+
+    return run
+
+
+def test_foreground_preempts_a_prefetch_which_then_resumes():
+    s = Scheduler()
+    log: list = []
+    gate = threading.Event()
+    background = s.submit(steps(50, log, "bg", gate), 1)
+    time.sleep(0.05)  # the prefetch is running, held at its first step
+    foreground = s.submit(steps(3, log, "fg"), FOREGROUND)
+    gate.set()
+    assert foreground.future.result(5) == "fg"
+    assert background.future.result(5) == "bg"
+    names = [entry[:2] for entry in log]
+    assert names.index(("bg", "stopped")) < names.index(("fg", "done")) < names.index(("bg", "done"))
+    assert background.preemptions == 1
+    s.stop()
+
+
+def test_cancelled_jobs_stop_between_steps_and_say_so():
+    s = Scheduler()
+    log: list = []
+    gate = threading.Event()
+    job = s.submit(steps(100, log, "x", gate), FOREGROUND)
+    queued = s.submit(steps(1, log, "y"), FOREGROUND)
+    time.sleep(0.05)
+    s.cancel(job)
+    s.cancel(queued)
+    gate.set()
+    with pytest.raises(Cancelled):
+        job.future.result(5)
+    with pytest.raises(Cancelled):
+        queued.future.result(5)
+    assert ("y", "done", 1) not in log
+    s.stop()
+
+
+def test_promotion_runs_a_queued_prefetch_before_other_prefetches():
+    s = Scheduler()
+    order: list = []
+    gate = threading.Event()
+    blocker = s.submit(lambda stop: gate.wait(5), FOREGROUND)
+    a = s.submit(lambda stop: order.append("a"), 2)
+    b = s.submit(lambda stop: order.append("b"), 2)
+    s.promote(b, FOREGROUND)
+    gate.set()
+    for job in (blocker, a, b):
+        job.future.result(5)
+    assert order == ["b", "a"]
+    assert s.depth() == 0
+    s.stop()
+
+
+def test_with_two_workers_a_request_does_not_preempt_a_running_prefetch():
+    s = Scheduler(workers=2)
+    log: list = []
+    background = s.submit(steps(20, log, "bg"), 1)
+    time.sleep(0.01)
+    foreground = s.submit(steps(3, log, "fg"), FOREGROUND)
+    assert foreground.future.result(5) == "fg" and background.future.result(5) == "bg"
+    assert background.preemptions == 0
+    s.stop()
+
+
+def test_errors_reach_the_waiter_and_the_worker_goes_on():
+    s = Scheduler()
+
+    def boom(stop):
+        raise RuntimeError("model failed")
+
+    bad = s.submit(boom, FOREGROUND)
+    with pytest.raises(RuntimeError, match="model failed"):
+        bad.future.result(5)
+    assert s.submit(lambda stop: 42, FOREGROUND).future.result(5) == 42
+    s.stop()
+    late = s.submit(lambda stop: 1, FOREGROUND)
+    with pytest.raises(Cancelled):
+        late.future.result(1)
