@@ -31,7 +31,9 @@ class LogFile:
         line = (json.dumps(event, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
         with self._lock:
             if self._fd >= 0:
-                os.write(self._fd, line)  # one write per event: a kill loses at most this line
+                written = os.write(self._fd, line)  # one write per event: a kill loses at most this line
+                while written < len(line):  # short writes happen only on a full disk or a signal
+                    written += os.write(self._fd, line[written:])
 
     def close(self) -> None:
         with self._lock:

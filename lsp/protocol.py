@@ -302,6 +302,8 @@ class TabdProtocol(LanguageServerProtocol):
             if has_id:
                 self.send_error(msg_id, JsonRpcInvalidRequest.CODE, problem)
             return
+        if "params" not in value:  # optional in JSON-RPC; pygls' generic message types require the field
+            value = {**value, "params": None}
         self.dispatch(value, msg_id if has_id else None)
 
     def dispatch(self, value: dict, request_id: Any) -> None:

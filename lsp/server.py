@@ -75,15 +75,16 @@ class TabdServer(LanguageServer):
         if not ok and self.service is not None:
             self.show(types.MessageType.Error, f"the model could not be loaded, so there will be no suggestions: {self.service.load_error}")
 
-    def open_client_log(self, path: str) -> None:
+    def open_client_log(self, path: str) -> bool:
         """initializationOptions.log: a log file asked for by the editor, opened now so a bad path is reported now."""
         try:
             log_file = LogFile(path)
         except OSError as exc:
             self.pending_messages.append(f"option 'log': {exc.strerror or exc}; not logging to it")
-            return
+            return False
         self.events.add_sink(log_file.write)
         self.closers.append(log_file.close)
+        return True
 
     def close(self) -> None:
         if self.parent_watch is not None:
@@ -138,8 +139,8 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
         before = ls.config
         ls.config, problems = apply_client_options(ls.config, params.initialization_options)
         ls.pending_messages.extend(problems)
-        if ls.config.log and ls.config.log != before.log:
-            ls.open_client_log(ls.config.log)
+        if ls.config.log and ls.config.log != before.log and not ls.open_client_log(ls.config.log):
+            ls.config.log = before.log
         encoding = ServerCapabilitiesBuilder.choose_position_encoding(params.capabilities)
         ls.codec = PositionCodec(encoding)
         ls.service = CompletionService(ls.config, ls.backend_factory, ls.events)
