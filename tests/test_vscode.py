@@ -32,7 +32,7 @@ pytestmark = pytest.mark.editors
 
 # What the e2e types at the end of the file (one line per round; a round adds a line
 # only when the one before brought no ghost text).
-TYPED = "def read_config(path):\\n    with open(path) as f:\\n    for line in lines:"
+TYPED = "def read_config(path):\\nwith open(path) as f:\\nfor line in f:"
 SAMPLE = '''import os
 import sys
 
@@ -160,6 +160,8 @@ def test_code_server_ghost_text_tab_and_cache(tmp_path):
         "tabd.path": str(tabd),
         "tabd.log": str(log),
         "tabd.statsInterval": 500,
+        "tabd.trace.server": os.environ.get("TABD_E2E_TRACE", "off"),
+        "tabd.args": os.environ.get("TABD_E2E_ARGS", "").split(),
         "editor.inlineSuggest.enabled": True,
         # Nothing else may take Tab or cover the ghost text.
         "editor.quickSuggestions": {"other": False, "comments": False, "strings": False},

@@ -107,6 +107,12 @@ async function startClient(): Promise<void> {
     ],
     initializationOptions: init,
     outputChannel: output,
+    middleware: {
+      // The daemon also answers textDocument/completion, for editors without inline
+      // completion. Here it would put the same suggestion in the suggest widget (which
+      // then takes Tab) and cost a second model call per keystroke: never ask.
+      provideCompletionItem: () => undefined,
+    },
   };
   output.info(`starting ${command} ${serveArgs(settings).join(" ")} with ${JSON.stringify(init)}`);
   statusItem.text = "$(sync~spin) tabd: starting";

@@ -4,7 +4,7 @@
 // (tests/test_vscode.py) checks it against the daemon's log.
 //
 // node drive.mjs --url URL --file NAME [--type TEXT] [--chromium PATH] [--profile DIR]
-//                [--shots DIR] [--ghost-timeout MS] [--deadline MS]
+//                [--shots DIR] [--ghost-timeout MS] [--deadline MS] [--warmup 0|1]
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -27,6 +27,8 @@ const chromium = args.chromium ?? "/usr/bin/chromium";
 const shots = args.shots;
 const ghostTimeout = Number(args["ghost-timeout"] ?? 45000);
 const deadline = Date.now() + Number(args.deadline ?? 240000);
+const warmup = (args.warmup ?? "1") !== "0";
+const warmupTimeout = Number(args["warmup-timeout"] ?? 60000);
 const profile = args.profile ?? fs.mkdtempSync(path.join(os.tmpdir(), "tabd-chromium-"));
 
 const t0 = Date.now();
@@ -177,12 +179,23 @@ try {
   await page.keyboard.press("End");
   await page.keyboard.up("Control");
 
-  // Wait for the extension to have started the daemon before typing.
+  // Wait for the extension to have started the daemon (its first tabd/stats answer) before typing.
   result.statusBeforeTyping = await waitFor(async () => {
     const s = await statusBarText(page);
-    return s && !/starting/.test(s) ? s : null;
-  }, 120000, 250);
+    return s && /no accepts|hit/.test(s) ? s : null;
+  }, 120000, 250) ?? (await statusBarText(page));
   step("status bar", { text: result.statusBeforeTyping });
+
+  // Warm-up: the daemon loads its model on the first request. Ask once explicitly and
+  // let that request finish, as a person pausing after opening a file would.
+  if (warmup) {
+    await trigger(page);
+    const w = await waitFor(async () => (await ghostText(page)).trim() ? ghostText(page) : null, warmupTimeout);
+    result.warmupGhost = w;
+    step("warm-up", { ghost: w });
+    await page.keyboard.press("Escape");
+    await sleep(300);
+  }
   await shot(page, "1-opened");
 
   // Type, then wait for ghost text; an explicit trigger if typing alone didn't bring one.
@@ -222,6 +235,24 @@ try {
   result.ghost2 = ghost2;
   step("ghost text after Tab", { ghost: ghost2 });
   await shot(page, "3-after-tab");
+
+  // Word accept: Ctrl+Right (editor.action.inlineSuggest.acceptNextWord) takes part of it.
+  if (ghost2) {
+    const before = (await editorLines(page)).join("\n");
+    await page.keyboard.down("Control");
+    await page.keyboard.press("ArrowRight");
+    await page.keyboard.up("Control");
+    const after = await waitFor(async () => {
+      const now = (await editorLines(page)).join("\n");
+      return now.length > before.length ? now : null;
+    }, 3000, 50);
+    result.wordAccept = {
+      inserted: after ? after.slice(before.length) : null,
+      ghostAfter: await ghostText(page),
+    };
+    step("word accept", result.wordAccept);
+    await shot(page, "4-word-accept");
+  }
 
   // The status bar polls tabd/stats; after one accept it shows latency and hit rate.
   result.status = await waitFor(async () => {
