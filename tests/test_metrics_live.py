@@ -1,0 +1,78 @@
+"""`tabd serve --metrics`: /metrics scraped over real HTTP while a real server answers requests."""
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+import sys
+import urllib.request
+
+import pytest
+import pytest_lsp
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+from lspclient import change, init_params, inline, open_doc, stats
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+PORT = free_port()
+
+
+@pytest_lsp.fixture(
+    scope="module",
+    config=ClientServerConfig(server_command=[sys.executable, "-m", "tabd.daemon", "serve", "--metrics", f"127.0.0.1:{PORT}"]),
+)
+async def client(lsp_client: LanguageClient):
+    await lsp_client.initialize_session(init_params())
+    yield
+    await lsp_client.shutdown_session()
+
+
+def scrape() -> dict[str, float]:
+    body = urllib.request.urlopen(f"http://127.0.0.1:{PORT}/metrics", timeout=10).read().decode()
+    values: dict[str, float] = {}
+    for line in body.splitlines():
+        m = re.match(r"^(tabd_[a-z_]+(?:\{[^}]*\})?) ([0-9.e+-]+)$", line)
+        if m:
+            values[m.group(1)] = float(m.group(2))
+    return values
+
+
+def total(values: dict[str, float], prefix: str) -> float:
+    return sum(v for k, v in values.items() if k.startswith(prefix))
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_counters_move_while_the_server_answers(client: LanguageClient):
+    before = await asyncio.to_thread(scrape)
+    uri = "file:///w/metrics.py"
+    text = "import os\n\n\ndef main():\n    path = os.path."
+    open_doc(client, uri, text)
+    await inline(client, uri, 4, len("    path = os.path."))
+    await inline(client, uri, 4, len("    path = os.path."))  # the same state again: a cache hit
+    change(client, uri, 2, 0, 0, "# edited\n")
+    s = await stats(client)
+    after = await asyncio.to_thread(scrape)
+    completions = [k for k in after if k.startswith("tabd_completion")]
+    assert completions, "no tabd_completion* series exposed"
+    moved = total(after, "tabd_completion") - total(before, "tabd_completion")
+    assert moved >= 2
+    assert s["sources"]["cache"] >= 1 or s["sources"]["none"] >= 1
+
+
+def test_metrics_refuse_a_non_loopback_address():
+    import subprocess
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "tabd.daemon", "serve", "--metrics", "0.0.0.0:9464"], capture_output=True, text=True, timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 2
+    assert "loopback" in proc.stderr and "--allow-remote" in proc.stderr
