@@ -22,6 +22,7 @@ import logging
 import math
 import os
 import re
+import signal
 import sys
 import time
 from concurrent.futures import Future
@@ -34,6 +35,9 @@ from pygls.lsp.client import LanguageClient
 from tabd.daemon.session import Session, advance, apply_change, utf16_len
 
 SOURCES = ("cache", "typed", "inflight", "model", "none")
+# answers looked up in memory: the cache proper, or type-through of a shown suggestion
+# (what the remainder of a partial accept is served by)
+MEMORY_SOURCES = ("cache", "typed")
 WORD = re.compile(r"\s*(?:\w+|[^\w\s]+)|\s+")
 
 
@@ -52,6 +56,7 @@ class ReplayOptions:
     startup_timeout: float = 180.0
     progress: bool = True
     env: dict[str, str] | None = None
+    check_sync: bool = False          # compare the server's document (tabd/document) with ours before closing
 
     @property
     def fast(self) -> bool:
@@ -99,10 +104,14 @@ class Measurements:
     after_accept_from_cache: int = 0
     after_accept_speculated: int = 0   # cache or inflight: the prefetch had it
     unattributed: int = 0
+    sync_checked: int = 0
+    sync_mismatches: int = 0
+    interrupted: bool = False
     all_ms: list[float] = field(default_factory=list)
     after_accept_ms: list[float] = field(default_factory=list)
     model_ms: list[float] = field(default_factory=list)
     sources: collections.Counter = field(default_factory=collections.Counter)
+    after_accept_sources: collections.Counter = field(default_factory=collections.Counter)
     wall_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
@@ -140,6 +149,7 @@ class Measurements:
                 "from_cache": self.after_accept_from_cache,
                 "hit_rate": round(self.after_accept_from_cache / aa, 4) if aa else 0.0,
                 "from_speculation": self.after_accept_speculated,
+                "sources": dict(self.after_accept_sources),
             },
             "latency_ms": {
                 "all": percentiles(self.all_ms),
@@ -156,6 +166,8 @@ class Measurements:
             "keystrokes": self.keystrokes,
             "wall_s": round(self.wall_s, 2),
         }
+        if self.sync_checked:
+            out["sync"] = {"checked": self.sync_checked, "mismatches": self.sync_mismatches}
         if self.command_errors:
             out["command_errors"] = self.command_errors
         if self.unattributed:
@@ -434,9 +446,10 @@ class Replayer:
         self.m.all_ms.append(latency)
         if p.after_accept:
             self.m.after_accept_ms.append(latency)
-            if source == "cache":
+            self.m.after_accept_sources[source or "unknown"] += 1
+            if source in MEMORY_SOURCES:
                 self.m.after_accept_from_cache += 1
-            if source in ("cache", "inflight"):
+            if source in MEMORY_SOURCES + ("inflight",):
                 self.m.after_accept_speculated += 1
         if source in SOURCES:
             self.m.sources[source] += 1
@@ -468,6 +481,23 @@ class Replayer:
         self.docs[e["uri"]] = doc
         self.client.text_document_did_open(lsp.DidOpenTextDocumentParams(
             text_document=lsp.TextDocumentItem(uri=e["uri"], language_id=doc.language, version=0, text=doc.text)))
+
+    async def _check_sync(self, uri: str) -> None:
+        doc = self.docs.get(uri)
+        if doc is None or not self.options.check_sync or self.died():
+            return
+        try:
+            got = _plain(await self._guard(asyncio.wrap_future(
+                self.client.protocol.send_request("tabd/document", {"uri": uri})), 30, "tabd/document"))
+        except DaemonDied:
+            raise
+        except Exception as exc:
+            self.m.warnings.append(f"tabd/document failed: {exc}")
+            return
+        self.m.sync_checked += 1
+        if not isinstance(got, dict) or got.get("text") != doc.text:
+            self.m.sync_mismatches += 1
+            self.m.warnings.append(f"the server's copy of {uri} differs from the replayed document")
 
     def _close(self, uri: str) -> None:
         if self.docs.pop(uri, None) is not None:
@@ -518,10 +548,11 @@ class Replayer:
             if delay > 0:
                 await asyncio.sleep(delay)
             self._cancel_pending()  # the user typed on before the answer came
-            op, uri = e["op"], e["uri"]
+            op, uri = e["op"], e.get("uri", "")
             if op == "open":
                 self._open(e, session.language)
             elif op == "close":
+                await self._check_sync(uri)
                 self._close(uri)
             elif op == "change" and uri in self.docs:
                 self._did_change(uri, e.get("range"), e["text"])
@@ -538,6 +569,7 @@ class Replayer:
         if self.pending is not None:
             await self._await_pending(None if opts.fast else time.monotonic() + opts.scaled(0.5))
         for uri in list(self.docs):
+            await self._check_sync(uri)
             self._close(uri)
 
     async def _maybe_accept(self, item: lsp.InlineCompletionItem, events: Sequence[dict[str, Any]], i: int,
@@ -592,11 +624,22 @@ async def replay_sessions(sessions: Sequence[Session], options: ReplayOptions) -
     logging.getLogger("pygls").setLevel(logging.CRITICAL)
     replayer = Replayer(options, progress=bar.update if bar is not None else None)
     started = time.monotonic()
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:  # an interrupted replay still reports what it measured
+            loop.add_signal_handler(sig, task.cancel)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
     try:
         await replayer.start()
         for session in sessions:
             await replayer.replay(session)
         await replayer.final_stats()
+    except asyncio.CancelledError:
+        task.uncancel()
+        replayer.m.interrupted = True
+        replayer.m.error = "interrupted"
     except DaemonDied as exc:
         replayer.m.error = str(exc)
     except (TimeoutError, OSError) as exc:
@@ -609,6 +652,11 @@ async def replay_sessions(sessions: Sequence[Session], options: ReplayOptions) -
             await asyncio.wait_for(replayer.stop(), 30)
         except Exception:
             pass
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.remove_signal_handler(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
     return replayer.m
 
 

@@ -1,8 +1,8 @@
 """`tabd replay SESSION.jsonl...`: replay edit sessions through a real `tabd serve` child, headless.
 
 Prints the summary (a table, or one JSON object with --json). Exit status: 0 when the
-whole replay ran, 1 when a session file is unusable, 3 when the daemon died (what was
-measured until then is still printed).
+whole replay ran, 1 when a session file is unusable, 3 when the daemon died or stopped
+answering, 130 when interrupted (in each case what was measured until then is printed).
 """
 from __future__ import annotations
 
@@ -26,24 +26,28 @@ def _speed(value: str) -> float:
     return speed
 
 
-def add_server_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
-    """The `tabd serve` flags that replay and `bench replay` pass on to the child."""
-    parser.add_argument(f"--{prefix}model", metavar="DIR", default=None, help="model directory (default: embedded)")
-    parser.add_argument(f"--{prefix}device", default=None, help="passed to tabd serve")
-    parser.add_argument(f"--{prefix}backend", default=None, help="passed to tabd serve")
-    parser.add_argument(f"--{prefix}url", default=None, help="passed to tabd serve")
-    parser.add_argument(f"--{prefix}depth", type=int, metavar="K", default=None, help="speculation depth")
+def _model_parser() -> argparse.ArgumentParser:
+    from tabd.daemon.options import add_model_arguments
+
+    parser = argparse.ArgumentParser(add_help=False)
+    add_model_arguments(parser)
+    return parser
 
 
 def server_flags(args: argparse.Namespace, *, log: str | None = None) -> list[str]:
+    """The shared model and backend flags the user set, as `tabd serve` arguments for the child."""
     flags: list[str] = []
-    for name in ("model", "device", "backend", "url", "depth"):
-        value = getattr(args, name, None)
-        if value is not None:
-            flags += [f"--{name}", str(value)]
-    for name in ("no_speculation", "no_cache", "no_kv_reuse"):
-        if getattr(args, name, False):
-            flags.append("--" + name.replace("_", "-"))
+    for action in _model_parser()._actions:
+        if not action.option_strings or not hasattr(args, action.dest):
+            continue
+        value = getattr(args, action.dest)
+        if value is None or value == action.default:
+            continue
+        option = action.option_strings[-1]
+        if action.nargs == 0:  # store_true
+            flags.append(option)
+        else:
+            flags += [option, str(value)]
     if log:
         flags += ["--log", log]
     return flags
@@ -58,13 +62,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log", metavar="FILE", help="the server child's JSONL log (tabd serve --log)")
     parser.add_argument("--think-ms", type=float, default=250.0,
                         help="pause before accepting a matching suggestion, scaled by --speed (default 250)")
-    parser.add_argument("--no-speculation", action="store_true", help="server: no prefetch after answers")
-    parser.add_argument("--no-cache", action="store_true", help="server: no completion cache")
-    parser.add_argument("--no-kv-reuse", action="store_true", help="server: no KV prefix reuse")
-    add_server_arguments(parser)
+    from tabd.daemon.options import add_model_arguments
+
+    add_model_arguments(parser)  # passed on to the tabd serve child: --model, --depth, --no-cache, ...
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument("--timeout", type=float, default=60.0, help="longest wait for one answer (default 60 s)")
     parser.add_argument("--startup-timeout", type=float, default=180.0, help="longest wait for initialize (default 180 s)")
+    parser.add_argument("--check-sync", action="store_true",
+                        help="before closing each document, compare the server's copy (tabd/document) with ours")
     parser.add_argument("--server-cmd", default=None, help=argparse.SUPPRESS)  # tests: another server command
 
 
@@ -74,7 +79,8 @@ def options_from_args(args: argparse.Namespace) -> Any:
     return ReplayOptions(
         speed=args.speed, think_ms=args.think_ms, server_args=server_flags(args, log=args.log),
         server_command=shlex.split(args.server_cmd) if args.server_cmd else None,
-        request_timeout=args.timeout, startup_timeout=args.startup_timeout, progress=not args.no_progress)
+        request_timeout=args.timeout, startup_timeout=args.startup_timeout, progress=not args.no_progress,
+        check_sync=args.check_sync)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -102,6 +108,9 @@ def run(args: argparse.Namespace) -> int:
         print(format_table(summary))
     for warning in measured.warnings[len([w for s in sessions for w in s.warnings]):][:10]:
         print(f"tabd replay: warning: {warning}", file=sys.stderr)
+    if measured.interrupted:
+        print("tabd replay: interrupted; the figures above cover the part replayed", file=sys.stderr)
+        return 130
     if measured.error:
         print(f"tabd replay: {measured.error}", file=sys.stderr)
         return EXIT_DAEMON_DIED

@@ -143,6 +143,8 @@ def _event_problem(event: Any, docs: dict[str, str]) -> str | None:
     if not isinstance(t, (int, float)) or isinstance(t, bool) or t < 0:
         return f"bad time t={t!r}"
     uri = event.get("uri")
+    if op in ("accept", "dismiss"):  # markers: the edit itself is a change event; uri is optional
+        return None if uri is None or isinstance(uri, str) else "bad uri"
     if not isinstance(uri, str):
         return "no uri"
     if op == "open":

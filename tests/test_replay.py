@@ -1,6 +1,7 @@
 """Replay: the simulated user's choices (pure), replay through an oracle LSP server, and through `tabd serve`."""
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import subprocess
@@ -252,3 +253,132 @@ def repeating_file(tmp_path: Path) -> Path:
     path = tmp_path / "repeat.py"
     path.write_text("".join(block.format(n=n) for n in range(12)))
     return path
+
+
+SERVE_FLAGS = ["--max-new-tokens", "8"]  # short answers keep the model's share of these tests small
+
+
+def serve_options(**kw) -> ReplayOptions:
+    base = dict(speed=0, think_ms=0, progress=False, server_args=list(SERVE_FLAGS), request_timeout=120,
+                startup_timeout=180, check_sync=True)
+    base.update(kw)
+    return ReplayOptions(**base)
+
+
+@pytest.mark.slow
+@needs_server
+def test_record_then_replay_round_trip(tmp_path):
+    typed = read_session(make_session(tmp_path, seed=1, spans=1, max_chars=50))
+    recorded_path = tmp_path / "recorded.jsonl"
+    m1 = run_replay([typed], serve_options(server_args=SERVE_FLAGS + ["--record", str(recorded_path)]))
+    assert m1.error is None, m1.error
+    s1 = m1.summary()
+    check_counts(s1)
+    assert s1["sync"] == {"checked": 1, "mismatches": 0}
+    assert s1["requests"] > 0 and s1["requests"] == s1["answered"]
+    assert sum(s1["sources"].values()) == s1["answered"]
+
+    recorded = read_session(recorded_path)  # what `tabd serve --record` wrote is a valid session
+    assert not recorded.warnings
+    ops = [e["op"] for e in recorded.events]
+    assert ops[0] == "open" and ops[-1] == "close" and ops.count("change") >= typed.changes() - 2 * s1["accepted"]
+    assert ops.count("accept") == s1["accepted"]
+    final = {}
+    from tabd.daemon.session import apply_change
+    for e in recorded.events:
+        if e["op"] == "open":
+            final[e["uri"]] = e["text"]
+        elif e["op"] == "change":
+            final[e["uri"]] = apply_change(final[e["uri"]], e["range"], e["text"])
+    assert final[SAMPLE.resolve().as_uri()] == SAMPLE.read_text()
+
+    m2 = run_replay([recorded], serve_options())
+    assert m2.error is None, m2.error
+    s2 = m2.summary()
+    check_counts(s2)
+    assert s2["sync"] == {"checked": 1, "mismatches": 0}
+    assert s2["typed_chars"] + s2["accepted_chars"] == s1["typed_chars"] + s1["accepted_chars"]
+
+
+async def _model_continuations(text: str, typed: str, rounds: int) -> list[str]:
+    """What tabd serve suggests after `typed` is appended to `text`, then after each suggestion is taken."""
+    from lsprotocol import types as lsp
+    from pygls.lsp.client import LanguageClient
+
+    client = LanguageClient("probe", "1")
+    await client.start_io(sys.executable, "-m", "tabd.daemon", "serve", *SERVE_FLAGS, "--no-speculation")
+    await client.initialize_async(lsp.InitializeParams(capabilities=lsp.ClientCapabilities(
+        text_document=lsp.TextDocumentClientCapabilities(inline_completion=lsp.InlineCompletionClientCapabilities()),
+        general=lsp.GeneralClientCapabilities(position_encodings=[lsp.PositionEncodingKind.Utf16]))))
+    client.initialized(lsp.InitializedParams())
+    uri = "file:///probe/repeat.py"
+    client.text_document_did_open(lsp.DidOpenTextDocumentParams(
+        text_document=lsp.TextDocumentItem(uri=uri, language_id="python", version=0, text=text)))
+    doc, version, out = text, 0, []
+    for piece in [typed] + [None] * rounds:
+        if piece is None:
+            piece = out[-1]
+        lines = doc.split("\n")
+        pos = lsp.Position(line=len(lines) - 1, character=len(lines[-1]))
+        version += 1
+        client.text_document_did_change(lsp.DidChangeTextDocumentParams(
+            text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[lsp.TextDocumentContentChangePartial(range=lsp.Range(start=pos, end=pos), text=piece)]))
+        doc += piece
+        lines = doc.split("\n")
+        pos = lsp.Position(line=len(lines) - 1, character=len(lines[-1]))
+        suggestion = ""
+        for _ in range(3):  # an answer can come back empty while the model is busy elsewhere: ask again
+            result = await asyncio.wait_for(client.text_document_inline_completion_async(lsp.InlineCompletionParams(
+                context=lsp.InlineCompletionContext(trigger_kind=lsp.InlineCompletionTriggerKind.Invoked),
+                text_document=lsp.TextDocumentIdentifier(uri=uri), position=pos)), 180)
+            items = result.items if result is not None else []
+            suggestion = items[0].insert_text if items else ""
+            if suggestion:
+                break
+        if not suggestion:
+            break
+        out.append(suggestion)
+    await asyncio.wait_for(client.shutdown_async(None), 30)
+    client.exit(None)
+    await asyncio.wait_for(client.stop(), 30)
+    return out
+
+
+@pytest.mark.slow
+@needs_server
+def test_replay_accepts_matching_suggestions_and_serves_after_accept_from_cache(tmp_path):
+    # A file that repeats itself; the person types the next repetition, and what they type
+    # is exactly what the model suggests there (asked beforehand: greedy decoding is
+    # deterministic), so every suggestion matches whatever the model is.
+    source = repeating_file(tmp_path)
+    text = source.read_text()
+    continuations = asyncio.run(_model_continuations(text, "def", rounds=3))
+    if len(continuations) < 2:
+        pytest.skip(f"the model suggests nothing after 'def' here: {continuations!r}")
+    typed = "def" + "".join(continuations[:3])
+    uri = source.resolve().as_uri()
+    lines = text.split("\n")
+    events = [{"t": 0.0, "op": "open", "uri": uri, "language": "python", "text": text}]
+    pos = {"line": len(lines) - 1, "character": len(lines[-1])}
+    from tabd.daemon.session import advance
+    for k, ch in enumerate(typed):
+        events.append({"t": round(0.1 * (k + 1), 3), "op": "change", "uri": uri,
+                       "range": {"start": dict(pos), "end": dict(pos)}, "text": ch})
+        pos = advance(pos, ch)
+    events.append({"t": round(0.1 * (len(typed) + 2), 3), "op": "close", "uri": uri})
+    path = tmp_path / "matching.jsonl"
+    write_session(path, events)
+    m = run_replay([read_session(path)], serve_options(think_ms=3000))  # time for the prefetch to land
+    assert m.error is None, m.error
+    s = m.summary()
+    print(json.dumps({k: v for k, v in s.items() if k != "server"}), continuations)
+    check_counts(s)
+    assert s["sync"] == {"checked": 1, "mismatches": 0}
+    assert s["accepted"] >= 2, s
+    assert s["accepted_chars"] >= sum(map(len, continuations[:2]))
+    assert s["after_accept"]["requests"] == s["accepted"]
+    assert s["after_accept"]["from_cache"] >= 1, s
+    assert s["sources"]["cache"] >= 1
+    aa, model = s["latency_ms"]["after_accept"]["p50"], s["latency_ms"]["model"]["p50"]
+    assert model == 0 or aa < model
