@@ -57,6 +57,7 @@ class ReplayOptions:
     progress: bool = True
     env: dict[str, str] | None = None
     check_sync: bool = False          # compare the server's document (tabd/document) with ours before closing
+    max_seconds: float | None = None  # stop replaying (and report the part replayed) after this long
 
     @property
     def fast(self) -> bool:
@@ -107,6 +108,7 @@ class Measurements:
     sync_checked: int = 0
     sync_mismatches: int = 0
     interrupted: bool = False
+    truncated: bool = False
     all_ms: list[float] = field(default_factory=list)
     after_accept_ms: list[float] = field(default_factory=list)
     model_ms: list[float] = field(default_factory=list)
@@ -166,6 +168,8 @@ class Measurements:
             "keystrokes": self.keystrokes,
             "wall_s": round(self.wall_s, 2),
         }
+        if self.truncated:
+            out["truncated"] = True
         if self.sync_checked:
             out["sync"] = {"checked": self.sync_checked, "mismatches": self.sync_mismatches}
         if self.command_errors:
@@ -289,6 +293,7 @@ class Replayer:
         self._next_id = 0
         self._progress = progress or (lambda n: None)
         self._exited: asyncio.Future | None = None
+        self._deadline = None if options.max_seconds is None else time.monotonic() + options.max_seconds
         self.stats_supported = True
 
     # ------------------------------------------------------------ process
@@ -530,6 +535,9 @@ class Replayer:
         anchor = time.monotonic()
         cursor: dict[str, Any] = {}
         while i < len(events):
+            if self._deadline is not None and time.monotonic() > self._deadline:
+                self.m.truncated = True
+                break
             e = events[i]
             due = anchor + opts.scaled(e["t"] - last_t)
             if self.pending is not None:
@@ -634,6 +642,8 @@ async def replay_sessions(sessions: Sequence[Session], options: ReplayOptions) -
     try:
         await replayer.start()
         for session in sessions:
+            if replayer.m.truncated:
+                break
             await replayer.replay(session)
         await replayer.final_stats()
     except asyncio.CancelledError:

@@ -68,6 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument("--timeout", type=float, default=60.0, help="longest wait for one answer (default 60 s)")
     parser.add_argument("--startup-timeout", type=float, default=180.0, help="longest wait for initialize (default 180 s)")
+    parser.add_argument("--max-seconds", type=float, default=None,
+                        help="stop after this long and report the part replayed (summary gets \"truncated\": true)")
     parser.add_argument("--check-sync", action="store_true",
                         help="before closing each document, compare the server's copy (tabd/document) with ours")
     parser.add_argument("--server-cmd", default=None, help=argparse.SUPPRESS)  # tests: another server command
@@ -80,7 +82,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
         speed=args.speed, think_ms=args.think_ms, server_args=server_flags(args, log=args.log),
         server_command=shlex.split(args.server_cmd) if args.server_cmd else None,
         request_timeout=args.timeout, startup_timeout=args.startup_timeout, progress=not args.no_progress,
-        check_sync=args.check_sync)
+        check_sync=args.check_sync, max_seconds=args.max_seconds)
 
 
 def run(args: argparse.Namespace) -> int:
