@@ -5,18 +5,20 @@ skips; `LogSummary` folds events into fixed-size structures so that a log of
 any length is summarised in bounded memory:
 
 - Latency percentiles come from a log-bucketed sketch (relative error below
-  0.5 %, a fixed array of buckets, the DDSketch idea). While a series has at
-  most `EXACT_CAP` values the raw values are also kept, so percentiles of
-  ordinary logs are exact (nearest rank: the smallest value with at least
-  q * n values at or below it). Past the cap the raw values are dropped and
-  the sketch answers; `percentile_method` in the summary says which.
+  0.5 %; a sparse map with at most 231 buckets per decade of latency, the
+  DDSketch idea). While a series has at most
+  `EXACT_CAP` values the raw values are also kept, so percentiles of ordinary
+  logs are exact (nearest rank: the smallest value with at least q * n values
+  at or below it). Past the cap the raw values are dropped and the sketch
+  answers; `percentile_method` in the summary says which.
 - Time series use bins (60 s to start with); when there would be more than
   `MAX_BINS` bins the width doubles and neighbours merge.
 - Wasted prefetches: finished-prefetch keys wait in an insertion-ordered dict
-  until a completion served from them (source cache/typed/inflight, same
-  "key", or same "from_key" for a typed-through hit whose request state differs
-  from the prefetched one) appears later in the stream. At most `PENDING_CAP` keys wait; the oldest is
-  then counted as wasted, since no completion cache holds that many entries.
+  until a completion served from them (source cache/typed/inflight, with the
+  same "key", or the same "from_key" for a typed-through hit, whose request
+  state differs from the prefetched one) appears later in the stream. At most
+  `PENDING_CAP` keys wait; the oldest then counts as wasted, since no
+  completion cache holds that many entries.
 """
 from __future__ import annotations
 
