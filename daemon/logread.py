@@ -6,11 +6,11 @@ any length is summarised in bounded memory:
 
 - Latency percentiles come from a log-bucketed sketch (relative error below
   0.5 %; a sparse map with at most 231 buckets per decade of latency, the
-  DDSketch idea). While a series has at most
-  `EXACT_CAP` values the raw values are also kept, so percentiles of ordinary
-  logs are exact (nearest rank: the smallest value with at least q * n values
-  at or below it). Past the cap the raw values are dropped and the sketch
-  answers; `percentile_method` in the summary says which.
+  DDSketch idea). While a series has at most `EXACT_CAP` values the raw
+  values are also kept, so percentiles of ordinary logs are exact (nearest
+  rank: the smallest value with at least q * n values at or below it). Past
+  the cap the raw values are dropped and the sketch answers;
+  `percentile_method` in the summary says which.
 - Time series use bins (60 s to start with); when there would be more than
   `MAX_BINS` bins the width doubles and neighbours merge.
 - Wasted prefetches: finished-prefetch keys wait in an insertion-ordered dict
@@ -389,7 +389,7 @@ class LogSummary:
             # "key" is the request's state; a typed-through hit also names the
             # prefetched state it came from in "from_key" (when the core logs it).
             for key in (ev.get("key"), ev.get("from_key")):
-                if key:
+                if key and type(key) is str:
                     used = self.pending.pop(key, None)
                     if used is not None:
                         count, depth = used
@@ -454,7 +454,7 @@ class LogSummary:
         if q is not None:
             self._queue_depth(_int(q))
         key = ev.get("key")
-        if key is None:
+        if not key or type(key) is not str:
             return
         count, _ = self.pending.pop(key, (0, depth))
         self.pending[key] = (count + 1, depth)  # most recent last
