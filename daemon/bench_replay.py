@@ -29,10 +29,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--replay-sample", metavar="FILE", help="file to type (default: predictor/samples/inventory.py)")
     g.add_argument("--replay-seed", type=int, default=7, help="typist seed (default 7)")
     g.add_argument("--replay-spans", type=int, default=2, help="spans retyped (default 2)")
-    g.add_argument("--replay-max-chars", type=int, default=240, help="longest span retyped (default 240)")
+    g.add_argument("--replay-max-chars", type=int, default=160, help="longest span retyped (default 160)")
     g.add_argument("--replay-speed", type=float, default=0.0,
                    help="replay speed (default 0: each keystroke waits for its answer)")
     g.add_argument("--replay-think-ms", type=float, default=250.0, help="pause before Tab (default 250)")
+    g.add_argument("--replay-max-new-tokens", type=int, default=None,
+                   help="suggestion length for both servers (default: tabd serve's)")
+    g.add_argument("--replay-max-seconds", type=float, default=None,
+                   help="cap on each replay; both then cover the part replayed (default: none)")
     g.add_argument("--replay-rounds", type=int, default=1, help="naive/full pairs, alternating order (default 1)")
     g.add_argument("--replay-server-cmd", default=None, help=argparse.SUPPRESS)  # tests: another server
 
@@ -51,7 +55,7 @@ def _session_file(args: argparse.Namespace, workdir: Path) -> Path:
     sample = Path(getattr(args, "replay_sample", None) or default_sample())
     language, events = typed_session([str(sample)], seed=getattr(args, "replay_seed", 7),
                                      spans=getattr(args, "replay_spans", 2),
-                                     max_chars=getattr(args, "replay_max_chars", 240))
+                                     max_chars=getattr(args, "replay_max_chars", 160))
     path = workdir / "bench-replay.jsonl"
     write_session(path, events, language)
     return path
@@ -59,10 +63,12 @@ def _session_file(args: argparse.Namespace, workdir: Path) -> Path:
 
 def _shared_flags(args: argparse.Namespace) -> list[str]:
     flags: list[str] = []
-    for name in ("model", "device", "backend", "url", "depth"):
+    for name in ("model", "device", "backend", "url"):  # set only if another section defines them
         value = getattr(args, name, None)
-        if value is not None:
+        if value is not None and not (name == "device" and value == "auto") and not (name == "backend" and value == "local"):
             flags += [f"--{name}", str(value)]
+    if getattr(args, "replay_max_new_tokens", None):
+        flags += ["--max-new-tokens", str(args.replay_max_new_tokens)]
     return flags
 
 
@@ -91,6 +97,7 @@ def run_section(args: argparse.Namespace) -> dict[str, Any]:
                                         think_ms=getattr(args, "replay_think_ms", 250.0),
                                         server_args=_shared_flags(args) + configs[name],
                                         server_command=shlex.split(server_cmd) if server_cmd else None,
+                                        max_seconds=getattr(args, "replay_max_seconds", None),
                                         progress=not getattr(args, "json", False))
                 m = run_replay([session], options)
                 if m.error:
@@ -108,5 +115,6 @@ def run_section(args: argparse.Namespace) -> dict[str, Any]:
         "session": {"keystrokes": session.changes(), "seconds": round(session.duration, 1),
                     "file": None if getattr(args, "replay_session", None) is None else str(path),
                     "seed": getattr(args, "replay_seed", 7), "rounds": rounds,
-                    "speed": getattr(args, "replay_speed", 0.0)},
+                    "speed": getattr(args, "replay_speed", 0.0),
+                    "server_flags": _shared_flags(args)},
     }

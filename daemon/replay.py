@@ -58,6 +58,7 @@ class ReplayOptions:
     env: dict[str, str] | None = None
     check_sync: bool = False          # compare the server's document (tabd/document) with ours before closing
     max_seconds: float | None = None  # stop replaying (and report the part replayed) after this long
+    wait_ready: bool = True           # start typing once the model is loaded (tabd/stats "model" != "loading")
 
     @property
     def fast(self) -> bool:
@@ -326,6 +327,24 @@ class Replayer:
         kind = sync.change if isinstance(sync, lsp.TextDocumentSyncOptions) else sync
         self.incremental = kind != lsp.TextDocumentSyncKind.Full
         self.client.initialized(lsp.InitializedParams())
+        if self.options.wait_ready:
+            await self._wait_ready()
+
+    async def _wait_ready(self) -> None:
+        """Wait until the server's model is loaded, so the first keystroke does not time the loading."""
+        deadline = time.monotonic() + self.options.startup_timeout
+        while time.monotonic() < deadline:
+            try:
+                stats = _plain(await self._guard(asyncio.wrap_future(
+                    self.client.protocol.send_request("tabd/stats", {})), 30, "tabd/stats"))
+            except DaemonDied:
+                raise
+            except Exception:
+                return  # a server without tabd/stats: nothing to wait on
+            if not isinstance(stats, dict) or stats.get("model") != "loading":
+                return
+            await asyncio.sleep(0.1)
+        raise TimeoutError(f"the model did not load in {self.options.startup_timeout:.0f} s")
 
     async def _drain(self, stream: asyncio.StreamReader) -> None:
         while True:
@@ -409,6 +428,8 @@ class Replayer:
                                              30, "tabd/stats"))
         except DaemonDied:
             raise
+        except TimeoutError:  # a stalled answer costs this one attribution, not the rest
+            return None
         except Exception:
             self.stats_supported = False
             self.m.warnings.append("the server does not answer tabd/stats: sources are not attributed")
