@@ -5,6 +5,7 @@
 //
 // node drive.mjs --url URL --file NAME [--type TEXT] [--chromium PATH] [--profile DIR]
 //                [--shots DIR] [--ghost-timeout MS] [--deadline MS] [--warmup 0|1]
+//                [--first-ghost-timeout MS]
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -27,7 +28,9 @@ const chromium = args.chromium ?? "/usr/bin/chromium";
 const shots = args.shots;
 const ghostTimeout = Number(args["ghost-timeout"] ?? 45000);
 const deadline = Date.now() + Number(args.deadline ?? 240000);
-const warmup = (args.warmup ?? "1") !== "0";
+const warmup = (args.warmup ?? "0") !== "0";
+// The first request also loads the model: give it longer.
+const firstGhostTimeout = Number(args["first-ghost-timeout"] ?? 90000);
 const warmupTimeout = Number(args["warmup-timeout"] ?? 60000);
 const profile = args.profile ?? fs.mkdtempSync(path.join(os.tmpdir(), "tabd-chromium-"));
 
@@ -186,8 +189,9 @@ try {
   }, 120000, 250) ?? (await statusBarText(page));
   step("status bar", { text: result.statusBeforeTyping });
 
-  // Warm-up: the daemon loads its model on the first request. Ask once explicitly and
-  // let that request finish, as a person pausing after opening a file would.
+  // Optional warm-up (--warmup 1): the daemon loads its model on the first request; ask
+  // once explicitly and let it finish before typing. Off by default: typing straight
+  // away (every keystroke cancelling the request before) is what a person does.
   if (warmup) {
     await trigger(page);
     const w = await waitFor(async () => (await ghostText(page)).trim() ? ghostText(page) : null, warmupTimeout);
@@ -206,7 +210,8 @@ try {
     if (round > 0) await page.keyboard.press("Enter");
     await page.keyboard.type(text, { delay: 60 });
     step("typed", { text });
-    ghost1 = await waitFor(async () => (await ghostText(page)).trim() ? ghostText(page) : null, ghostTimeout);
+    ghost1 = await waitFor(async () => (await ghostText(page)).trim() ? ghostText(page) : null,
+      round === 0 && !warmup ? firstGhostTimeout : ghostTimeout);
     if (!ghost1) {
       await trigger(page);
       step("no ghost text after typing: triggered");
