@@ -175,11 +175,18 @@ def _gguf_path(args, model_dir: Path) -> Path:
     given = getattr(args, "engines_gguf", None)
     if given:
         return Path(given)
-    try:
-        from tabd.predictor import gguf
-    except ImportError as exc:
-        raise RuntimeError(f"no GGUF given and no converter available ({exc})") from None
-    return Path(gguf.ensure_gguf(model_dir))
+    import hashlib
+
+    from tabd.predictor import gguf
+
+    weights = sorted(model_dir.glob("*.safetensors"))
+    stamp = hashlib.blake2b(
+        "".join(f"{w.resolve()}:{w.stat().st_size}:{w.stat().st_mtime_ns}" for w in weights).encode(), digest_size=6
+    ).hexdigest()
+    cached = gguf.CACHE / f"tabd-f32-{stamp}.gguf"  # converted once per set of weights
+    if cached.exists():
+        return cached
+    return Path(gguf.convert(model_dir, cached, "f32"))
 
 
 def run_section(args: argparse.Namespace) -> dict:
