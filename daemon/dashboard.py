@@ -258,13 +258,14 @@ def figures(s: LogSummary, report: dict) -> list[tuple[str, dict]]:
     )))
     by_depth = report["prefetch"]["by_depth"]
     depth_keys = [d for d in by_depth if d != "0" or by_depth[d]["hits"]] or list(by_depth)
+    depth_names = [f"depth {d}" if d != "0" else "depth 0 (from a foreground answer)" for d in depth_keys]
     figs.append(("hits-depth", dict(
         data=[
-            dict(type="bar", x=[f"depth {d}" for d in depth_keys], y=[by_depth[d]["hits"] for d in depth_keys],
+            dict(type="bar", x=depth_names, y=[by_depth[d]["hits"] for d in depth_keys],
                  name="completions served (hits)", marker=dict(color="#2ca02c")),
-            dict(type="bar", x=[f"depth {d}" for d in depth_keys], y=[by_depth[d]["finished"] for d in depth_keys],
+            dict(type="bar", x=depth_names, y=[by_depth[d]["finished"] for d in depth_keys],
                  name="prefetches finished", marker=dict(color="#1f77b4")),
-            dict(type="bar", x=[f"depth {d}" for d in depth_keys], y=[by_depth[d]["wasted"] for d in depth_keys],
+            dict(type="bar", x=depth_names, y=[by_depth[d]["wasted"] for d in depth_keys],
                  name="prefetches wasted", marker=dict(color="#7f7f7f")),
         ],
         layout=_layout("Speculation depth: hits vs prefetches", barmode="group", yaxis=dict(title="count")),

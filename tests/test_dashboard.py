@@ -227,6 +227,34 @@ def test_typed_hit_credits_the_prefetch_named_in_from_key(tmp_path, capsys):
     assert (r["prefetch"]["used"], r["prefetch"]["wasted"]) == (1, 1)
 
 
+# Lines as `tabd serve --log` wrote them (a replay on this project's model), extra fields and all.
+CORE_LINES = r'''
+{"ts":1796094564.894438,"event":"prefetch","v":1,"outcome":"started","depth":1,"key":"2fd6b062706f","doc":"9ba173b298ba"}
+{"ts":1796094564.89477,"event":"completion","v":1,"id":"1","doc":"9ba173b298ba","version":1,"source":"model","origin":"model","depth":0,"latency_ms":2017.96,"queue_ms":4.772,"prefill_ms":1006.606,"decode_ms":992.842,"prefill_tokens":997,"reused_tokens":0,"decode_tokens":48,"chars":144,"key":"f2fade77cfd6","after_accept":false,"queue_depth":2}
+{"ts":1796094565.149408,"event":"dismiss","v":1,"id":"1","doc":"9ba173b298ba","known":true}
+{"ts":1796094565.237246,"event":"prefetch","v":1,"outcome":"cancelled","depth":1,"key":"f9b3c50df1c0","doc":"9ba173b298ba"}
+{"ts":1796094566.778048,"event":"prefetch","v":1,"outcome":"finished","depth":1,"key":"2fd6b062706f","doc":"9ba173b298ba","prefill_tokens":708,"reused_tokens":162,"decode_tokens":48,"prefill_ms":836.219,"decode_ms":1096.539,"chars":282,"queue_depth":0}
+{"ts":1796094590.267894,"event":"completion","v":1,"id":"12","doc":"9ba173b298ba","version":12,"source":"typed","origin":"typed","depth":0,"latency_ms":0.186,"queue_ms":0.0,"prefill_ms":0.0,"decode_ms":0.0,"prefill_tokens":0,"reused_tokens":0,"decode_tokens":0,"chars":237,"key":"fc913d6239f2","after_accept":false,"queue_depth":0}
+{"ts":1796094605.391547,"event":"accept","v":1,"id":"12","doc":"9ba173b298ba","chars":3,"partial":true,"known":true}
+'''
+
+
+def test_lines_the_core_writes_are_understood(tmp_path, capsys):
+    log = tmp_path / "core.jsonl"
+    log.write_text(CORE_LINES.lstrip(), encoding="utf-8")
+    r = dashboard_json(capsys, log)
+    assert r["events"] == 7 and r["skipped_lines"] == 0
+    assert r["sources"] == {"cache": 0, "typed": 1, "inflight": 0, "model": 1, "none": 0}
+    assert r["latency_ms"]["model"]["p50"] == 2017.96 and r["latency_ms"]["typed"]["p50"] == 0.186
+    assert r["hit_rate"]["by_depth"] == {"0": 0.5}
+    assert (r["prefetch"]["started"], r["prefetch"]["finished"], r["prefetch"]["cancelled"]) == (1, 1, 1)
+    assert r["prefetch"]["wasted"] == 1
+    assert r["tokens"]["foreground"]["prefill"] == 997 and r["tokens"]["prefetch"]["reused"] == 162
+    assert r["accept"] == {"accepts": 1, "full": 0, "partial": 1, "chars": 3, "dismisses": 1, "shown": 2,
+                           "accept_rate": 0.5, "by_source": {"typed": 1}}
+    assert r["model_phases_ms"]["prefill"]["p50"] == pytest.approx(1006.606, rel=0.005)
+
+
 def test_several_logs_are_merged(tmp_path, capsys):
     a = write_jsonl(tmp_path / "a.jsonl", [completion(T0 + i, "cache", 1.0) for i in range(10)])
     b = write_jsonl(tmp_path / "b.jsonl", [completion(T0 + 3600 + i, "model", 100.0) for i in range(10)])

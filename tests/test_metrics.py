@@ -270,3 +270,27 @@ def test_grafana_board_is_importable_and_uses_our_metrics():
         assert f"histogram_quantile({quantile}, sum by (le, source) (rate(tabd_completion_latency_seconds_bucket" in joined
     assert "tabd_cache_hits_total" in joined and "tabd_prefetches_total" in joined
     assert "sum by (phase) (rate(tabd_model_tokens_total" in joined and "tabd_queue_depth" in joined
+
+
+def test_events_as_the_core_emits_them():
+    lines = [
+        '{"ts":1796094564.894438,"event":"prefetch","v":1,"outcome":"started","depth":1,"key":"2fd6b062706f","doc":"9ba173b298ba"}',
+        '{"ts":1796094564.89477,"event":"completion","v":1,"id":"1","doc":"9ba173b298ba","version":1,"source":"model",'
+        '"origin":"model","depth":0,"latency_ms":2017.96,"queue_ms":4.772,"prefill_ms":1006.606,"decode_ms":992.842,'
+        '"prefill_tokens":997,"reused_tokens":0,"decode_tokens":48,"chars":144,"key":"f2fade77cfd6","after_accept":false,"queue_depth":2}',
+        '{"ts":1796094590.267894,"event":"completion","v":1,"id":"12","doc":"9ba173b298ba","version":12,"source":"typed",'
+        '"origin":"typed","depth":0,"latency_ms":0.186,"queue_ms":0.0,"prefill_ms":0.0,"decode_ms":0.0,"prefill_tokens":0,'
+        '"reused_tokens":0,"decode_tokens":0,"chars":237,"key":"fc913d6239f2","after_accept":false,"queue_depth":0}',
+        '{"ts":1796094605.391547,"event":"accept","v":1,"id":"21","doc":"9ba173b298ba","chars":3,"partial":true,"known":true}',
+    ]
+    m = Metrics()
+    for line in lines:
+        m.on_event(json.loads(line))
+    assert value(m, "tabd_completions_total", source="model") == 1
+    assert value(m, "tabd_completion_latency_seconds_bucket", source="model", le="2.0") == 0  # 2.018 s
+    assert value(m, "tabd_completion_latency_seconds_count", source="model") == 1
+    assert value(m, "tabd_cache_hits_total", type="typed", depth="0") == 1
+    assert value(m, "tabd_model_tokens_total", phase="prefill", request="foreground") == 997
+    assert value(m, "tabd_prefetches_total", outcome="started") == 1
+    assert value(m, "tabd_accepts_total", partial="true") == 1
+    assert value(m, "tabd_metrics_skipped_events_total", reason="malformed") == 0
