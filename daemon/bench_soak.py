@@ -166,6 +166,8 @@ def soak(cmd: list[str], requests: int, docs: int, fresh: float, seed: int, prog
         for d in documents:
             client.notify("textDocument/didOpen", {"textDocument": {"uri": d.uri, "languageId": "python", "version": 1, "text": d.base}})
         warmup = max(requests // 10, docs * 40)
+        if warmup >= requests:  # a short run: measure its second half
+            warmup = max(1, requests // 2)
         rss_start = rss_max = 0.0
         cache_max, bound, sources = 0, 0, {}
         t0 = time.monotonic()

@@ -327,7 +327,9 @@ def test_real_server_answers_every_failure_path(tmp_path):
     s = RawServer("--max-new-tokens", "4", stderr=tmp_path / "stderr.txt")
     try:
         assert s.call("tabd/stats", {})["error"]["code"] == -32002
-        s.initialize()
+        s.initialize({"depth": "deep", "maxNewTokens": 4})
+        shown = s.wait_for(lambda m: m.get("method") == "window/showMessage")["params"]
+        assert shown["type"] == 2 and "'depth' must be int" in shown["message"]
         cases = [
             ({"jsonrpc": "2.0", "id": 1, "method": INLINE, "params": {"textDocument": {}}}, -32602),
             ({"jsonrpc": "2.0", "id": 2, "method": INLINE, "params": inline_params("file:///never.py")}, -32602),
@@ -463,3 +465,15 @@ def test_the_log_holds_no_source_text_unless_asked(tmp_path, log_text):
         assert any("text" in e for e in events if e["event"] == "completion")
     else:
         assert not any("text" in e for e in events)
+
+
+@pytest.mark.slow
+def test_bench_soak_reports_rss_and_a_bounded_cache():
+    r = subprocess.run([sys.executable, "-m", "tabd.daemon", "bench", "soak", "--requests", "120", "--soak-max-new-tokens", "4", "--json"],
+                       capture_output=True, text=True, timeout=400, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr[-2000:]
+    soak = json.loads(r.stdout.strip().splitlines()[-1])["soak"]
+    assert soak["requests"] == 120 and soak["exit_code"] == 0
+    assert {"rss_start_mb", "rss_end_mb", "rss_growth_pct", "cache_bytes_max", "cache_bytes_bound"} <= set(soak)
+    assert 0 < soak["rss_start_mb"] and 0 < soak["rss_end_mb"]
+    assert 0 <= soak["cache_bytes_max"] <= soak["cache_bytes_bound"]
