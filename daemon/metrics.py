@@ -21,10 +21,11 @@ import threading
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-# 0.1 ms .. 2 s: cache hits live in the first buckets, model calls in the last.
+# 0.1 ms .. 2 s: cache hits live in the first buckets, model calls in the last;
+# 5 s keeps a slow CPU's model calls out of +Inf, where histogram_quantile cannot see.
 LATENCY_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-    0.1, 0.25, 0.5, 1.0, 2.0,
+    0.1, 0.25, 0.5, 1.0, 2.0, 5.0,
 )
 SOURCES = ("cache", "typed", "inflight", "model", "none")
 HIT_SOURCES = ("cache", "typed", "inflight")
