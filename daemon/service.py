@@ -135,11 +135,13 @@ class CompletionService:
         if self.config.cache:
             entry = self.cache.get(key)
             if entry is not None:
-                return self._serve(answer_id, doc, version, state, window, key, entry.text, "cache", entry.depth, t0, after_accept)
+                return self._serve(answer_id, doc, version, state, window, key, entry.text, "cache", entry.depth, t0,
+                                   after_accept, cache_ms=(time.monotonic() - t0) * 1000)
             hit = self.typed.lookup(window)
             if hit is not None:
                 shown, rest = hit
-                return self._serve(answer_id, doc, version, state, window, key, rest, "typed", shown.depth, t0, after_accept)
+                return self._serve(answer_id, doc, version, state, window, key, rest, "typed", shown.depth, t0,
+                                   after_accept, cache_ms=(time.monotonic() - t0) * 1000, from_key=shown.key)
             comp = self.inflight.get(key)
             if comp is not None:
                 self.scheduler.promote(comp.job, FOREGROUND)
@@ -174,15 +176,17 @@ class CompletionService:
         depth = comp.depth if source == "inflight" else 0
         return self._serve(answer_id, doc, version, state, window, key, text, source, depth, t0, after_accept, prediction, queue_ms)
 
-    def _serve(self, answer_id, doc, version, state, window, key, text, source, depth, t0, after_accept, prediction=None, queue_ms=0.0) -> Answer:
+    def _serve(self, answer_id, doc, version, state, window, key, text, source, depth, t0, after_accept, prediction=None,
+               queue_ms=0.0, cache_ms=0.0, from_key="") -> Answer:
         if self.config.cache and text:
             self.typed.add(Shown(window, text, key, depth))
         if text:
             self._plan(doc, state, window, text)
-        return self._finish(answer_id, doc, version, text, source, depth, key, t0, prediction, queue_ms, after_accept)
+        return self._finish(answer_id, doc, version, text, source, depth, key, t0, prediction, queue_ms, after_accept,
+                            cache_ms=cache_ms, from_key=from_key)
 
     def _finish(self, answer_id, doc, version, text, source, depth, key, t0, prediction: Prediction | None = None,
-                queue_ms=0.0, after_accept=False, error: str | None = None) -> Answer:
+                queue_ms=0.0, after_accept=False, error: str | None = None, cache_ms=0.0, from_key="") -> Answer:
         latency = (time.monotonic() - t0) * 1000
         shown_source = source if text else "none"
         s = self.stats
@@ -201,10 +205,12 @@ class CompletionService:
         p = prediction or Prediction("")
         self.events.emit(
             "completion", id=answer_id, doc=doc, version=version, source=shown_source, origin=source, depth=depth,
-            latency_ms=round(latency, 3), queue_ms=round(queue_ms, 3), prefill_ms=round(p.prefill_ms, 3),
+            latency_ms=round(latency, 3), queue_ms=round(queue_ms, 3), cache_ms=round(cache_ms, 4), prefill_ms=round(p.prefill_ms, 3),
             decode_ms=round(p.decode_ms, 3), prefill_tokens=p.prefill_tokens, reused_tokens=p.reused_tokens,
             decode_tokens=p.decode_tokens, chars=len(text), key=short_key(key) if key else "",
             after_accept=after_accept, queue_depth=self.scheduler.depth(),
+            **({"from_key": short_key(from_key)} if from_key else {}),
+            **({"error": error[:200]} if error else {}),
             **({"text": text} if self.config.log_text and text else {}),
         )
         return Answer(answer_id, text, shown_source, depth, key, latency)
@@ -260,7 +266,9 @@ class CompletionService:
             self.scheduler.cancel(comp.job)
 
     def _on_preempt(self, job: Job) -> None:
+        # called on the model thread: count it there, log it on the loop
         self.stats.prefetch["preempted"] += 1
+        self.events.emit("prefetch", outcome="preempted", depth=job.priority, key=job.label.rsplit(":", 1)[-1], doc="")
 
     # -- speculation ------------------------------------------------------------
 
