@@ -38,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--replay-max-seconds", type=float, default=None,
                    help="cap on each replay; both then cover the part replayed (default: none)")
     g.add_argument("--replay-rounds", type=int, default=1, help="naive/full pairs, alternating order (default 1)")
+    g.add_argument("--replay-echo-rounds", type=int, default=3,
+                   help="also replay a session that types what the model suggests, this many suggestions after "
+                        "each Enter (the \"accepting\" figures; 0: skip)")
     g.add_argument("--replay-server-cmd", default=None, help=argparse.SUPPRESS)  # tests: another server
 
 
@@ -76,33 +79,20 @@ def _ratio(naive: float, full: float) -> float | None:
     return round(naive / full, 2) if naive and full else None
 
 
-def run_section(args: argparse.Namespace) -> dict[str, Any]:
+def _compare(session: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """The session replayed by the naive and the full server, alternating; summaries and p50 ratios."""
     from tabd.daemon.replay import Measurements, ReplayOptions, run_replay
-    from tabd.daemon.session import SessionError, read_session
 
     configs = {"naive": NAIVE_FLAGS, "full": []}
     measured: dict[str, list[Measurements]] = {name: [] for name in configs}
-    with tempfile.TemporaryDirectory(prefix="tabd-bench-replay-") as tmp:
-        path = _session_file(args, Path(tmp))
-        try:
-            session = read_session(path)
-        except SessionError as exc:
-            raise RuntimeError(str(exc)) from None
-        rounds = max(1, getattr(args, "replay_rounds", 1))
-        server_cmd = getattr(args, "replay_server_cmd", None)
-        for r in range(rounds):
-            order = ["naive", "full"] if r % 2 == 0 else ["full", "naive"]
-            for name in order:
-                options = ReplayOptions(speed=getattr(args, "replay_speed", 0.0),
-                                        think_ms=getattr(args, "replay_think_ms", 250.0),
-                                        server_args=_shared_flags(args) + configs[name],
-                                        server_command=shlex.split(server_cmd) if server_cmd else None,
-                                        max_seconds=getattr(args, "replay_max_seconds", None),
-                                        progress=not getattr(args, "json", False))
-                m = run_replay([session], options)
-                if m.error:
-                    raise RuntimeError(f"{name} replay failed: {m.error}")
-                measured[name].append(m)
+    rounds = max(1, getattr(args, "replay_rounds", 1))
+    for r in range(rounds):
+        order = ["naive", "full"] if r % 2 == 0 else ["full", "naive"]
+        for name in order:
+            m = run_replay([session], _options(args, configs[name]))
+            if m.error:
+                raise RuntimeError(f"{name} replay failed: {m.error}")
+            measured[name].append(m)
     summaries = {name: Measurements.merged(ms).summary() for name, ms in measured.items()}
     for s in summaries.values():
         s.pop("server", None)
@@ -112,9 +102,64 @@ def run_section(args: argparse.Namespace) -> dict[str, Any]:
         "full": summaries["full"],
         "after_accept_p50_ratio": _ratio(lat["naive"]["after_accept"]["p50"], lat["full"]["after_accept"]["p50"]),
         "all_p50_ratio": _ratio(lat["naive"]["all"]["p50"], lat["full"]["all"]["p50"]),
-        "session": {"keystrokes": session.changes(), "seconds": round(session.duration, 1),
-                    "file": None if getattr(args, "replay_session", None) is None else str(path),
-                    "seed": getattr(args, "replay_seed", 7), "rounds": rounds,
-                    "speed": getattr(args, "replay_speed", 0.0),
-                    "server_flags": _shared_flags(args)},
     }
+
+
+def _options(args: argparse.Namespace, extra_flags: list[str]) -> Any:
+    from tabd.daemon.replay import ReplayOptions
+
+    server_cmd = getattr(args, "replay_server_cmd", None)
+    return ReplayOptions(speed=getattr(args, "replay_speed", 0.0), think_ms=getattr(args, "replay_think_ms", 250.0),
+                         server_args=_shared_flags(args) + extra_flags,
+                         server_command=shlex.split(server_cmd) if server_cmd else None,
+                         max_seconds=getattr(args, "replay_max_seconds", None),
+                         progress=not getattr(args, "json", False))
+
+
+def _echo_session(args: argparse.Namespace, workdir: Path) -> Any:
+    """A session that types what the model suggests after Enter at a few lines of the sample."""
+    from tabd.daemon.replay import echo_session
+    from tabd.daemon.session import read_session, write_session
+    from tabd.daemon.typist import candidate_spans, choose_spans, language_of
+
+    import random
+
+    sample = Path(getattr(args, "replay_sample", None) or default_sample())
+    text = sample.read_text(encoding="utf-8")
+    spans = choose_spans([s for s in candidate_spans(text, str(sample)) if s.kind == "body"],
+                         getattr(args, "replay_spans", 2), random.Random(getattr(args, "replay_seed", 7)))
+    lines = text.split("\n")
+    removed = {i for s in spans for i in range(s.start, s.end + 1)}
+    opened = "\n".join(line for i, line in enumerate(lines) if i not in removed)
+    anchors, gone = [], 0
+    for s in spans:
+        first = lines[s.start]
+        anchors.append((s.start - 1 - gone, first[: len(first) - len(first.lstrip())]))
+        gone += s.end - s.start + 1
+    events = echo_session(opened, sample.resolve().as_uri(), anchors, _options(args, NAIVE_FLAGS),
+                          rounds=getattr(args, "replay_echo_rounds", 3), language=language_of(str(sample)))
+    path = workdir / "bench-echo.jsonl"
+    write_session(path, events, language_of(str(sample)))
+    return read_session(path)
+
+
+def run_section(args: argparse.Namespace) -> dict[str, Any]:
+    from tabd.daemon.session import SessionError, read_session
+
+    with tempfile.TemporaryDirectory(prefix="tabd-bench-replay-") as tmp:
+        path = _session_file(args, Path(tmp))
+        try:
+            session = read_session(path)
+        except SessionError as exc:
+            raise RuntimeError(str(exc)) from None
+        report = _compare(session, args)
+        report["session"] = {"keystrokes": session.changes(), "seconds": round(session.duration, 1),
+                             "file": None if getattr(args, "replay_session", None) is None else str(path),
+                             "seed": getattr(args, "replay_seed", 7), "rounds": max(1, getattr(args, "replay_rounds", 1)),
+                             "speed": getattr(args, "replay_speed", 0.0), "server_flags": _shared_flags(args)}
+        if getattr(args, "replay_echo_rounds", 3) > 0:
+            echo = _echo_session(args, Path(tmp))
+            report["accepting"] = _compare(echo, args)
+            report["accepting"]["session"] = {"keystrokes": echo.changes(),
+                                              "echo_rounds": getattr(args, "replay_echo_rounds", 3)}
+    return report

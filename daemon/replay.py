@@ -725,3 +725,60 @@ def format_table(summary: dict[str, Any]) -> str:
 
 def utf16_width(text: str) -> int:  # re-exported for callers that count accepted chars in LSP units
     return utf16_len(text)
+
+
+# ---------------------------------------------------------------- sessions that accept by construction
+
+
+async def _echo_events(text: str, uri: str, language: str, anchors: Sequence[tuple[int, str]],
+                       options: ReplayOptions, rounds: int, cps: float) -> list[dict[str, Any]]:
+    replayer = Replayer(dataclasses.replace(options, progress=False, check_sync=False))
+    events: list[dict[str, Any]] = [{"t": 0.0, "op": "open", "uri": uri, "language": language, "text": text}]
+    t = 0.0
+    try:
+        await replayer.start()
+        replayer._open(events[0], language)
+        inserted_lines = 0
+        for anchor, indent in anchors:
+            doc = replayer.docs[uri]
+            line = anchor + inserted_lines
+            cursor = {"line": line, "character": utf16_len(doc.text.split("\n")[line])}
+            pieces = ["\n" + indent]  # Enter with auto-indent, then whatever the model says, `rounds` times
+            t += 1.0
+            for _ in range(rounds + 1):
+                piece = pieces[-1]
+                replayer._did_change(uri, {"start": cursor, "end": cursor}, piece)
+                keys = [piece] if piece == pieces[0] and len(pieces) == 1 else list(piece)
+                for key in keys:
+                    t += 1.0 / cps
+                    events.append({"t": round(t, 3), "op": "change", "uri": uri,
+                                   "range": {"start": dict(cursor), "end": dict(cursor)}, "text": key})
+                    cursor = advance(cursor, key)
+                inserted_lines += piece.count("\n")
+                if len(pieces) > rounds:
+                    break
+                replayer._request_completion(uri, cursor, after_accept=False)
+                items = await replayer._await_pending(None)
+                suggestion = _insert_text(items[0]) if items else ""
+                if not suggestion:
+                    break
+                pieces.append(suggestion)
+        t += 1.0
+        events.append({"t": round(t, 3), "op": "close", "uri": uri})
+    finally:
+        await asyncio.wait_for(replayer.stop(), 30)
+    if replayer.m.error:
+        raise RuntimeError(replayer.m.error)
+    return events
+
+
+def echo_session(text: str, uri: str, anchors: Sequence[tuple[int, str]], options: ReplayOptions,
+                 rounds: int = 3, cps: float = 8.0, language: str = "python") -> list[dict[str, Any]]:
+    """Events of a person who, at the end of each anchor line, presses Enter and then types exactly
+    what the model suggests there, `rounds` suggestions in a row, as asked of a server beforehand.
+
+    Greedy decoding is deterministic, so on replay every one of those suggestions matches and
+    is accepted, whatever the model's quality: the session measures the after-accept path even
+    when a small model rarely guesses what a real person typed.
+    """
+    return asyncio.run(_echo_events(text, uri, language, anchors, options, rounds, cps))

@@ -235,6 +235,11 @@ def test_bench_replay_section_shape(tmp_path, fake_server):
     assert section["naive"]["requests"] == section["full"]["requests"]  # the oracle is deterministic
     assert section["after_accept_p50_ratio"] is None or section["after_accept_p50_ratio"] > 0
     assert section["all_p50_ratio"] > 0
+    accepting = section["accepting"]  # the session that types what the model suggests
+    for name in ("naive", "full"):
+        check_counts(accepting[name])
+        assert accepting[name]["accepted"] > 0
+        assert accepting[name]["after_accept"]["requests"] == accepting[name]["accepted"]
 
 
 # ---------------------------------------------------------------- through tabd serve (the real server)
