@@ -368,21 +368,32 @@ class TabdProtocol(LanguageServerProtocol):
             self.on_exit(self.exit_code)
 
     # -- documents go to our store ----------------------------------------------------------
+    # Plain calls, not pygls' generator handlers: pygls files a generator-handled
+    # notification's future in _request_futures under a fresh uuid and never
+    # removes it, one leaked Future per keystroke (see _handle_notification).
 
     @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
-    def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams):
+    def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams) -> None:
         if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_OPEN)) is not None:
-            yield handler, (params,), None
+            handler(params)
 
     @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
-    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):
+    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams) -> None:
         if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CHANGE)) is not None:
-            yield handler, (params,), None
+            handler(params)
 
     @lsp_method(types.TEXT_DOCUMENT_DID_CLOSE)
-    def lsp_text_document__did_close(self, params: types.DidCloseTextDocumentParams):
+    def lsp_text_document__did_close(self, params: types.DidCloseTextDocumentParams) -> None:
         if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CLOSE)) is not None:
-            yield handler, (params,), None
+            handler(params)
+
+    def _handle_notification(self, method_name: str, params: Any) -> None:
+        super()._handle_notification(method_name, params)
+        # The other generator-handled notifications (initialized, $/setTrace, ...) leak the same way:
+        # a finished future in _request_futures is never needed again (requests pop theirs when answered).
+        done = [key for key, future in self._request_futures.items() if future.done()]
+        for key in done:
+            del self._request_futures[key]
 
 
 # -- transports ----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -194,6 +195,21 @@ async def test_documents_never_opened_are_invalid_params(srv: InProcess):
     assert code_of(await srv.reply(43)) == -32602
 
 
+async def test_notifications_leave_nothing_behind(srv: InProcess):
+    """pygls keeps a finished Future per generator-handled notification forever: 20k keystrokes, 20k Futures."""
+    await srv.initialize()
+    srv.notify("textDocument/didOpen", {"textDocument": {"uri": "file:///a.py", "languageId": "python", "version": 1, "text": ""}})
+    for v in range(2, 502):
+        srv.notify("textDocument/didChange", {"textDocument": {"uri": "file:///a.py", "version": v}, "contentChanges": [
+            {"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "text": "x"}]})
+        srv.notify("$/setTrace", {"value": "off"})
+    srv.request(45, "tabd/document", {"uri": "file:///a.py"})
+    assert (await srv.reply(45))["result"]["text"] == "x" * 500
+    srv.notify("textDocument/didClose", {"textDocument": {"uri": "file:///a.py"}})
+    await asyncio.sleep(0.05)
+    assert len(srv.server.protocol._request_futures) == 0
+
+
 async def test_an_exception_inside_a_handler_is_an_internal_error(srv: InProcess):
     @srv.server.feature("test/boom")
     def boom(ls, params):
@@ -269,7 +285,7 @@ async def test_requests_after_shutdown_are_refused_and_exit_says_how(srv: InProc
     await srv.initialize()
     srv.request(100, "shutdown")
     assert (await srv.reply(100))["result"] is None
-    assert not srv.server.service.scheduler._thread.is_alive()  # no worker left behind
+    assert not [t for t in threading.enumerate() if t.name.startswith("tabd-model")]  # no worker left behind
     srv.request(101, "tabd/stats", {})
     assert code_of(await srv.reply(101)) == -32600
     srv.request(102, "shutdown")
