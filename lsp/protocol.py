@@ -267,8 +267,12 @@ class TabdProtocol(LanguageServerProtocol):
         what = f" ({method.group(1).decode('utf-8', 'replace')})" if method else ""
         if frame.kind == "invalid":
             self.send_error(msg_id, JsonRpcParseError.CODE, f"message{what} is not valid JSON: {frame.note}")
-        elif frame.kind == "oversize" and msg_id is not None:
-            self.send_error(msg_id, JsonRpcInvalidRequest.CODE, f"message{what} skipped: {frame.note}")
+        elif frame.kind == "oversize":
+            if msg_id is not None:
+                self.send_error(msg_id, JsonRpcInvalidRequest.CODE, f"message{what} skipped: {frame.note}")
+            elif method is not None and method.group(1) == types.TEXT_DOCUMENT_DID_OPEN.encode():
+                self.notify(types.WINDOW_SHOW_MESSAGE, types.ShowMessageParams(
+                    type=types.MessageType.Warning, message=f"tabd: a document too large to complete was not opened ({frame.note})"))
 
     def handle_value(self, value: Any) -> None:
         """One JSON value from the client: checked as JSON-RPC, structured, dispatched; requests always answered."""

@@ -35,6 +35,7 @@ class RawServer:
     """A `tabd serve` child on pipes; send raw bytes or messages, read responses with timeouts."""
 
     def __init__(self, *extra: str, stderr: Path | None = None, env: dict | None = None, popen=None) -> None:
+        self.stderr_path = stderr
         self._stderr = open(stderr, "wb") if stderr else subprocess.DEVNULL
         self.proc = (popen or subprocess.Popen)(
             serve_command(*extra), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
@@ -261,6 +262,7 @@ def test_broken_headers_are_skipped_and_the_next_message_served(server: RawServe
                 b"Content-Length: 99999999999999999999\r\n\r\n", b"\r\n\r\n\r\n", b"Content-Type: x\r\n\r\n"]:
         server.send_bytes(bad)
         server.alive()
+    assert "transport:" in server.stderr_path.read_text()  # what was skipped is logged
 
 
 @pytest.mark.slow
@@ -326,6 +328,8 @@ def test_a_50_mb_message_is_skipped_and_its_request_answered(server: RawServer):
     server.send_bytes(frame({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
         "uri": "file:///big.py", "languageId": "python", "version": 1, "text": "y" * (50 << 20)}}}))
     assert error_code(server.call("tabd/document", {"uri": "file:///big.py"}, timeout=60)) == -32602
+    shown = server.wait_for(lambda m: m.get("method") == "window/showMessage")["params"]
+    assert "too large" in shown["message"]
 
 
 @pytest.mark.slow
