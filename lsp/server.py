@@ -99,8 +99,14 @@ class TabdServer(LanguageServer):
         self.closers.clear()
 
     def record(self, op: str, **fields) -> None:
-        if self.recorder is not None:
+        if self.recorder is None:
+            return
+        try:
             self.recorder.record({"t": round(time.monotonic() - self.started, 4), "op": op, **fields})
+        except (OSError, ValueError) as exc:  # a full disk must not stop edits from reaching the document
+            self.recorder = None
+            logger.error("recording stopped: %s", exc)
+            self.show(types.MessageType.Error, f"recording stopped: {exc}")
 
     def state_at(self, uri: str, position: types.Position) -> tuple[str, int, DocState, int]:
         """(doc id, version, state, offset) for a request position; DocumentError if unknown."""

@@ -210,6 +210,22 @@ async def test_notifications_leave_nothing_behind(srv: InProcess):
     assert len(srv.server.protocol._request_futures) == 0
 
 
+async def test_a_recording_that_fails_stops_with_a_message_and_edits_still_apply(srv: InProcess):
+    class FullDisk:
+        def record(self, event):
+            raise OSError(28, "No space left on device")
+
+    srv.server.recorder = FullDisk()
+    await srv.initialize()
+    srv.notify("textDocument/didOpen", {"textDocument": {"uri": "file:///a.py", "languageId": "python", "version": 1, "text": "ab"}})
+    srv.notify("textDocument/didChange", {"textDocument": {"uri": "file:///a.py", "version": 2}, "contentChanges": [
+        {"range": {"start": {"line": 0, "character": 1}, "end": {"line": 0, "character": 1}}, "text": "X"}]})
+    srv.request(46, "tabd/document", {"uri": "file:///a.py"})
+    assert (await srv.reply(46))["result"]["text"] == "aXb"
+    shown = [m["params"]["message"] for m in srv.out.sent if m.get("method") == "window/showMessage"]
+    assert len(shown) == 1 and "No space left" in shown[0]
+
+
 async def test_an_exception_inside_a_handler_is_an_internal_error(srv: InProcess):
     @srv.server.feature("test/boom")
     def boom(ls, params):
