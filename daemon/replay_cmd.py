@@ -67,7 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)  # passed on to the tabd serve child: --model, --depth, --no-cache, ...
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument("--timeout", type=float, default=60.0, help="longest wait for one answer (default 60 s)")
-    parser.add_argument("--startup-timeout", type=float, default=180.0, help="longest wait for initialize (default 180 s)")
+    parser.add_argument("--startup-timeout", type=float, default=180.0,
+                        help="longest wait for the server to start and load its model (default 180 s)")
     parser.add_argument("--max-seconds", type=float, default=None,
                         help="stop after this long and report the part replayed (summary gets \"truncated\": true)")
     parser.add_argument("--check-sync", action="store_true",
