@@ -244,5 +244,13 @@ def test_code_server_ghost_text_tab_and_cache(tmp_path):
     assert after[0].get("source") in {"cache", "typed", "inflight"}, "post-Tab completion not from cache" + context
     print("post-Tab completion:", json.dumps(after[0]))
 
+    # Ctrl+Right took a word of the next suggestion.
+    assert (result.get("wordAccept") or {}).get("inserted"), "word accept inserted nothing" + context
+
     # The status bar polled tabd/stats and shows after-accept latency and hit rate.
-    assert result.get("status") and "tabd" in result["status"], context
+    assert result.get("status") and "hit" in result["status"], context
+
+    # tabd.accept / tabd.dismiss are the language client's (from executeCommandProvider):
+    # a second registration by the extension would fail in the extension host.
+    host_logs = "\n".join(p.read_text(errors="replace") for p in (user_data / "logs").rglob("*.log"))
+    assert "tabd.accept' already exists" not in host_logs and "tabd.dismiss' already exists" not in host_logs

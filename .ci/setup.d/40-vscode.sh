@@ -44,7 +44,7 @@ if [ ! -e "$CS_HOME/.installed-$CS_VERSION" ]; then
         (cd bin/helpers && ln -sfn browser-linux.sh browser.sh)
         (cd extensions && npm install --omit=dev --loglevel=error)
     )
-    node "$CS_DIR/out/node/entry.js" --version
+    XDG_CONFIG_HOME="$CS_HOME/config" node "$CS_DIR/out/node/entry.js" --version
     touch "$CS_HOME/.installed-$CS_VERSION"
 fi
 
@@ -54,7 +54,7 @@ stamp="$ext/node_modules/.tabd-lock"
 if ! cmp -s "$ext/package-lock.json" "$stamp" 2>/dev/null; then
     (cd "$ext" && npm ci --loglevel=error && cp package-lock.json node_modules/.tabd-lock)
 fi
-if [ ! -e "$ext/tabd.vsix" ] || [ -n "$(find "$ext/src" "$ext/package.json" "$ext/README.md" "$ext/.vscodeignore" -newer "$ext/tabd.vsix" 2>/dev/null | head -1)" ]; then
+if [ ! -e "$ext/tabd.vsix" ] || [ -n "$(find "$ext/src" "$ext/package.json" "$ext/package-lock.json" "$ext/tsconfig.json" "$ext/README.md" "$ext/.vscodeignore" -newer "$ext/tabd.vsix" 2>/dev/null | head -1)" ]; then
     (cd "$ext" && npm run --silent package)
 fi
 

@@ -5,7 +5,7 @@
 //
 // node drive.mjs --url URL --file NAME [--type TEXT] [--chromium PATH] [--profile DIR]
 //                [--shots DIR] [--ghost-timeout MS] [--deadline MS] [--warmup 0|1]
-//                [--first-ghost-timeout MS]
+//                [--first-ghost-timeout MS] [--read-ms MS]
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -29,6 +29,8 @@ const shots = args.shots;
 const ghostTimeout = Number(args["ghost-timeout"] ?? 45000);
 const deadline = Date.now() + Number(args.deadline ?? 240000);
 const warmup = (args.warmup ?? "0") !== "0";
+// How long the "user" reads a suggestion before pressing Tab (the daemon prefetches meanwhile).
+const readMs = Number(args["read-ms"] ?? 2000);
 // The first request also loads the model: give it longer.
 const firstGhostTimeout = Number(args["first-ghost-timeout"] ?? 90000);
 const warmupTimeout = Number(args["warmup-timeout"] ?? 60000);
@@ -224,8 +226,11 @@ try {
   result.linesBeforeTab = await editorLines(page);
   step("ghost text", { ghost: ghost1 });
 
+  await sleep(readMs);
+  ghost1 = (await ghostText(page)) || ghost1;
+  result.ghost1 = ghost1;
   await page.keyboard.press("Tab");
-  step("Tab");
+  step("Tab", { afterMs: readMs });
   // The accepted text is now in the document; the next suggestion should follow on its own.
   await waitFor(async () => !(await ghostText(page)).trim() || (await ghostText(page)) !== ghost1, 1500, 20);
   result.linesAfterTab = await editorLines(page);
