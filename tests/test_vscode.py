@@ -139,13 +139,13 @@ def _read_log(path: Path) -> list[dict]:
     return events
 
 
-@pytest.mark.slow
-def test_code_server_ghost_text_tab_and_cache(tmp_path):
+def _code_server_run(tmp_path: Path, tabd: Path, scenario: str) -> tuple[dict, str, Path]:
+    """Installs the .vsix into a fresh code-server, opens main.py in Chromium and runs one
+    scenario of drive.mjs. Returns (the driver's result, its stderr, the user data dir)."""
     node = _node()
-    tabd = _tabd_executable()
     vsix = EXT / "tabd.vsix"
     for what, path in [("code-server", CODE_SERVER), ("chromium", Path(CHROMIUM)), ("tabd.vsix", vsix),
-                       ("puppeteer-core", DRIVER / "node_modules" / "puppeteer-core"), ("tabd", tabd)]:
+                       ("puppeteer-core", DRIVER / "node_modules" / "puppeteer-core")]:
         if not path.exists():
             pytest.skip(f"{what} is missing at {path} (run {SETUP})")
 
@@ -155,10 +155,9 @@ def test_code_server_ghost_text_tab_and_cache(tmp_path):
     user_data = tmp_path / "user-data"
     (user_data / "User").mkdir(parents=True)
     extensions = tmp_path / "extensions"
-    log = tmp_path / "tabd.jsonl"
     settings = {
         "tabd.path": str(tabd),
-        "tabd.log": str(log),
+        "tabd.log": str(tmp_path / "tabd.jsonl"),
         "tabd.statsInterval": 500,
         "tabd.trace.server": os.environ.get("TABD_E2E_TRACE", "off"),
         "tabd.args": os.environ.get("TABD_E2E_ARGS", "").split(),
@@ -184,8 +183,7 @@ def test_code_server_ghost_text_tab_and_cache(tmp_path):
         "update.mode": "none",
     }
     (user_data / "User" / "settings.json").write_text(json.dumps(settings, indent=2), encoding="utf-8")
-    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_DATA_HOME=str(tmp_path / "data"),
-               HOME=os.environ.get("HOME", str(tmp_path)))
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_DATA_HOME=str(tmp_path / "data"))
     common = [node, str(CODE_SERVER), "--user-data-dir", str(user_data), "--extensions-dir", str(extensions)]
 
     installed = _run(common + ["--install-extension", str(vsix), "--force"], tmp_path, timeout=180, env=env)
@@ -204,7 +202,7 @@ def test_code_server_ghost_text_tab_and_cache(tmp_path):
     try:
         assert _wait_http(f"http://127.0.0.1:{port}/healthz", 90), (tmp_path / "code-server.log").read_text()
         cmd = [node, str(DRIVER / "drive.mjs"), "--url", f"http://127.0.0.1:{port}/?folder={ws}",
-               "--file", "main.py", "--type", TYPED, "--chromium", CHROMIUM,
+               "--scenario", scenario, "--file", "main.py", "--type", TYPED, "--chromium", CHROMIUM,
                "--profile", str(tmp_path / "chromium"), "--shots", str(tmp_path / "shots"),
                "--deadline", "300000", "--ghost-timeout", "30000"]
         driver = subprocess.Popen(cmd, cwd=DRIVER, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -223,7 +221,25 @@ def test_code_server_ghost_text_tab_and_cache(tmp_path):
 
     lines = [l for l in out.splitlines() if l.startswith("{")]
     assert lines, f"driver printed no result\nstdout: {out[-2000:]}\nstderr: {err[-4000:]}"
-    result = json.loads(lines[-1])
+    return json.loads(lines[-1]), err, user_data
+
+
+@pytest.mark.slow
+def test_code_server_reports_missing_tabd(tmp_path):
+    result, err, _ = _code_server_run(tmp_path, tmp_path / "nowhere" / "tabd", "not-found")
+    context = f"\nresult: {json.dumps(result, indent=1)[-3000:]}\ndriver: {err[-3000:]}\nshots: {tmp_path / 'shots'}"
+    assert "cannot find the tabd executable" in (result.get("notFoundMessage") or ""), context
+    assert "tabd.path" in result["notFoundMessage"], context
+    assert "not found" in (result.get("status") or ""), context
+
+
+@pytest.mark.slow
+def test_code_server_ghost_text_tab_and_cache(tmp_path):
+    tabd = _tabd_executable()
+    if not tabd.exists():
+        pytest.skip(f"tabd is missing at {tabd} (make venv)")
+    result, err, user_data = _code_server_run(tmp_path, tabd, "tab")
+    log = tmp_path / "tabd.jsonl"
     events = _read_log(log)
     summary = {k: result.get(k) for k in ("ghost1", "ghost2", "ghost2Triggered", "status", "opened")}
     print("e2e:", json.dumps(summary))
@@ -232,7 +248,7 @@ def test_code_server_ghost_text_tab_and_cache(tmp_path):
                f"\nlog events: {[(e.get('event'), e.get('source')) for e in events][-40:]}"
                f"\nshots: {tmp_path / 'shots'}")
 
-    assert result.get("ghost1", "").strip(), "no ghost text after typing" + context
+    assert (result.get("ghost1") or "").strip(), "no ghost text after typing" + context
     assert result.get("ok"), "no ghost text after Tab" + context
 
     # The daemon saw the accept (tabd.accept through workspace/executeCommand) ...

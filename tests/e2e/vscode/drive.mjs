@@ -5,7 +5,7 @@
 //
 // node drive.mjs --url URL --file NAME [--type TEXT] [--chromium PATH] [--profile DIR]
 //                [--shots DIR] [--ghost-timeout MS] [--deadline MS] [--warmup 0|1]
-//                [--first-ghost-timeout MS] [--read-ms MS]
+//                [--first-ghost-timeout MS] [--read-ms MS] [--scenario tab|not-found]
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -28,6 +28,7 @@ const chromium = args.chromium ?? "/usr/bin/chromium";
 const shots = args.shots;
 const ghostTimeout = Number(args["ghost-timeout"] ?? 45000);
 const deadline = Date.now() + Number(args.deadline ?? 240000);
+const scenario = args.scenario ?? "tab";
 const warmup = (args.warmup ?? "0") !== "0";
 // How long the "user" reads a suggestion before pressing Tab (the daemon prefetches meanwhile).
 const readMs = Number(args["read-ms"] ?? 2000);
@@ -147,43 +148,21 @@ async function openFile(page) {
   throw new Error(`could not open ${fileName}`);
 }
 
-let browser;
-let page;
-try {
-  browser = await puppeteer.launch({
-    executablePath: chromium,
-    headless: true,
-    userDataDir: profile,
-    protocolTimeout: 60000,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-dev-shm-usage",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-      "--no-first-run",
-      "--window-size=1400,900",
-    ],
-    defaultViewport: { width: 1400, height: 900 },
-  });
-  page = await browser.newPage();
-  page.on("pageerror", (err) => step("page error", { error: String(err).slice(0, 300) }));
-  step("browser up", { version: await browser.version() });
+// tabd.path names nothing: the extension must say so (a notification) instead of failing quietly.
+async function notFoundScenario(page) {
+  result.notFoundMessage = await waitFor(() => page.evaluate(() => {
+    const items = [...document.querySelectorAll(".notification-list-item-message")];
+    const hit = items.find((e) => /cannot find the tabd executable/.test(e.textContent ?? ""));
+    return hit ? hit.textContent : null;
+  }), 60000, 250);
+  result.status = await statusBarText(page);
+  step("not found", { message: result.notFoundMessage, status: result.status });
+  await shot(page, "not-found");
+  result.ok = Boolean(result.notFoundMessage);
+}
 
-  await page.goto(url, { waitUntil: "domcontentloaded", timeout: 60000 });
-  await page.waitForSelector(".monaco-workbench", { timeout: 90000 });
-  await page.waitForSelector(".explorer-folders-view .monaco-list-row", { timeout: 90000 }).catch(() => null);
-  step("workbench loaded");
-
-  result.opened = await openFile(page);
-  step("file opened", { how: result.opened });
-  await page.waitForSelector(".editor-instance .monaco-editor textarea", { timeout: 20000 });
-  await page.click(".editor-instance .monaco-editor .view-lines");
-  await page.keyboard.down("Control");
-  await page.keyboard.press("End");
-  await page.keyboard.up("Control");
-
+// Type, see ghost text, Tab, see the next ghost text, take a word of it, read the status bar.
+async function tabScenario(page) {
   // Wait for the extension to have started the daemon (its first tabd/stats answer) before typing.
   result.statusBeforeTyping = await waitFor(async () => {
     const s = await statusBarText(page);
@@ -271,6 +250,46 @@ try {
   }, 10000, 250) ?? (await statusBarText(page));
   step("status bar", { text: result.status });
   result.ok = Boolean(ghost1 && ghost2);
+}
+
+let browser;
+let page;
+try {
+  browser = await puppeteer.launch({
+    executablePath: chromium,
+    headless: true,
+    userDataDir: profile,
+    protocolTimeout: 60000,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-dev-shm-usage",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      "--no-first-run",
+      "--window-size=1400,900",
+    ],
+    defaultViewport: { width: 1400, height: 900 },
+  });
+  page = await browser.newPage();
+  page.on("pageerror", (err) => step("page error", { error: String(err).slice(0, 300) }));
+  step("browser up", { version: await browser.version() });
+
+  await page.goto(url, { waitUntil: "domcontentloaded", timeout: 60000 });
+  await page.waitForSelector(".monaco-workbench", { timeout: 90000 });
+  await page.waitForSelector(".explorer-folders-view .monaco-list-row", { timeout: 90000 }).catch(() => null);
+  step("workbench loaded");
+
+  result.opened = await openFile(page);
+  step("file opened", { how: result.opened });
+  await page.waitForSelector(".editor-instance .monaco-editor textarea", { timeout: 20000 });
+  await page.click(".editor-instance .monaco-editor .view-lines");
+  await page.keyboard.down("Control");
+  await page.keyboard.press("End");
+  await page.keyboard.up("Control");
+
+  await (scenario === "not-found" ? notFoundScenario(page) : tabScenario(page));
 } catch (err) {
   result.error = String(err && err.stack ? err.stack : err);
   step("error", { error: String(err) });
