@@ -227,7 +227,8 @@ class RemoteBackend:
         if self.model and info.models and self.model not in info.models:
             raise RemoteError(f"{self.url}: model {self.model!r} is not served there (it serves: {', '.join(info.models)})")
         self.model = self.model or (info.models[0] if info.models else None)
-        if self.template is None and self.fim != SERVER_FIM:
+        ollama = info.owned_by == "library"  # it wraps text prompts in the chat template; `suffix` gets the FIM one
+        if self.template is None and self.fim != SERVER_FIM and not ollama:
             if info.fim:
                 family, _, layout = info.fim.rpartition("-")
                 self.template = self._explicit_template(f"{family}:{layout}")
@@ -237,7 +238,7 @@ class RemoteBackend:
             route = "prompt"
         elif info.infill:
             route = "infill"
-        elif self.fim == SERVER_FIM or info.owned_by == "library":  # Ollama applies the model's FIM template to `suffix`
+        elif self.fim == SERVER_FIM or ollama:
             route = "suffix"
         else:
             raise RemoteError(
@@ -258,7 +259,7 @@ class RemoteBackend:
         if self.model:
             body["model"] = self.model
         if self.route == "suffix":
-            body.update(prompt=prefix, suffix=suffix)
+            body.update(prompt=prefix, suffix=suffix or "\n")  # Ollama takes an empty suffix for "no FIM"
         else:
             assert self.template is not None
             body["prompt"] = fim_prompt(self.template, prefix, suffix)
@@ -352,7 +353,7 @@ class RemoteBackend:
             time.sleep(0.01)
 
     def _read(self, call: _Call, path: str, should_stop, done, deadline: float) -> tuple[str, float | None, int, dict]:
-        text, first_at, chunks, stats = "", None, 0, {}
+        text, first_at, chunks, stats, complete = "", None, 0, {}, False
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -382,16 +383,21 @@ class RemoteBackend:
                 continue
             data = value[5:].strip()
             if data == "[DONE]":
-                call.cancel()  # nothing more to read; frees the helper at once
+                call.aborted.set()  # the helper drains the last bytes and the connection goes back to the pool
                 return text, first_at, chunks, stats
             piece, stats = self._parse_event(path, data, stats)
-            if piece:
+            if piece and not complete:
                 first_at = first_at or time.perf_counter()
                 chunks += 1
                 text += piece
                 if done(text):
-                    call.cancel()  # the rest is not needed: stop the server's decode too
-                    return text, first_at, chunks, stats
+                    if not self._ends_by_itself():
+                        call.cancel()  # the rest is not needed: stop the server's decode too
+                        return text, first_at, chunks, stats
+                    complete = True  # serve-model stopped by the same rule: read on to [DONE], keep the connection
+
+    def _ends_by_itself(self) -> bool:
+        return self.info is not None and self.info.owned_by == "tabd"
 
     def _parse_event(self, path: str, data: str, stats: dict) -> tuple[str, dict]:
         try:

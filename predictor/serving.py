@@ -147,6 +147,11 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "tabd-serve-model"
     engine: Engine  # set on the subclass make_server builds
 
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out as separate writes; with Nagle on, the second waits for a delayed ACK (40 ms).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def log_message(self, format: str, *args: Any) -> None:  # quiet: one line per request on stderr is noise
         pass
 
