@@ -129,6 +129,8 @@ class Scheduler:
                     p, _, job = heapq.heappop(self._heap)
                     if p != job.priority or job.cancelled or job.done():
                         continue  # a stale entry: promoted, cancelled or already run
+                    if job.preemptions == 0 and not job.future.set_running_or_notify_cancel():
+                        continue  # cancelled through its future before it started
                     self.running.add(job)
                     return job
                 self._cond.wait()

@@ -107,7 +107,8 @@ class CompletionService:
             self.events.emit("error", where="load", message=self.load_error)
 
     async def ready(self) -> bool:
-        await asyncio.wrap_future(self._loaded.future)
+        # shielded: a request cancelled while the model loads must not cancel the loading
+        await asyncio.shield(asyncio.wrap_future(self._loaded.future))
         return self.backend is not None
 
     def settings_for(self, state: DocState) -> GenSettings:

@@ -228,3 +228,36 @@ async def test_completion_request_returns_the_same_suggestion(client: LanguageCl
         assert items[0].text_edit.new_text == inline_result.items[0].insert_text
     else:
         assert items == []
+
+
+@pytest.mark.slow
+async def test_a_request_cancelled_while_the_model_loads_does_not_break_the_server():
+    """Editors cancel requests while typing; the first ones arrive while the model still loads."""
+    from pygls.lsp.client import LanguageClient as Client
+    from lsprotocol.types import CancelParams
+
+    from lspclient import CAPS
+
+    client = Client("t", "1")
+    await client.start_io(sys.executable, "-m", "tabd.daemon", "serve")
+    try:
+        await client.initialize_async(types.InitializeParams(capabilities=CAPS))
+        client.initialized(types.InitializedParams())
+        uri = "file:///w/cancel.py"
+        open_doc(client, uri, "def main():\n    return ")
+        params = types.InlineCompletionParams(
+            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line=1, character=11),
+        )
+        for msg_id in (4242, 4243, 4244):  # typing: each keystroke cancels the last request
+            client.protocol.send_request(types.TEXT_DOCUMENT_INLINE_COMPLETION, params, msg_id=msg_id)
+            await asyncio.sleep(0.05)  # the model is still loading
+            client.cancel_request(CancelParams(id=msg_id))
+        result = await inline(client, uri, 1, 11, timeout=120)
+        assert isinstance(result, types.InlineCompletionList)
+        assert (await stats(client))["model"] != "loading"
+    finally:
+        await client.shutdown_async(None)
+        client.exit(None)
+        await client.stop()
