@@ -248,6 +248,8 @@ class LocalBackend:
             if should_stop():
                 raise Interrupted()
             text = tokenizer.decode(tokens)[len(heal) :]
+            if postprocess.repeats(text):
+                return False
             if settings.multiline:
                 return not postprocess.block_done(text, indent, settings.max_lines)
             return not postprocess.line_done(text)

@@ -12,6 +12,32 @@ def wants_multiline(line_before: str, line_after: str, previous_line: str) -> bo
     return previous_line.rstrip().endswith(":") or bool(line_before) or previous_line.startswith((" ", "\t"))
 
 
+def repeats(text: str, min_repeats: int = 4, min_span: int = 16) -> int:
+    """The period of a loop at the end of text (a chunk repeated min_repeats times), or 0.
+
+    A small model sometimes repeats itself until the token budget runs out;
+    this ends the decode early and cuts the loop from the suggestion.
+    """
+    for period in range(2, 25):
+        span = period * min_repeats
+        if span > len(text) or span < min_span:
+            continue
+        chunk = text[-period:]
+        if len(set(chunk)) > 1 and chunk.strip() and text.endswith(chunk * min_repeats):
+            return period
+    return 0
+
+
+def cut_repeats(text: str) -> str:
+    period = repeats(text)
+    if not period:
+        return text
+    chunk = text[-period:]
+    while text.endswith(chunk * 2):
+        text = text[:-period]  # keep one copy of the repeated chunk
+    return text
+
+
 def line_done(text: str) -> bool:
     """Single-line mode: the text has content and then a newline.
 
@@ -86,6 +112,7 @@ def drop_suffix_overlap(text: str, line_after: str) -> str:
 def finish(text: str, line_before: str, line_after: str, multiline: bool, indent: str, max_lines: int) -> str:
     """The suggestion to show: trimmed, cut by the stop rules, never whitespace only."""
     text = cut_block(text, indent, max_lines) if multiline else cut_single_line(text)
+    text = cut_repeats(text)
     if line_after.strip():
         text = drop_suffix_overlap(text, line_after)
         text = balance(text, line_before)
