@@ -429,13 +429,15 @@ def test_listeners_refuse_non_loopback_addresses_without_allow_remote(flag, valu
 
 
 @pytest.mark.slow
-def test_tcp_listens_on_loopback_and_serves(tmp_path):
+@pytest.mark.parametrize("host,extra,bound", [(":", [], "127.0.0.1"), ("localhost:", [], "127.0.0.1"),
+                                              ("0.0.0.0:", ["--allow-remote"], "0.0.0.0")])
+def test_tcp_listens_on_loopback_and_serves(tmp_path, host, extra, bound):
     import socket
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    proc = subprocess.Popen(serve_command("--tcp", f"localhost:{port}"), stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen(serve_command("--tcp", f"{host}{port}", *extra), stdin=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
@@ -458,7 +460,11 @@ def test_tcp_listens_on_loopback_and_serves(tmp_path):
             listening = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True)
             if listening.returncode == 0 and listening.stdout.strip():
                 local = [line.split()[3] for line in listening.stdout.splitlines()]
-                assert local == [f"127.0.0.1:{port}"]
+                addresses = {a.rsplit(":", 1)[0] for a in local}
+                if bound == "127.0.0.1":
+                    assert addresses <= {"127.0.0.1", "[::1]"}, local
+                else:
+                    assert addresses & {"0.0.0.0", "*"}, local
     finally:
         proc.kill()
         proc.wait(10)
