@@ -46,6 +46,7 @@ class ServerInfo:
     owned_by: str = ""
     fim: str | None = None  # a template the server advertises (tabd serve-model does)
     infill: bool = False  # llama-server's /infill is there
+    slots: int = 1  # requests the server decodes at once (llama-server's total_slots)
 
 
 def _one_line(text: str, limit: int = 240) -> str:
@@ -150,6 +151,9 @@ class RemoteBackend:
         self.route: str | None = None
         self._down_until = 0.0
         self._down_reason = ""
+        self._resolving = threading.Lock()  # predict() is safe to call from several threads; discovery runs once
+        # How many requests the server runs at once; the daemon's single model worker uses one. See README.
+        self.parallel = 1
         if discover:
             try:
                 self._resolve()
@@ -214,15 +218,23 @@ class RemoteBackend:
         props = self._get("/props") if info.owned_by not in ("tabd", "vllm", "library") else None
         if props is not None:
             try:
-                info.infill = isinstance(props.json(), dict) and "default_generation_settings" in props.json()
+                data = props.json()
             except ValueError:
-                info.infill = False
+                data = None
+            if isinstance(data, dict) and "default_generation_settings" in data:
+                info.infill = True
+                info.slots = int(data.get("total_slots") or 1)
         return info
 
     def _resolve(self) -> None:
         """Look at the server once: the model name to send, the template, the route."""
         if self.route is not None:
             return
+        with self._resolving:
+            if self.route is None:
+                self._resolve_now()
+
+    def _resolve_now(self) -> None:
         info = self._discover()
         if self.model and info.models and self.model not in info.models:
             raise RemoteError(f"{self.url}: model {self.model!r} is not served there (it serves: {', '.join(info.models)})")
@@ -245,7 +257,7 @@ class RemoteBackend:
                 f"{self.url}: cannot tell which FIM template model {self.model!r} uses; "
                 "pass --fim FAMILY[:LAYOUT] (tabd, qwen2.5-coder, starcoder2, deepseek-coder, codellama) or --fim server"
             )
-        self.info, self.route = info, route
+        self.info, self.route, self.parallel = info, route, info.slots
 
     # -- the request -------------------------------------------------------------
 
