@@ -54,6 +54,7 @@ MAX_MESSAGE_BYTES = 16 << 20  # a bigger body is skipped (and a request in it an
 MAX_HEADER_LINE = 1 << 20  # bytes without a line break outside a body: junk; keep only its tail while looking for Content-Length
 STALL_S = 0.5  # no bytes for this long: try what is buffered as a whole message
 CONTENT_LENGTH = re.compile(rb"content-length[ \t]*:[ \t]*([^\r\n]*)", re.IGNORECASE)
+HEADER = re.compile(rb"[A-Za-z][A-Za-z0-9-]{0,63}[ \t]*:[^{]{0,1000}$")
 ID_BEFORE_PARAMS = re.compile(rb'^\s*\{[^{]*?"id"\s*:\s*(-?\d{1,15}|"(?:[^"\\]|\\.){0,200}")')
 METHOD = re.compile(rb'"method"\s*:\s*"([^"\\]{1,200})"')
 
@@ -180,7 +181,7 @@ class Framer:
             return True
         match = CONTENT_LENGTH.search(content)
         if match is None:
-            if b":" in content and len(content) < 1024 and self.header_length is not None:
+            if HEADER.match(content):
                 return True  # another header (Content-Type): nothing we need
             self._junk(frames, content, "not a header")
             return True

@@ -192,11 +192,14 @@ def test_framer_reads_well_formed_messages_split_anywhere():
     b"Content-Length:%d\r\n\r\n",  # no space
     b"Content-Length: %d\n\n",  # bare LF
     b"Content-Length:   %d  \r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n",
+    b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\nContent-Length: %d\r\n\r\n",  # the other order
 ])
 def test_framer_accepts_header_variants(header):
     body = json.dumps({"x": 1}).encode()
     f = Framer()
-    assert messages(f.feed(header % len(body) + body + frame({"y": 2}))) == [{"x": 1}, {"y": 2}]
+    frames = f.feed(header % len(body) + body + frame({"y": 2}))
+    assert messages(frames) == [{"x": 1}, {"y": 2}]
+    assert all(fr.kind == "message" and not fr.note for fr in frames)  # nothing to warn about
 
 
 @pytest.mark.parametrize("bad", [
@@ -344,3 +347,25 @@ def test_the_server_still_serves_a_session_after_all_that(server: RawServer):
     server.open("file:///after.py", "def f():\n    return ")
     reply = server.inline("file:///after.py", 1, 11)
     assert "result" in reply and "items" in reply["result"]
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+JUNK = st.binary(max_size=200).map(lambda b: b.replace(b"C", b"_").replace(b"c", b"_"))  # no Content-Length in it
+
+
+@settings(max_examples=400, deadline=None)
+@given(junk=st.lists(JUNK, max_size=4), cuts=st.lists(st.integers(1, 64), max_size=20), payloads=st.lists(
+    st.dictionaries(st.text(max_size=5), st.one_of(st.integers(), st.text(max_size=20)), max_size=3), min_size=1, max_size=4))
+def test_framer_never_raises_and_recovers_the_well_formed_messages_after_junk(junk, cuts, payloads):
+    stream = b"".join(j + b"\r\n" for j in junk) + b"".join(frame(p) for p in payloads)
+    f = Framer()
+    frames, pos = [], 0
+    for cut in cuts:
+        frames += f.feed(stream[pos:pos + cut])
+        pos += cut
+    frames += f.feed(stream[pos:])
+    frames += f.stalled()
+    got = messages(frames)
+    assert got[len(got) - len(payloads):] == payloads
