@@ -269,6 +269,22 @@ async def test_a_cancelled_request_is_answered_request_cancelled():
         srv.close()
 
 
+async def test_a_model_too_slow_to_answer_is_an_empty_result_in_bounded_time(monkeypatch):
+    import tabd.lsp.server as server_module
+
+    monkeypatch.setattr(server_module, "REQUEST_TIMEOUT_S", 0.3)
+    srv = InProcess(FakeBackend(delay=5.0))
+    try:
+        await srv.initialize({"speculation": False})
+        srv.notify("textDocument/didOpen", {"textDocument": {"uri": "file:///a.py", "languageId": "python", "version": 1, "text": "x = "}})
+        t0 = time.monotonic()
+        srv.request(92, INLINE, inline_params(line=0, character=4))
+        assert (await srv.reply(92))["result"] == {"items": []}
+        assert time.monotonic() - t0 < 2.0
+    finally:
+        srv.close()
+
+
 async def test_a_model_error_is_an_empty_result():
     srv = InProcess(FakeBackend(fail=True))
     try:
