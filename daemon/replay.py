@@ -731,7 +731,7 @@ def utf16_width(text: str) -> int:  # re-exported for callers that count accepte
 
 
 async def _echo_events(text: str, uri: str, language: str, anchors: Sequence[tuple[int, str]],
-                       options: ReplayOptions, rounds: int, cps: float) -> list[dict[str, Any]]:
+                       options: ReplayOptions, rounds: int, cps: float, pause: float) -> list[dict[str, Any]]:
     replayer = Replayer(dataclasses.replace(options, progress=False, check_sync=False))
     events: list[dict[str, Any]] = [{"t": 0.0, "op": "open", "uri": uri, "language": language, "text": text}]
     t = 0.0
@@ -754,6 +754,7 @@ async def _echo_events(text: str, uri: str, language: str, anchors: Sequence[tup
                     events.append({"t": round(t, 3), "op": "change", "uri": uri,
                                    "range": {"start": dict(cursor), "end": dict(cursor)}, "text": key})
                     cursor = advance(cursor, key)
+                t += pause  # the person reads the ghost text before typing it: the model's time to answer
                 inserted_lines += piece.count("\n")
                 if len(pieces) > rounds:
                     break
@@ -773,7 +774,7 @@ async def _echo_events(text: str, uri: str, language: str, anchors: Sequence[tup
 
 
 def echo_session(text: str, uri: str, anchors: Sequence[tuple[int, str]], options: ReplayOptions,
-                 rounds: int = 3, cps: float = 8.0, language: str = "python") -> list[dict[str, Any]]:
+                 rounds: int = 3, cps: float = 8.0, language: str = "python", pause: float = 1.5) -> list[dict[str, Any]]:
     """Events of a person who, at the end of each anchor line, presses Enter and then types exactly
     what the model suggests there, `rounds` suggestions in a row, as asked of a server beforehand.
 
@@ -781,4 +782,4 @@ def echo_session(text: str, uri: str, anchors: Sequence[tuple[int, str]], option
     is accepted, whatever the model's quality: the session measures the after-accept path even
     when a small model rarely guesses what a real person typed.
     """
-    return asyncio.run(_echo_events(text, uri, language, anchors, options, rounds, cps))
+    return asyncio.run(_echo_events(text, uri, language, anchors, options, rounds, cps, pause))
