@@ -41,7 +41,11 @@ MEMORY_SOURCES = ("cache", "typed")
 WORD = re.compile(r"\s*(?:\w+|[^\w\s]+)|\s+")
 
 
-class DaemonDied(RuntimeError):
+class ReplayError(RuntimeError):
+    """The replay cannot go on; the message says why."""
+
+
+class DaemonDied(ReplayError):
     """The server process exited while the replay was still talking to it."""
 
 
@@ -341,6 +345,8 @@ class Replayer:
                 raise
             except Exception:
                 return  # a server without tabd/stats: nothing to wait on
+            if isinstance(stats, dict) and stats.get("error"):
+                raise ReplayError(f"tabd serve could not load its model: {stats['error']}")
             if not isinstance(stats, dict) or stats.get("model") != "loading":
                 return
             await asyncio.sleep(0.1)
@@ -671,7 +677,7 @@ async def replay_sessions(sessions: Sequence[Session], options: ReplayOptions) -
         task.uncancel()
         replayer.m.interrupted = True
         replayer.m.error = "interrupted"
-    except DaemonDied as exc:
+    except ReplayError as exc:
         replayer.m.error = str(exc)
     except (TimeoutError, OSError) as exc:
         replayer.m.error = f"{exc}" + (f"\n{replayer.death_message()}" if replayer.died() else "")

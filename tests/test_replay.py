@@ -388,3 +388,17 @@ def test_replay_accepts_matching_suggestions_and_serves_after_accept_from_cache(
     assert s["sources"]["cache"] >= 1
     aa, model = s["latency_ms"]["after_accept"]["p50"], s["latency_ms"]["model"]["p50"]
     assert model == 0 or aa < model
+
+
+@pytest.mark.slow
+@needs_server
+def test_replay_reports_a_model_that_does_not_load(tmp_path):
+    bad = tmp_path / "model"
+    bad.mkdir()
+    (bad / "config.json").write_text("{}")
+    session = make_session(tmp_path, spans=1, max_chars=50)
+    proc = subprocess.run([sys.executable, "-m", "tabd.daemon", "replay", str(session), "--json", "--no-progress",
+                           "--model", str(bad)], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 3
+    assert "could not load its model" in json.loads(proc.stdout)["error"]
+    assert "Traceback" not in proc.stderr
