@@ -37,6 +37,7 @@ class TrainConfig:
     # tokenizer
     vocab_size: int = 8192
     tokenizer_dir: str = ""        # reuse a saved tokenizer instead of training one
+    init_dir: str = ""             # start from these weights instead of a random init (resuming)
     # model (Llama with grouped-query attention)
     hidden: int = 192
     layers: int = 4
@@ -263,11 +264,10 @@ def plain_tokens(texts: list[str], tok, ids: dict[str, int], rng: random.Random,
     while len(out) < n:
         chunk = text[pos:pos + 6 * (n - len(out)) + 64]
         out += encode(tok, chunk)
-        if pos + len(chunk) >= len(text):
+        pos += len(chunk)
+        if pos >= len(text):
             out.append(ids[EOT])
             text, pos = rng.choice(texts), 0
-        else:
-            break  # the chunk was long enough; its tail is cut below
     return out[:n]
 
 
@@ -345,7 +345,12 @@ def train(cfg: TrainConfig, progress_bar: bool = True) -> dict:
     tok = load_tokenizer(cfg.tokenizer_dir) if cfg.tokenizer_dir else train_tokenizer(texts, cfg.vocab_size)
     save_tokenizer(tok, out)
     ids = special_ids(tok)
-    model = build_model(cfg, tok)
+    if cfg.init_dir:
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(cfg.init_dir, use_safetensors=True, dtype="float32")
+    else:
+        model = build_model(cfg, tok)
     n_params = count_params(model)
     print(f"tabd train: {len(train_files)} train files, {len(val_files)} held out, "
           f"{n_params / 1e6:.2f}M parameters, vocab {len(tok)}", file=sys.stderr)
@@ -478,6 +483,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=d.seed)
     parser.add_argument("--threads", type=int, default=d.threads, help="torch threads")
     parser.add_argument("--tokenizer", default="", help="reuse the tokenizer in this directory instead of training one")
+    parser.add_argument("--init", default="", help="start from the weights in this directory (resume a run)")
     parser.add_argument("--vocab-size", type=int, default=d.vocab_size)
     parser.add_argument("--hidden", type=int, default=d.hidden)
     parser.add_argument("--layers", type=int, default=d.layers)
@@ -499,7 +505,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     return TrainConfig(
         seed=args.seed, out=args.out, stdlib=args.stdlib, include_tests=not args.no_tests,
-        max_files=args.max_files, vocab_size=args.vocab_size, tokenizer_dir=args.tokenizer,
+        max_files=args.max_files, vocab_size=args.vocab_size, tokenizer_dir=args.tokenizer, init_dir=args.init,
         hidden=args.hidden, layers=args.layers, intermediate=args.intermediate, heads=args.heads,
         kv_heads=args.kv_heads, bf16=args.bf16, seq_len=args.seq_len,
         batch=args.batch, lr=args.lr, minutes=args.minutes, max_steps=args.steps, threads=args.threads,
