@@ -73,6 +73,11 @@ class Stats:
     last_latency_ms: float = 0.0
 
 
+def _retrieve(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 def _p50(values) -> float:
     return round(statistics.median(values), 3) if values else 0.0
 
@@ -157,8 +162,10 @@ class CompletionService:
 
     async def _await(self, answer_id, doc, version, state, window, key, comp: Computation, source, t0, after_accept) -> Answer:
         comp.waiters += 1
+        result = asyncio.wrap_future(comp.job.future)
+        result.add_done_callback(_retrieve)  # a waiter that left must not leave an unread exception behind
         try:
-            prediction: Prediction = await asyncio.shield(asyncio.wrap_future(comp.job.future))
+            prediction: Prediction = await asyncio.shield(result)
         except Cancelled:
             self.events.emit("cancel", id=answer_id, doc=doc, reason="stale")
             return self._finish(answer_id, doc, version, "", "none", 0, key, t0, after_accept=after_accept)

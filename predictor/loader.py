@@ -71,8 +71,8 @@ def load(path: str | os.PathLike, device: str = "auto", trust_remote_code: bool 
             local_files_only=True,
             dtype=getattr(torch, placement.dtype),
         )
-    except (OSError, ValueError, KeyError) as exc:
-        raise ModelLoadError(f"cannot load the model in {d}: {exc}") from None
+    except Exception as exc:  # corrupt safetensors, a config transformers cannot read, ...
+        raise ModelLoadError(f"cannot load the model in {d}: {type(exc).__name__}: {exc}") from None
     model.to(placement.device)
     model.eval()
     return model, tokenizer, placement

@@ -72,14 +72,28 @@ async def test_advertises_inline_completion_and_incremental_sync(client: Languag
     del caps, server_caps  # capabilities are checked in test_capabilities below
 
 
+ENDINGS = [
+    "\n\nif __name__ == \"__main__\":\n    main(sys.",
+    "\n\ndef write_config(path, config):\n    with open(path, \"w\") as handle:\n        for key in ",
+    "\n\nclass Config:\n    def __init__(self, path):\n        self.",
+    "\n\ndef count(items):\n    total = 0\n    for item in items:\n        total += ",
+]
+
+
+async def suggestion_somewhere(client, name: str) -> tuple[str, str, types.InlineCompletionItem]:
+    """(uri, text, item) at the first of a few ordinary places where the model suggests something."""
+    for i, ending in enumerate(ENDINGS):
+        uri, text = f"file:///w/{name}{i}.py", SOURCE + ending
+        open_doc(client, uri, text)
+        result = await inline(client, uri, *end_of(text))
+        if result.items:
+            return uri, text, result.items[0]
+    pytest.fail("the model suggested nothing at any of the usual places")
+
+
 async def test_first_suggestion_then_tab_is_served_from_cache(client: LanguageClient):
-    uri = "file:///w/accept.py"
-    text = SOURCE + "\n\nif __name__ == \"__main__\":\n    main(sys."
-    open_doc(client, uri, text)
+    uri, text, item = await suggestion_somewhere(client, "accept")
     line, char = end_of(text)
-    first = await inline(client, uri, line, char)
-    assert len(first.items) == 1
-    item = first.items[0]
     assert item.insert_text.strip(), "a suggestion is never whitespace only"
     assert item.range.start == types.Position(line=line, character=char) == item.range.end
     assert item.command.command == "tabd.accept"
@@ -104,12 +118,9 @@ async def test_first_suggestion_then_tab_is_served_from_cache(client: LanguageCl
 
 
 async def test_typing_into_a_suggestion_is_served_without_the_model(client: LanguageClient):
-    uri = "file:///w/typed.py"
-    text = SOURCE + "\n\ndef helper(items):\n    total = "
-    open_doc(client, uri, text)
+    uri, text, item = await suggestion_somewhere(client, "typed")
     line, char = end_of(text)
-    first = await inline(client, uri, line, char)
-    suggestion = first.items[0].insert_text
+    suggestion = item.insert_text
     if len(suggestion) < 3:
         pytest.skip(f"the model suggested only {suggestion!r}")
     before = await stats(client)
@@ -181,12 +192,8 @@ async def test_positions_out_of_range_are_clamped(client: LanguageClient):
 
 
 async def test_bad_params_and_unknown_methods_get_error_codes(client: LanguageClient):
+    # params that do not parse are sent as raw JSON in test_hardening.py (pygls' client refuses to send them)
     proto = client.protocol
-    with pytest.raises(Exception) as info:
-        await asyncio.wait_for(
-            proto.send_request_async("textDocument/inlineCompletion", {"textDocument": {"uri": 5}, "position": {"line": -1}}), 30
-        )
-    assert "-32602" in repr(info.value) or "invalid params" in str(info.value).lower()
     with pytest.raises(Exception) as info:
         await asyncio.wait_for(proto.send_request_async("tabd/no-such-method", {}), 30)
     assert "-32601" in repr(info.value) or "not found" in str(info.value).lower()
