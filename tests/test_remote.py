@@ -409,7 +409,7 @@ GGUF = ROOT / ".cache" / "tabd-f32.gguf"
 
 @pytest.mark.llamacpp
 @pytest.mark.slow
-def test_llama_cpp_server_gives_a_suggestion():
+def test_llama_cpp_server_gives_a_suggestion(tmp_path):
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'llama-cpp-python[server]')")
     pytest.importorskip("llama_cpp.server", reason="llama-cpp-python was installed without its [server] extra")
     if not GGUF.exists():
@@ -420,9 +420,10 @@ def test_llama_cpp_server_gives_a_suggestion():
         except Exception as exc:  # the converter ships in the sdist only
             pytest.skip(f"cannot make {GGUF}: {exc}")
     port = free_port()
+    log = tmp_path / "llama.log"
     proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(GGUF), "--host", "127.0.0.1",
-                             "--port", str(port), "--n_ctx", "2048", "--n_threads", "2"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                             "--port", str(port), "--n_ctx", "2048", "--n_threads", "1"],
+                            stdout=log.open("w"), stderr=subprocess.STDOUT)  # uvicorn's access log names the route
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -433,12 +434,14 @@ def test_llama_cpp_server_gives_a_suggestion():
             except httpx.TransportError:
                 time.sleep(0.3)
         else:
-            pytest.fail(f"llama_cpp.server did not start: {proc.stderr.read() if proc.poll() is not None else ''}")
+            pytest.fail(f"llama_cpp.server did not start: {log.read_text()[-2000:]}")
         remote = RemoteBackend(url)
         assert remote.template is not None and remote.template.name == "tabd-spm"  # from the GGUF's file name
         assert remote.route in ("prompt", "infill")
         texts = [remote.predict(p, s, GenSettings(24)).text for p, s in STATES[:4]]
         assert any(t.strip() for t in texts), texts
+        served = re.findall(r'"POST (/v1/completions|/infill) HTTP', log.read_text())
+        assert len(served) >= 4 and set(served) == {"/infill" if remote.route == "infill" else "/v1/completions"}
     finally:
         proc.terminate()
         try:
