@@ -62,7 +62,7 @@ class FastLlama:
         inner = model.model
         self.embed = inner.embed_tokens.weight
         self.norm = inner.norm.weight
-        self.lm_head = model.lm_head.weight
+        self.lm_head = model.lm_head.weight.t().contiguous()
         self.layers = []
         for layer in inner.layers:
             a, m = layer.self_attn, layer.mlp
@@ -70,9 +70,11 @@ class FastLlama:
             bias = None
             if a.q_proj.bias is not None:
                 bias = torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]).contiguous()
-            gate_up = torch.cat([m.gate_proj.weight, m.up_proj.weight]).contiguous()
+            gate_up = torch.cat([m.gate_proj.weight, m.up_proj.weight])
+            # stored transposed ([in, out], contiguous): x @ W is 20-30% faster than linear(x, W) for one row here
             self.layers.append(
-                (layer.input_layernorm.weight, qkv, bias, a.o_proj.weight, layer.post_attention_layernorm.weight, gate_up, m.down_proj.weight)
+                (layer.input_layernorm.weight, qkv.t().contiguous(), bias, a.o_proj.weight.t().contiguous(),
+                 layer.post_attention_layernorm.weight, gate_up.t().contiguous(), m.down_proj.weight.t().contiguous())
             )
         self.q_size = self.n_heads * self.head_dim
         self.kv_size = self.n_kv * self.head_dim
@@ -127,7 +129,8 @@ class FastLlama:
             mask = torch.arange(end, device=self.device)[None, :] <= torch.arange(start, end, device=self.device)[:, None]
         for i, (w_in, qkv_w, qkv_b, o_w, w_post, gate_up, down) in enumerate(self.layers):
             h = self._rmsnorm(x, w_in)
-            heads = F.linear(h, qkv_w, qkv_b).view(n, -1, self.head_dim).transpose(0, 1)  # [q+k+v heads, n, hd]
+            qkv = h @ qkv_w if qkv_b is None else torch.addmm(qkv_b, h, qkv_w)
+            heads = qkv.view(n, -1, self.head_dim).transpose(0, 1)  # [q+k+v heads, n, hd]
             qk = self._rotate(heads[: self.n_heads + self.n_kv], cos, sin)  # q and k rotated in one go
             q = qk[: self.n_heads]
             cache.k[i, :, start:end] = qk[self.n_heads :]
@@ -139,11 +142,10 @@ class FastLlama:
                 attn = F.scaled_dot_product_attention(
                     q[None], keys[None], values[None], attn_mask=mask, scale=self.scale, enable_gqa=self.n_kv != self.n_heads
                 )[0]
-            x = x + F.linear(attn.transpose(0, 1).reshape(n, self.q_size), o_w)
+            x = x + attn.transpose(0, 1).reshape(n, self.q_size) @ o_w
             h = self._rmsnorm(x, w_post)
-            gu = F.linear(h, gate_up)
-            g, u = gu.chunk(2, dim=-1)
-            x = x + F.linear(F.silu(g) * u, down)
+            g, u = (h @ gate_up).chunk(2, dim=-1)
+            x = x + (F.silu(g) * u) @ down
         cache.length = end
         last = self._rmsnorm(x[-1:], self.norm)
-        return F.linear(last, self.lm_head)[0]
+        return (last @ self.lm_head)[0]
