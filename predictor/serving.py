@@ -20,7 +20,6 @@ import socket
 import threading
 import time
 import uuid
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 

