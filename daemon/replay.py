@@ -560,15 +560,17 @@ class Replayer:
         i = 0
         last_t = events[0]["t"] if events else 0.0
         anchor = time.monotonic()
-        cursor: dict[str, Any] = {}
         while i < len(events):
             if self._deadline is not None and time.monotonic() > self._deadline:
                 self.m.truncated = True
                 break
             e = events[i]
+            if e["op"] in ("accept", "dismiss"):  # the recorded user's decisions; ours are made here
+                i += 1
+                continue
             due = anchor + opts.scaled(e["t"] - last_t)
-            if self.pending is not None:
-                p = self.pending
+            p = self.pending
+            if p is not None:
                 items = await self._await_pending(None if opts.fast else due)
                 if items:
                     taken = await self._maybe_accept(items[0], events, i, p)
@@ -596,8 +598,7 @@ class Replayer:
                 self._progress(1)
                 rng = e.get("range")
                 if rng is not None:
-                    cursor = advance(rng["start"], e["text"])
-                    self._request_completion(uri, cursor, after_accept=False)
+                    self._request_completion(uri, advance(rng["start"], e["text"]), after_accept=False)
             last_t = e["t"]
             anchor = max(due, time.monotonic()) if not opts.fast else time.monotonic()
             i += 1
