@@ -1,4 +1,4 @@
-"""`tabd bench [kv|replay|soak|engines] [--json]`: side-by-side figures measured in one run.
+"""`tabd bench [kv|replay|remote|soak|engines] [--json]`: side-by-side figures measured in one run.
 
 Each section lives in its own module with `add_arguments(parser)` (optional) and
 `run_section(args) -> dict`; the dict is printed under the section's name.
@@ -15,12 +15,13 @@ SECTIONS: dict[str, str] = {
     "replay": "tabd.daemon.bench_replay",
     "soak": "tabd.daemon.bench_soak",
     "engines": "tabd.predictor.bench_engines",
+    "remote": "tabd.predictor.bench_remote",
 }
-DEFAULT_ALL = ("kv", "replay")  # soak and engines take long; name them to run them
+DEFAULT_ALL = ("kv", "replay", "remote")  # soak and engines take long; name them to run them
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("section", nargs="?", choices=sorted(SECTIONS), help="one section; none means kv and replay")
+    parser.add_argument("section", nargs="?", choices=sorted(SECTIONS), help="one section; none means kv, replay and remote")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     from tabd.daemon.options import add_model_arguments
 

@@ -1,15 +1,14 @@
-"""Latency of one suggestion: local backend in-process vs remote engines, on the same typed states.
+"""`tabd bench remote`: a suggestion's latency from the local backend beside remote engines.
 
-    python scripts/bench_remote.py [--remote URL ...] [--serve-model] [--local] [--steps N]
-
-Types a stdlib-like snippet one character at a time (a keystroke-later request
-each step, so KV reuse helps every engine) and prints p50/p95 wall-clock ms per
-engine, and for engines that report it, the engine's own compute time.
+The same states (a snippet typed one character at a time, so every engine's KV
+reuse helps) go to the local backend in this process, to `tabd serve-model`
+started here, and to any OpenAI-compatible server named with --bench-url
+(llama.cpp's server, vLLM, Ollama). p50/p95 wall-clock ms per engine, and the
+ratio of each remote p50 to the local one.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import statistics
 import subprocess
@@ -35,6 +34,12 @@ def read_config(path):
             result[key.strip()] = value.strip()
     return result
 '''
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("bench remote")
+    g.add_argument("--bench-url", action="append", default=[], metavar="URL", help="also bench this OpenAI-compatible server")
+    g.add_argument("--remote-steps", type=int, default=30, help="keystrokes typed (default 30)")
 
 
 def states(steps: int, start: int = 120) -> list[tuple[str, str]]:
@@ -71,38 +76,21 @@ def start_serve_model() -> tuple[subprocess.Popen, str]:
     raise SystemExit("tabd serve-model did not start")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--remote", action="append", default=[], metavar="URL", help="an OpenAI-compatible server")
-    parser.add_argument("--serve-model", action="store_true", help="start tabd serve-model and bench it")
-    parser.add_argument("--local", action="store_true", help="bench the local backend in this process")
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--max-new-tokens", type=int, default=48)
-    args = parser.parse_args()
-    todo = states(args.steps + 1)
-    settings = GenSettings(args.max_new_tokens)
-    results, procs = [], []
+def run_section(args: argparse.Namespace) -> dict:
+    from tabd.predictor.local import LocalBackend
+    from tabd.predictor.remote import RemoteBackend
+
+    todo = states(getattr(args, "remote_steps", 30) + 1)
+    settings = GenSettings(getattr(args, "max_new_tokens", 48) or 48)
+    local = run(LocalBackend(getattr(args, "model", None), threads=getattr(args, "threads", None)), "local", todo, settings)
+    engines = [local]
+    proc, url = start_serve_model()
     try:
-        if args.local:
-            from tabd.predictor.local import LocalBackend
-
-            results.append(run(LocalBackend(), "local", todo, settings))
-        urls = list(args.remote)
-        if args.serve_model:
-            proc, url = start_serve_model()
-            procs.append(proc)
-            urls.insert(0, url)
-        from tabd.predictor.remote import RemoteBackend
-
-        for url in urls:
-            backend = RemoteBackend(url)
-            results.append(run(backend, backend.model_id, todo, settings))
+        for target in [url, *getattr(args, "bench_url", [])]:
+            backend = RemoteBackend(target)
+            engines.append(run(backend, backend.model_id, todo, settings))
     finally:
-        for proc in procs:
-            proc.terminate()
-    print(json.dumps(results, indent=1))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        proc.terminate()
+        proc.wait(timeout=30)
+    ratios = {e["engine"]: round(e["p50_ms"] / local["p50_ms"], 2) for e in engines[1:] if local["p50_ms"]}
+    return {"engines": engines, "p50_ratio_to_local": ratios}
