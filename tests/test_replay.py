@@ -222,6 +222,7 @@ def test_replay_table_output(tmp_path, fake_server):
     assert "after-accept requests" in proc.stdout and "p50" in proc.stdout
 
 
+@pytest.mark.slow
 def test_bench_replay_section_shape(tmp_path, fake_server):
     env = dict(__import__("os").environ, FAKE_TARGET=str(SAMPLE))
     proc = subprocess.run([sys.executable, "-m", "tabd.daemon", "bench", "replay", "--json", "--replay-think-ms", "0",
