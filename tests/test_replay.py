@@ -403,3 +403,31 @@ def test_replay_reports_a_model_that_does_not_load(tmp_path):
     assert proc.returncode == 3
     assert "could not load its model" in json.loads(proc.stdout)["error"]
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+@needs_server
+def test_typed_repeating_file_gets_accepts_served_from_memory(tmp_path):
+    # The person retypes the last of twelve identical handlers: even the tiny embedded model
+    # continues the pattern, so some suggestions are what they type next (whole or first words).
+    from tabd.daemon.typist import Span, file_events
+
+    import random
+
+    source = repeating_file(tmp_path)
+    text = source.read_text()
+    lines = text.split("\n")
+    start = max(i for i, line in enumerate(lines) if line.startswith("def handler_"))
+    events, _ = file_events(text, source.resolve().as_uri(), "python", [Span(start, start + 2, "body")],
+                            random.Random(0), TypingStyle(typo_rate=0.0))
+    path = tmp_path / "repeat.jsonl"
+    write_session(path, events)
+    m = run_replay([read_session(path)], serve_options(think_ms=1500, server_args=[]))
+    assert m.error is None, m.error
+    s = m.summary()
+    print(json.dumps({k: v for k, v in s.items() if k != "server"}))
+    check_counts(s)
+    assert s["sync"] == {"checked": 1, "mismatches": 0}
+    assert s["accepted"] >= 1, s
+    assert s["after_accept"]["requests"] == s["accepted"]
+    assert s["after_accept"]["from_cache"] >= 1, s
