@@ -3,7 +3,9 @@
 1. ask for a suggestion at a position in the sample (a model call),
 2. press Tab (insert it, run tabd.accept),
 3. ask again: the answer was pre-fetched while we "read" the first one,
-then replay a session typed from the same file and print its summary.
+then type a session from the same file (tabd session from-file) and replay it
+through a fresh `tabd serve` (tabd replay), printing its summary. The replay is
+bounded by --max-seconds so that `make demo` stays within a few minutes.
 """
 from __future__ import annotations
 
@@ -21,7 +23,13 @@ SAMPLES = Path(__file__).resolve().parent.parent / "predictor" / "samples"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--file", default=str(SAMPLES / "inventory.py"), help="sample file (default: the shipped one)")
     parser.add_argument("--no-replay", action="store_true", help="show the mechanism only")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=1, help="typist seed for the replayed session (default 1)")
+    parser.add_argument("--spans", type=int, default=2, help="spans of the file retyped (default 2)")
+    parser.add_argument("--speed", type=float, default=0.0,
+                        help="replay speed (default 0: each keystroke waits for its answer)")
+    parser.add_argument("--max-seconds", type=float, default=100.0,
+                        help="stop the replay after this long and summarise the part replayed (default 100)")
+    parser.add_argument("--json", action="store_true", help="print the replay summary as JSON")
 
 
 def _cursor_after(text: str, marker: str) -> int:
@@ -93,6 +101,38 @@ async def mechanism(path: Path) -> int:
     return status
 
 
+def replay_demo(path: Path, args: argparse.Namespace) -> int:
+    """Type spans of `path` as a person would and replay them through a fresh `tabd serve`."""
+    import json
+    import tempfile
+
+    from tabd.daemon.replay import ReplayOptions, format_table, run_replay
+    from tabd.daemon.session import read_session, write_session
+    from tabd.daemon.typist import typed_session
+
+    with tempfile.TemporaryDirectory(prefix="tabd-demo-") as tmp:
+        session_path = Path(tmp) / "demo-session.jsonl"
+        language, events = typed_session([str(path)], seed=args.seed, spans=args.spans, max_chars=200)
+        write_session(session_path, events, language)
+        session = read_session(session_path)
+    print(f"\nreplaying {session.changes()} keystrokes ({session.duration:.0f} s of typing) retyped from {path.name}, "
+          f"seed {args.seed}, through tabd serve ...", flush=True)
+    measured = run_replay([session], ReplayOptions(speed=args.speed, think_ms=250.0, max_seconds=args.max_seconds,
+                                                   progress=sys.stderr.isatty()))
+    summary = measured.summary()
+    summary.pop("server", None)
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(format_table(summary))
+        if summary.get("truncated"):
+            print(f"(stopped after {args.max_seconds:.0f} s: the figures cover the part replayed)")
+    if measured.error:
+        print(f"tabd demo: {measured.error}", file=sys.stderr)
+        return 3
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     path = Path(args.file)
     if not path.is_file():
@@ -101,14 +141,4 @@ def run(args: argparse.Namespace) -> int:
     status = asyncio.run(mechanism(path))
     if args.no_replay:
         return status
-    import tempfile
-
-    from tabd.daemon.cli import main as tabd_main
-
-    with tempfile.TemporaryDirectory() as tmp:
-        session = str(Path(tmp) / "demo-session.jsonl")
-        print(f"\nreplaying a session typed from {path.name} (seed {args.seed}) ...")
-        rc = tabd_main(["session", "from-file", str(path), "-o", session, "--seed", str(args.seed), "--spans", "3"])
-        if rc == 0:
-            rc = tabd_main(["replay", session, "--speed", "4"])
-    return status or rc
+    return replay_demo(path, args) or status
