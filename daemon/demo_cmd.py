@@ -80,7 +80,13 @@ async def mechanism(path: Path) -> int:
         if not shown:
             print("the model had nothing to suggest here; nothing to accept")
             return 1
-        await asyncio.sleep(0.4)  # the user reads the ghost text; the daemon pre-fetches meanwhile
+        # the user reads the ghost text (at least 0.4 s, at most 3 s); the daemon pre-fetches meanwhile
+        before = await stats()
+        finished = lambda s: (s["prefetch"]._asdict() if hasattr(s["prefetch"], "_asdict") else s["prefetch"])["finished"]
+        t_read = time.monotonic()
+        await asyncio.sleep(0.4)
+        while finished(await stats()) == finished(before) and time.monotonic() - t_read < 3.0:
+            await asyncio.sleep(0.05)
         at = _position(text, offset)
         client.text_document_did_change(types.DidChangeTextDocumentParams(
             text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),

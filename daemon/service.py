@@ -109,6 +109,7 @@ class CompletionService:
             self.model_id = self.backend.model_id
         except Exception as exc:  # reported to the user, not raised into a request
             self.load_error = str(exc)
+            self.model_id = "unavailable"
             self.events.emit("error", where="load", message=self.load_error)
 
     async def ready(self) -> bool:
