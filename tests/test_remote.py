@@ -183,16 +183,8 @@ def test_cancel_mid_request_returns_promptly_and_server_stays_usable(serve_model
             return True
         return False
 
-    # the server may finish a short answer before predict's first poll (10 ms): try a few long ones
-    for attempt in range(6):
-        calls.clear()
-        stopped_at.clear()
-        try:
-            remote.predict(prefix + "# " * attempt, "", GenSettings(200, multiline=True, max_lines=100), should_stop)
-        except Interrupted:
-            break
-    else:
-        pytest.skip("serve-model answered every request before the first poll; cancellation is covered by the scripted server")
+    with pytest.raises(Interrupted):
+        remote.predict(prefix, "", GenSettings(200, multiline=True, max_lines=100), should_stop)
     assert time.monotonic() - stopped_at[0] < 0.1
     settings = GenSettings(16)
     assert remote.predict(prefix, "", settings).text == local.predict(prefix, "", settings).text
