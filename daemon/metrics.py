@@ -9,17 +9,18 @@ unit; the log keeps milliseconds.
 Wiring for `tabd serve --metrics HOST:PORT`:
 
     metrics = Metrics()
-    host, port = parse_hostport(args.metrics)
-    bound = metrics.start_http(host, port)      # ValueError for a non-loopback host
-    logger.add_listener(metrics.on_event)       # however the core fans events out
+    host, port = options.parse_host_port(args.metrics, args.allow_remote, "--metrics")
+    bound = metrics.start_http(host, port, allow_remote=args.allow_remote)
+    events.add_sink(metrics.on_event)
 """
 from __future__ import annotations
 
-import ipaddress
 import math
 import threading
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from tabd.daemon.options import is_loopback
 
 # 0.1 ms .. 2 s: cache hits live in the first buckets, model calls in the last;
 # 5 s keeps a slow CPU's model calls out of +Inf, where histogram_quantile cannot see.
@@ -34,24 +35,6 @@ PHASES = (("prefill", "prefill_tokens"), ("reused", "reused_tokens"), ("decode",
 MAX_DEPTH_LABEL = 16  # deeper speculation is reported as "16+": label sets stay small
 MAX_FREE_LABELS = 20  # distinct cancel reasons / error places; the rest are "other"
 LOG_VERSION = 1
-
-
-def parse_hostport(text: str) -> tuple[str, int]:
-    """'127.0.0.1:9464', '[::1]:9464', 'localhost:0' or ':9464' (loopback) -> (host, port)."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"expected HOST:PORT, got {text!r}")
-    host = host.strip("[]") or "127.0.0.1"
-    return host, int(port)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _count(x) -> int:

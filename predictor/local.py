@@ -223,9 +223,7 @@ class LocalBackend:
         slot_id: str = "default",
     ) -> Prediction:
         self.threads.adjust()
-        line_before = prefix.rsplit("\n", 1)[-1]
-        line_after = suffix.split("\n", 1)[0].rstrip("\r")
-        indent = line_before[: len(line_before) - len(line_before.lstrip())]
+        line = postprocess.CursorLine.of(prefix, suffix)
         layout = self.layout(prefix, suffix, settings.max_new_tokens)
         ids = layout.ids
         slot, reused = self._slot_for(slot_id, ids)
@@ -250,9 +248,7 @@ class LocalBackend:
             text = tokenizer.decode(tokens)[len(heal) :]
             if postprocess.repeats(text):
                 return False
-            if settings.multiline:
-                return not postprocess.block_done(text, indent, settings.max_lines)
-            return not postprocess.line_done(text)
+            return not postprocess.whole(text, line, settings.multiline, settings.max_lines)
 
         tokens = engine.decode_n_tokens(
             self.runner, logits, slot.cache, settings.max_new_tokens, go_on, slot.ids.append, self._allowed_first(heal)
@@ -263,7 +259,7 @@ class LocalBackend:
             tokens = tokens[:-1]
         raw = tokenizer.decode(tokens)
         raw = raw[len(heal) :] if raw.startswith(heal) else ""
-        text = postprocess.finish(raw, line_before, line_after, settings.multiline, indent, settings.max_lines)
+        text = postprocess.finish(raw, line, settings.multiline, settings.max_lines)
         return Prediction(
             text=text,
             prefill_tokens=len(ids) - reused,

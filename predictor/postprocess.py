@@ -1,6 +1,8 @@
 """Stop rules and clean-up of raw model text into a suggestion. Pure string functions."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 OPENERS = {"(": ")", "[": "]", "{": "}"}
 CLOSERS = {v: k for k, v in OPENERS.items()}
 
@@ -109,14 +111,35 @@ def drop_suffix_overlap(text: str, line_after: str) -> str:
     return text[:at] if at > 0 else text
 
 
-def finish(text: str, line_before: str, line_after: str, multiline: bool, indent: str, max_lines: int) -> str:
+@dataclass(frozen=True)
+class CursorLine:
+    """The cursor's line, split at the cursor; its indentation shapes a multi-line suggestion."""
+
+    before: str
+    after: str
+
+    @classmethod
+    def of(cls, prefix: str, suffix: str) -> "CursorLine":
+        return cls(prefix.rsplit("\n", 1)[-1], suffix.split("\n", 1)[0].rstrip("\r"))
+
+    @property
+    def indent(self) -> str:
+        return self.before[: len(self.before) - len(self.before.lstrip())]
+
+
+def whole(text: str, line: CursorLine, multiline: bool, max_lines: int) -> bool:
+    """The stop rule while decoding: the suggestion has all it will show."""
+    return block_done(text, line.indent, max_lines) if multiline else line_done(text)
+
+
+def finish(text: str, line: CursorLine, multiline: bool, max_lines: int) -> str:
     """The suggestion to show: trimmed, cut by the stop rules, never whitespace only."""
-    text = cut_block(text, indent, max_lines) if multiline else cut_single_line(text)
+    text = cut_block(text, line.indent, max_lines) if multiline else cut_single_line(text)
     text = cut_repeats(text)
-    if line_after.strip():
-        text = drop_suffix_overlap(text, line_after)
-        text = balance(text, line_before)
-    text = "\n".join(line.rstrip() for line in text.split("\n"))
+    if line.after.strip():
+        text = drop_suffix_overlap(text, line.after)
+        text = balance(text, line.before)
+    text = "\n".join(row.rstrip() for row in text.split("\n"))
     if not text.strip():
         return ""
     return text

@@ -293,14 +293,10 @@ class RemoteBackend:
         should_stop: Callable[[], bool] = lambda: False,
         slot_id: str = "default",
     ) -> Prediction:
-        line_before = prefix.rsplit("\n", 1)[-1]
-        line_after = suffix.split("\n", 1)[0].rstrip("\r")
-        indent = line_before[: len(line_before) - len(line_before.lstrip())]
+        line = postprocess.CursorLine.of(prefix, suffix)
 
         def done(text: str) -> bool:  # the local backend's stop rule, applied to the streamed text
-            if settings.multiline:
-                return postprocess.block_done(text, indent, settings.max_lines)
-            return postprocess.line_done(text)
+            return postprocess.whole(text, line, settings.multiline, settings.max_lines)
 
         if should_stop():
             raise Interrupted()
@@ -310,7 +306,7 @@ class RemoteBackend:
         t0 = time.perf_counter()
         raw, first_at, chunks, stats = self._stream(path, body, should_stop, done)
         t2 = time.perf_counter()
-        text = postprocess.finish(raw, line_before, line_after, settings.multiline, indent, settings.max_lines)
+        text = postprocess.finish(raw, line, settings.multiline, settings.max_lines)
         t1 = first_at or t2
         return Prediction(
             text=text,

@@ -12,7 +12,8 @@ from importlib import resources
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tabd.daemon.metrics import LATENCY_BUCKETS, Metrics, is_loopback, parse_hostport
+from tabd.daemon.metrics import LATENCY_BUCKETS, Metrics
+from tabd.daemon.options import is_loopback, parse_host_port
 
 T0 = 1764547200.0
 
@@ -226,13 +227,14 @@ def test_ipv6_loopback():
 
 
 def test_hostport_parsing():
-    assert parse_hostport("127.0.0.1:9464") == ("127.0.0.1", 9464)
-    assert parse_hostport("[::1]:0") == ("::1", 0)
-    assert parse_hostport(":9464") == ("127.0.0.1", 9464)
-    assert parse_hostport("localhost:1") == ("localhost", 1)
-    for bad in ("9464", "host:", "host:port", "h:70000"):
-        with pytest.raises(ValueError):
-            parse_hostport(bad)
+    assert parse_host_port("127.0.0.1:9464", False, "--metrics") == ("127.0.0.1", 9464)
+    assert parse_host_port("[::1]:0", False, "--metrics") == ("::1", 0)
+    assert parse_host_port(":9464", False, "--metrics") == ("127.0.0.1", 9464)
+    assert parse_host_port("localhost:1", False, "--metrics") == ("localhost", 1)
+    assert parse_host_port("0.0.0.0:9464", True, "--metrics") == ("0.0.0.0", 9464)
+    for bad in ("9464", "host:", "host:port", "h:70000", "0.0.0.0:9464"):
+        with pytest.raises(ValueError, match="--metrics"):
+            parse_host_port(bad, False, "--metrics")
     assert is_loopback("127.0.0.5") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("10.0.0.1") and not is_loopback("0.0.0.0")
 
