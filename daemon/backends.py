@@ -20,4 +20,5 @@ def make_backend(config: Config) -> Any:
         kv_reuse=config.kv_reuse,
         threads=config.threads,
         trust_remote_code=config.trust_remote_code,
+        engine=config.extra.get("engine", "fast"),
     )

@@ -19,6 +19,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--fim", metavar="FAMILY[:LAYOUT]", help="override the FIM template (tabd, qwen2.5-coder, starcoder2, deepseek-coder, codellama, plain)")
     g.add_argument("--depth", type=int, default=2, help="how many accepts ahead to prefetch (default 2)")
     g.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    g.add_argument("--engine", default="fast", choices=["fast", "torch", "hf"],
+                   help="fast: hand-written forward, one-token steps in native code (built with the system C compiler; "
+                        "torch where there is none); torch: the hand-written forward in torch only; hf: transformers' forward")
     g.add_argument("--max-new-tokens", type=int, default=48)
     g.add_argument("--no-speculation", action="store_true", help="do not prefetch the state after accept")
     g.add_argument("--no-cache", action="store_true", help="no completion cache, type-through or in-flight reuse")
@@ -45,6 +48,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
     config.extra.update(
         backend=args.backend, url=args.url, api_key_env=args.api_key_env, remote_model=args.remote_model,
         parallel=max(1, min(getattr(args, "parallel", 1) or 1, 32)),
+        engine=getattr(args, "engine", "fast") or "fast",
     )
     return config.validate()
 

@@ -89,7 +89,7 @@ class CompletionService:
         self.cache = CompletionCache(config.cache_entries, config.cache_bytes)
         self.typed = TypeThroughIndex()
         self.inflight: InflightTable[Computation] = InflightTable()
-        self.scheduler = Scheduler(on_preempt=self._on_preempt, workers=max(1, int(config.extra.get("parallel") or 1)))
+        self.scheduler = Scheduler(on_preempt=self._on_preempt, workers=self._workers(config))
         self.stats = Stats()
         self.backend: Any = None
         self.load_error: str | None = None
@@ -364,8 +364,16 @@ class CompletionService:
             "kv_bytes": self.backend.kv_bytes() if self.backend is not None and hasattr(self.backend, "kv_bytes") else 0,
             "queue_depth": self.scheduler.depth(),
             "model": self.model_id,
+            "engine": getattr(self.backend, "engine_name", None) if self.backend is not None else None,
             "error": self.load_error,
         }
+
+    @staticmethod
+    def _workers(config: Config) -> int:
+        """Model requests at once: a remote engine may batch them; the local one has one model and one KV store."""
+        if config.extra.get("backend") != "openai":
+            return 1
+        return max(1, int(config.extra.get("parallel") or 1))
 
     def close(self) -> None:
         self.scheduler.stop()

@@ -3,7 +3,9 @@
 Each engine runs in its own process (`python -m tabd.predictor.bench_engines
 --worker ENGINE`), the parent asks them for rounds in turn, so both see the
 same machine noise, and medians are reported with ratios tabd / llama.cpp
-(below 1.0: tabd is faster). Measured at 2048 context with 2 threads:
+(below 1.0: tabd is faster); `tabd_engine` says which engine tabd ran
+("fast": native one-token steps; "torch" where they could not be built).
+Measured at 2048 context with 2 threads:
 prefill at 512 and 2048, decode per token, and the "keystroke later" request
 (the previous request's prompt is cached; the new prompt appends 1 token, or
 replaces 2 and appends 1): time to the first token and to 16 tokens.
@@ -160,7 +162,8 @@ def worker(argv: list[str]) -> int:
     else:
         eng = LlamaCppEngine(a.gguf, a.threads, flash=a.worker == "llamacpp-fa")
     run_round(eng, ids)  # warm-up
-    print("ready", flush=True)
+    label = eng.backend.engine_name if a.worker == "tabd" else a.worker
+    print("ready", label, flush=True)
     for line in sys.stdin:
         if line.strip() != "round":
             break
@@ -174,6 +177,8 @@ def worker(argv: list[str]) -> int:
 def _gguf_path(args, model_dir: Path) -> Path:
     given = getattr(args, "engines_gguf", None)
     if given:
+        if not Path(given).is_file():
+            raise FileNotFoundError(f"{given}: no such GGUF file")
         return Path(given)
     import hashlib
 
@@ -199,7 +204,10 @@ def run_section(args: argparse.Namespace) -> dict:
     from tabd.predictor.loader import DEFAULT_MODEL_DIR
 
     model_dir = Path(getattr(args, "model", None) or DEFAULT_MODEL_DIR)
-    gguf = _gguf_path(args, model_dir)
+    try:
+        gguf = _gguf_path(args, model_dir)
+    except (OSError, RuntimeError) as exc:  # no converter here, or it failed: one line, not a traceback
+        raise RuntimeError(f"cannot make the model's GGUF for llama.cpp: {exc}") from None
     tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     ids = token_ids(tokenizer, CONTEXT)
     threads = getattr(args, "engines_threads", 2)
@@ -208,15 +216,16 @@ def run_section(args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory(prefix="tabd-engines-") as tmp:
         ids_file = Path(tmp) / "ids.json"
         ids_file.write_text(json.dumps(ids))
-        workers = {}
+        workers, labels = {}, {}
         for name in ("tabd", "llamacpp", "llamacpp-fa"):
             cmd = [sys.executable, "-m", "tabd.predictor.bench_engines", "--worker", name, "--ids", str(ids_file),
                    "--threads", str(threads), "--model", str(model_dir), "--gguf", str(gguf)]
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                     env={**os.environ, "OMP_NUM_THREADS": str(threads)})
-            if proc.stdout.readline().strip() != "ready":
+            word, _, label = proc.stdout.readline().strip().partition(" ")
+            if word != "ready":
                 raise RuntimeError(f"the {name} worker did not start")
-            workers[name] = proc
+            workers[name], labels[name] = proc, label
         rounds: dict[str, list[dict]] = {name: [] for name in workers}
         for r in range(getattr(args, "engines_rounds", 5)):
             order = list(workers) if r % 2 == 0 else list(reversed(workers))
@@ -232,7 +241,7 @@ def run_section(args: argparse.Namespace) -> dict:
     best = {k: min(med["llamacpp"][k], med["llamacpp-fa"][k]) for k in med["tabd"]}
     ratios = {k: round(med["tabd"][k] / best[k], 2) for k in med["tabd"]}
     return {"tabd": med["tabd"], "llamacpp": med["llamacpp"], "llamacpp_flash_attn": med["llamacpp-fa"],
-            "ratios": ratios, "threads": threads, "context": CONTEXT, "gguf": gguf.name}
+            "ratios": ratios, "threads": threads, "context": CONTEXT, "gguf": gguf.name, "tabd_engine": labels["tabd"]}
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ def forward_last(model, ids: list[int], cache) -> torch.Tensor:
     return out.logits[0, -1]
 
 
-def prefill(model, ids: list[int], cache, chunk: int = 1024) -> torch.Tensor:
+def prefill(model, ids: list[int], cache, chunk: int = 2048) -> torch.Tensor:
     """Run the uncached prompt tokens, in chunks so a long prompt's attention stays bounded."""
     logits = None
     for i in range(0, len(ids), chunk):
@@ -62,6 +62,9 @@ def decode_n_tokens(
         tokens.append(token)
         if len(tokens) >= n or not go_on(tokens):
             return tokens
-        logits = decode_one_token(model, token, cache)
+        if hasattr(model, "decode_greedy"):  # the fast path picks the token without handing logits back
+            next_token = model.decode_greedy(token, cache)
+        else:
+            next_token = greedy(decode_one_token(model, token, cache))
         on_feed(token)
-        token = greedy(logits)
+        token = next_token

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 SUPPORTED = {"llama", "qwen2", "mistral"}
+NATIVE_STEPS = 8  # up to this many new tokens run as native one-token steps
 
 
 class FastCache:
@@ -46,7 +47,7 @@ class FastCache:
 
 
 class FastLlama:
-    def __init__(self, model) -> None:
+    def __init__(self, model, native: bool = True) -> None:
         cfg = model.config
         if getattr(cfg, "model_type", "") not in SUPPORTED:
             raise ValueError(f"no fast path for model_type {cfg.model_type!r}")
@@ -81,6 +82,22 @@ class FastLlama:
         self.scale = self.head_dim**-0.5
         self.decode_bmm = True  # set False to decode with sdpa, as transformers does
         self.cos, self.sin = self._rope(inner, cfg)
+        self.native, self.native_why = None, "off"
+        if native:
+            self._bind_native()
+
+    def _bind_native(self) -> None:
+        """One-token steps in native/decode.c when it builds here and the model is fp32 on the CPU."""
+        from tabd.predictor import native
+
+        if self.dtype != torch.float32 or self.device.type != "cpu":
+            self.native_why = "the native step runs fp32 on the CPU"
+            return
+        lib, why = native.load()
+        if lib is None:
+            self.native_why = why
+            return
+        self.native, self.native_why = native.NativeDecoder(lib, self), ""
 
     def _rope(self, inner, cfg):
         max_pos = int(getattr(cfg, "max_position_embeddings", 2048) or 2048)
@@ -115,9 +132,19 @@ class FastLlama:
         out = torch.bmm(torch.softmax(scores, dim=-1), values)  # [kv, group, hd]
         return out.reshape(self.n_heads, 1, self.head_dim)
 
+    def decode_greedy(self, token: int, cache: FastCache) -> int:
+        """Feed one token; the greedy next token."""
+        if self.native is not None:
+            return self.native.step(token, cache)[0]
+        return int(torch.argmax(self.forward_last([token], cache)))
+
     @torch.inference_mode()
     def forward_last(self, ids: list[int], cache: FastCache) -> torch.Tensor:
         """Logits after `ids`, which continue the cache's `length` positions."""
+        if self.native is not None and len(ids) <= NATIVE_STEPS:
+            for token in ids:  # a keystroke's few tokens: one native step each beats a torch pass's fixed cost
+                logits = self.native.step(token, cache)[1]
+            return logits.clone()
         start, n = cache.length, len(ids)
         end = start + n
         cache.ensure(end)
@@ -125,7 +152,7 @@ class FastLlama:
         cos = self.cos[start:end][None]  # [1, n, hd]
         sin = self.sin[start:end][None]
         mask = None
-        if n > 1:
+        if n > 1 and start > 0:  # from position 0 the attention is plain causal: flash attention skips the masked half
             mask = torch.arange(end, device=self.device)[None, :] <= torch.arange(start, end, device=self.device)[:, None]
         for i, (w_in, qkv_w, qkv_b, o_w, w_post, gate_up, down) in enumerate(self.layers):
             h = self._rmsnorm(x, w_in)
@@ -140,7 +167,8 @@ class FastLlama:
                 attn = self._attend_one(q, keys, values)
             else:
                 attn = F.scaled_dot_product_attention(
-                    q[None], keys[None], values[None], attn_mask=mask, scale=self.scale, enable_gqa=self.n_kv != self.n_heads
+                    q[None], keys[None], values[None], attn_mask=mask, is_causal=n > 1 and mask is None,
+                    scale=self.scale, enable_gqa=self.n_kv != self.n_heads,
                 )[0]
             x = x + attn.transpose(0, 1).reshape(n, self.q_size) @ o_w
             h = self._rmsnorm(x, w_post)

@@ -21,6 +21,8 @@ from tabd.predictor.threads import AdaptiveThreads
 from tabd.predictor.templates import FimTemplate, detect_family, template_for
 from tabd.predictor.types import GenSettings, Interrupted, ModelLoadError, Prediction
 
+ENGINES = ("fast", "torch", "hf", "plain")
+
 
 @dataclass
 class Slot:
@@ -94,16 +96,20 @@ class LocalBackend:
         return template_for(detect_family(self._special_tokens()))
 
     def _choose_engine(self, name: str):
-        """("fast", FastLlama) when the model is Llama-shaped; else transformers' forward ("hf"/"plain")."""
-        if name not in ("fast", "hf", "plain"):
-            raise ModelLoadError(f"unknown engine {name!r}: use fast, hf or plain")
-        if name == "fast":
+        """The forward pass to run: ("fast", FastLlama) for Llama-shaped models, with one-token steps in native
+        code where a C compiler is ("torch": the same in torch alone); else transformers' forward ("hf"/"plain")."""
+        if name not in ENGINES:
+            raise ModelLoadError(f"unknown engine {name!r}: use {', '.join(ENGINES)}")
+        self.native_why = "not a native engine"
+        if name in ("fast", "torch"):
             from tabd.predictor.fastllama import FastLlama
 
             try:
-                return "fast", FastLlama(self.model)
+                runner = FastLlama(self.model, native=name == "fast")
             except (ValueError, AttributeError):
-                name = "hf"  # not Llama-shaped: transformers' forward with the in-place cache
+                return "hf", self.model  # not Llama-shaped: transformers' forward with the in-place cache
+            self.native_why = runner.native_why
+            return ("fast" if runner.native is not None else "torch"), runner
         return name, self.model
 
     def _stop_ids(self) -> set[int]:
@@ -166,7 +172,7 @@ class LocalBackend:
 
     def _new_cache(self, length: int):
         capacity = min(self.context, length + 64)
-        if self.engine_name == "fast":
+        if self.engine_name in ("fast", "torch"):
             return self.runner.new_cache(capacity)
         if self.engine_name == "hf":
             return InPlaceCache(self.model.config.num_hidden_layers, capacity)

@@ -1,0 +1,340 @@
+/* One decode step of a Llama-shaped model, fp32, on the CPU, with no Python in between.
+ *
+ * The torch engine prefills (MKL GEMMs and flash attention win there); this file
+ * runs the one-token steps that follow, over the same weights and the same KV
+ * cache tensors, reading them in place through their data pointers.  Per step it
+ * streams every weight matrix once (x @ W with W stored [in, out], so each output
+ * lane accumulates independently and the loops vectorise without reordering a
+ * sum) and reads each layer's keys and values once (online softmax).
+ *
+ * One OpenMP team does the whole step: `omp for` splits the matrix columns and
+ * the KV heads between the threads; the small row operations run on one thread
+ * between barriers.  Built by predictor/native.py with -O3 -march=native
+ * -fopenmp -ffp-contract=off (no fused multiply-add where torch rounds twice).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#ifdef __AVX__
+#include <immintrin.h>
+#endif
+
+typedef struct {
+    int32_t layers, hidden, heads, kv_heads, head_dim, inter, vocab, capacity, max_pos;
+    float eps, scale;
+    const float *embed;      /* [vocab, hidden] */
+    const float *final_norm; /* [hidden] */
+    const float *lm_head;    /* [hidden, vocab] */
+    const float *cos, *sin;  /* [max_pos, head_dim] */
+    const float **attn_norm; /* per layer [hidden] */
+    const float **qkv;       /* per layer [hidden, (heads + 2 kv_heads) head_dim] */
+    const float **qkv_bias;  /* per layer [(heads + 2 kv_heads) head_dim], or NULL pointers */
+    const float **o;         /* per layer [heads head_dim, hidden] */
+    const float **mlp_norm;  /* per layer [hidden] */
+    const float **gate_up;   /* per layer [hidden, 2 inter] */
+    const float **down;      /* per layer [inter, hidden] */
+} Model;
+
+/* Scratch floats the step needs; the caller allocates them once. */
+int64_t tabd_scratch_floats(const Model *m) {
+    int64_t qkv = (int64_t)(m->heads + 2 * m->kv_heads) * m->head_dim;
+    return 3 * (int64_t)m->hidden + qkv + (int64_t)m->heads * m->head_dim + 2 * (int64_t)m->inter +
+           (int64_t)m->heads * m->max_pos + 8;
+}
+
+/* Eight floats in one vector register (AVX on x86-64, two NEON registers on arm64). */
+typedef float v8 __attribute__((vector_size(32)));
+typedef int32_t i8 __attribute__((vector_size(32)));
+
+static inline v8 load8(const float *p) { v8 r; memcpy(&r, p, sizeof r); return r; }
+static inline void store8(float *p, v8 v) { memcpy(p, &v, sizeof v); }
+static inline v8 splat(float f) { return (v8){f, f, f, f, f, f, f, f}; }
+static inline float hsum(v8 v) {
+    return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+}
+
+/* out[lo:hi] = x[rows] @ w[rows, cols][:, lo:hi] for a block of at most 64 columns held in registers. */
+static void matvec_block(const float *x, const float *w, int rows, int cols, int lo, int hi, float *out) {
+    if (hi - lo == 64) {
+        v8 a0 = splat(0), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+        for (int i = 0; i < rows; i++) {
+            const v8 xi = splat(x[i]);
+            const float *wr = w + (int64_t)i * cols + lo;
+            a0 += xi * load8(wr);      a1 += xi * load8(wr + 8);
+            a2 += xi * load8(wr + 16); a3 += xi * load8(wr + 24);
+            a4 += xi * load8(wr + 32); a5 += xi * load8(wr + 40);
+            a6 += xi * load8(wr + 48); a7 += xi * load8(wr + 56);
+        }
+        store8(out + lo, a0);      store8(out + lo + 8, a1);
+        store8(out + lo + 16, a2); store8(out + lo + 24, a3);
+        store8(out + lo + 32, a4); store8(out + lo + 40, a5);
+        store8(out + lo + 48, a6); store8(out + lo + 56, a7);
+        return;
+    }
+    for (int j = lo; j < hi; j++) out[j] = 0.0f;
+    for (int i = 0; i < rows; i++) {
+        const float xi = x[i];
+        const float *wr = w + (int64_t)i * cols;
+        for (int j = lo; j < hi; j++) out[j] += xi * wr[j];
+    }
+}
+
+/* The columns are split into blocks of 64 (whole cache lines, eight vectors) between the threads. */
+#define BLOCK 64
+#define MATVEC(x, w, rows, cols, out)                                                       \
+    _Pragma("omp for schedule(static)")                                                    \
+    for (int b = 0; b < ((cols) + BLOCK - 1) / BLOCK; b++) {                                \
+        int lo = b * BLOCK, hi = lo + BLOCK < (cols) ? lo + BLOCK : (cols);                \
+        matvec_block((x), (w), (rows), (cols), lo, hi, (out));                               \
+    }
+
+static void rmsnorm(const float *x, const float *w, int n, float eps, float *out) {
+    float ss = 0.0f;
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    const float r = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int i = 0; i < n; i++) out[i] = w[i] * (x[i] * r);
+}
+
+/* transformers' rotate_half: x * cos + cat(-x2, x1) * sin */
+static void rope(float *x, const float *cos, const float *sin, int d) {
+    const int half = d / 2;
+    float tmp[512];
+    for (int i = 0; i < half; i++) {
+        tmp[i] = x[i] * cos[i] + (-x[i + half]) * sin[i];
+        tmp[i + half] = x[i + half] * cos[i + half] + x[i] * sin[i + half];
+    }
+    memcpy(x, tmp, sizeof(float) * d);
+}
+
+/* exp of eight floats at x <= 0 (softmax after the max is subtracted): Cephes' polynomial on
+ * [-ln2/2, ln2/2] and 2^n built in the exponent bits; relative error about 2e-7; below -87, 0. */
+static inline v8 exp8(v8 x) {
+    const v8 lo = splat(-87.0f);
+    const i8 under = x < lo;
+    x = (v8)(((i8)x & ~under) | ((i8)lo & under));
+    v8 n = x * splat(1.44269504088896341f);
+    n = __builtin_convertvector(__builtin_convertvector(n + (v8)((i8)splat(0.5f) | ((i8)n & (i8)splat(-0.0f))), i8), v8);
+    /* n rounded half away from zero */
+    v8 r = x - n * splat(0.693359375f);
+    r = r - n * splat(-2.12194440e-4f);
+    v8 p = splat(1.9875691500e-4f);
+    p = p * r + splat(1.3981999507e-3f);
+    p = p * r + splat(8.3334519073e-3f);
+    p = p * r + splat(4.1665795894e-2f);
+    p = p * r + splat(1.6666665459e-1f);
+    p = p * r + splat(5.0000001201e-1f);
+    p = p * r * r + r + splat(1.0f);
+    const i8 bits = (__builtin_convertvector(n, i8) + 127) << 23;
+    return (v8)((i8)(p * (v8)bits) & ~under);
+}
+
+/* One query head over `len` cached positions: softmax(q k^T * scale) v, as torch computes it
+ * (scores, max, exp, sum, divide, weighted sum of values); `s` holds `len` floats of scratch. */
+static void attend(const float *q, const float *k, const float *v, int len, int d, float scale, float *s,
+                   float *out) {
+    float m = -INFINITY;
+    if (d == 32) {
+        const v8 q0 = load8(q) * splat(scale), q1 = load8(q + 8) * splat(scale);
+        const v8 q2 = load8(q + 16) * splat(scale), q3 = load8(q + 24) * splat(scale);
+        for (int t = 0; t < len; t++) {
+            const float *kt = k + (int64_t)t * 32;
+            s[t] = hsum((q0 * load8(kt) + q1 * load8(kt + 8)) + (q2 * load8(kt + 16) + q3 * load8(kt + 24)));
+        }
+    } else {
+        for (int t = 0; t < len; t++) {
+            const float *kt = k + (int64_t)t * d;
+            float dot = 0.0f;
+            for (int i = 0; i < d; i++) dot += (q[i] * scale) * kt[i];
+            s[t] = dot;
+        }
+    }
+    for (int t = 0; t < len; t++) m = s[t] > m ? s[t] : m;
+    v8 total = splat(0.0f);
+    int t = 0;
+    for (; t + 8 <= len; t += 8) {
+        const v8 e = exp8(load8(s + t) - splat(m));
+        store8(s + t, e);
+        total += e;
+    }
+    float sum = hsum(total);
+    for (; t < len; t++) {
+        float e[8] = {s[t] - m};
+        const v8 ev = exp8(load8(e));
+        s[t] = ev[0];
+        sum += ev[0];
+    }
+    const float inv = 1.0f / sum;
+    if (d % 8 == 0 && d <= 64) {
+        v8 acc[8];
+        const int nv = d / 8;
+        for (int i = 0; i < nv; i++) acc[i] = splat(0.0f);
+        for (int u = 0; u < len; u++) {
+            const v8 p = splat(s[u] * inv);
+            const float *vt = v + (int64_t)u * d;
+            for (int i = 0; i < nv; i++) acc[i] += p * load8(vt + 8 * i);
+        }
+        for (int i = 0; i < nv; i++) store8(out + 8 * i, acc[i]);
+        return;
+    }
+    for (int i = 0; i < d; i++) out[i] = 0.0f;
+    for (int u = 0; u < len; u++) {
+        const float p = s[u] * inv;
+        const float *vt = v + (int64_t)u * d;
+        for (int i = 0; i < d; i++) out[i] += p * vt[i];
+    }
+}
+
+/* Eight horizontal sums at once: out[i] = sum of the lanes of r[i]. */
+static inline v8 hsum8(const v8 r[8]) {
+#ifdef __AVX__
+    __m256 a = _mm256_hadd_ps((__m256)r[0], (__m256)r[1]), b = _mm256_hadd_ps((__m256)r[2], (__m256)r[3]);
+    __m256 c = _mm256_hadd_ps((__m256)r[4], (__m256)r[5]), d = _mm256_hadd_ps((__m256)r[6], (__m256)r[7]);
+    __m256 ab = _mm256_hadd_ps(a, b), cd = _mm256_hadd_ps(c, d);
+    __m256 lo = _mm256_permute2f128_ps(ab, cd, 0x20), hi = _mm256_permute2f128_ps(ab, cd, 0x31);
+    return (v8)_mm256_add_ps(lo, hi);
+#else
+    v8 out;
+    for (int i = 0; i < 8; i++) out[i] = hsum(r[i]);
+    return out;
+#endif
+}
+
+/* The query heads of one KV head (grouped-query attention) at head_dim 32, reading each key and
+ * value row once for the whole group; `s` holds group * len floats of scratch. */
+static void attend_group32(const float *q, int group, const float *k, const float *v, int len, float scale,
+                           float *s, float *out) {
+    for (int g = 0; g < group; g++) {
+        const float *qg = q + g * 32;
+        const v8 q0 = load8(qg) * splat(scale), q1 = load8(qg + 8) * splat(scale);
+        const v8 q2 = load8(qg + 16) * splat(scale), q3 = load8(qg + 24) * splat(scale);
+        float *sg = s + (int64_t)g * len;
+        int t = 0;
+        for (; t + 8 <= len; t += 8) {
+            v8 r[8];
+            for (int u = 0; u < 8; u++) {
+                const float *kt = k + (int64_t)(t + u) * 32;
+                r[u] = (q0 * load8(kt) + q1 * load8(kt + 8)) + (q2 * load8(kt + 16) + q3 * load8(kt + 24));
+            }
+            store8(sg + t, hsum8(r));
+        }
+        for (; t < len; t++) {
+            const float *kt = k + (int64_t)t * 32;
+            sg[t] = hsum((q0 * load8(kt) + q1 * load8(kt + 8)) + (q2 * load8(kt + 16) + q3 * load8(kt + 24)));
+        }
+        float m = -INFINITY;
+        for (t = 0; t < len; t++) m = sg[t] > m ? sg[t] : m;
+        v8 total = splat(0.0f);
+        for (t = 0; t + 8 <= len; t += 8) {
+            const v8 e = exp8(load8(sg + t) - splat(m));
+            store8(sg + t, e);
+            total += e;
+        }
+        float sum = hsum(total);
+        for (; t < len; t++) {
+            float e[8] = {sg[t] - m};
+            sg[t] = exp8(load8(e))[0];
+            sum += sg[t];
+        }
+        const float inv = 1.0f / sum;
+        for (t = 0; t < len; t++) sg[t] *= inv;
+    }
+    for (int g = 0; g < group; g += 2) {  /* two heads per pass over the values */
+        const int two = g + 1 < group;
+        const float *s0 = s + (int64_t)g * len, *s1 = s + (int64_t)(g + two) * len;
+        v8 a0 = splat(0), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+        for (int t = 0; t < len; t++) {
+            const float *vt = v + (int64_t)t * 32;
+            const v8 v0 = load8(vt), v1 = load8(vt + 8), v2 = load8(vt + 16), v3 = load8(vt + 24);
+            const v8 p = splat(s0[t]), r = splat(s1[t]);
+            a0 += p * v0; a1 += p * v1; a2 += p * v2; a3 += p * v3;
+            b0 += r * v0; b1 += r * v1; b2 += r * v2; b3 += r * v3;
+        }
+        float *o = out + g * 32;
+        store8(o, a0); store8(o + 8, a1); store8(o + 16, a2); store8(o + 24, a3);
+        if (two) {
+            store8(o + 32, b0); store8(o + 40, b1); store8(o + 48, b2); store8(o + 56, b3);
+        }
+    }
+}
+
+/* Feeds `token` at position `pos` (the cache holds positions [0, pos)), writes its keys and values
+ * at `pos` in kcache/vcache ([layers, kv_heads, capacity, head_dim]) and the next-token logits into
+ * `logits`; returns the argmax of the logits, or -1 when the arguments are out of range. */
+int32_t tabd_decode(const Model *m, float *kcache, float *vcache, int32_t pos, int32_t token, float *logits,
+                    float *scratch, int32_t threads) {
+    if (pos < 0 || pos >= m->capacity || pos >= m->max_pos || token < 0 || token >= m->vocab || m->head_dim > 512)
+        return -1;
+    const int H = m->hidden, D = m->head_dim, NQ = m->heads * D, NKV = m->kv_heads * D, I = m->inter;
+    const int NQKV = NQ + 2 * NKV, group = m->heads / m->kv_heads, len = pos + 1;
+    float *x = scratch, *h = x + H, *qkv = h + H, *attn = qkv + NQKV, *gu = attn + NQ, *scores = gu + 2 * I;
+    const float *cos = m->cos + (int64_t)pos * D, *sin = m->sin + (int64_t)pos * D;
+    const int64_t layer_stride = (int64_t)m->kv_heads * m->capacity * D;
+    int32_t best = 0;
+    /* a KV head's whole query group in one pass over its keys, when there are enough KV heads for the threads */
+    const int nthreads = threads > 0 ? threads : 1;
+    const int by_group = D == 32 && m->kv_heads >= nthreads;
+
+#pragma omp parallel num_threads(nthreads)
+    {
+#pragma omp single
+        memcpy(x, m->embed + (int64_t)token * H, sizeof(float) * H);
+        for (int l = 0; l < m->layers; l++) {
+#pragma omp single
+            rmsnorm(x, m->attn_norm[l], H, m->eps, h);
+            MATVEC(h, m->qkv[l], H, NQKV, qkv)
+#pragma omp single
+            {
+                if (m->qkv_bias[l])
+                    for (int j = 0; j < NQKV; j++) qkv[j] += m->qkv_bias[l][j];
+                for (int hd = 0; hd < m->heads + m->kv_heads; hd++) rope(qkv + hd * D, cos, sin, D);
+                float *kl = kcache + l * layer_stride, *vl = vcache + l * layer_stride;
+                for (int g = 0; g < m->kv_heads; g++) {
+                    memcpy(kl + ((int64_t)g * m->capacity + pos) * D, qkv + NQ + g * D, sizeof(float) * D);
+                    memcpy(vl + ((int64_t)g * m->capacity + pos) * D, qkv + NQ + NKV + g * D, sizeof(float) * D);
+                }
+            }
+            if (by_group) {
+#pragma omp for schedule(static)
+                for (int g = 0; g < m->kv_heads; g++) {
+                    const float *kl = kcache + l * layer_stride + (int64_t)g * m->capacity * D;
+                    const float *vl = vcache + l * layer_stride + (int64_t)g * m->capacity * D;
+                    attend_group32(qkv + g * group * D, group, kl, vl, len, m->scale,
+                                   scores + (int64_t)g * group * m->max_pos, attn + g * group * D);
+                }
+            } else {
+#pragma omp for schedule(static)
+                for (int hd = 0; hd < m->heads; hd++) {
+                    const int g = hd / group;
+                    const float *kl = kcache + l * layer_stride + (int64_t)g * m->capacity * D;
+                    const float *vl = vcache + l * layer_stride + (int64_t)g * m->capacity * D;
+                    attend(qkv + hd * D, kl, vl, len, D, m->scale, scores + (int64_t)hd * m->max_pos, attn + hd * D);
+                }
+            }
+            MATVEC(attn, m->o[l], NQ, H, h)
+#pragma omp single
+            {
+                for (int i = 0; i < H; i++) x[i] += h[i];
+                rmsnorm(x, m->mlp_norm[l], H, m->eps, h);
+            }
+            MATVEC(h, m->gate_up[l], H, 2 * I, gu)
+#pragma omp for schedule(static)
+            for (int i = 0; i < I; i++) {
+                const float g = gu[i];
+                gu[i] = (g / (1.0f + expf(-g))) * gu[I + i];
+            }
+            MATVEC(gu, m->down[l], I, H, h)
+#pragma omp single
+            for (int i = 0; i < H; i++) x[i] += h[i];
+        }
+#pragma omp single
+        rmsnorm(x, m->final_norm, H, m->eps, h);
+        MATVEC(h, m->lm_head, H, m->vocab, logits)
+#pragma omp single
+        {
+            float top = logits[0];
+            for (int j = 1; j < m->vocab; j++)
+                if (logits[j] > top) top = logits[j], best = j;
+        }
+    }
+    return best;
+}

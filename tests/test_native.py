@@ -1,0 +1,160 @@
+"""The native decode step (predictor/native/decode.c) against the torch step it replaces, and its fallbacks."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from tabd.predictor import engine, native
+from tabd.predictor.local import LocalBackend
+from tabd.predictor.types import GenSettings
+
+from test_predictor import CODE, edits
+
+LIB, WHY = native.load()
+needs_native = pytest.mark.skipif(LIB is None, reason=f"no native build here: {WHY}")
+
+
+@pytest.fixture(scope="module")
+def backend():
+    return LocalBackend(kv_reuse=True, engine="fast", threads=1)
+
+
+def prompt_ids(backend, n: int) -> list[int]:
+    ids = backend.tokenizer.encode(CODE * 40, add_special_tokens=False)
+    return ids[:n]
+
+
+@needs_native
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("context", [1, 7, 300, 1900])
+def test_a_native_step_gives_the_torch_step_logits_and_cache(backend, threads, context):
+    fast = backend.runner
+    assert fast.native is not None, fast.native_why
+    ids = prompt_ids(backend, context + 1)
+    a, b = fast.new_cache(2048), fast.new_cache(2048)
+    if context > 1:
+        engine.prefill(fast, ids[:context], a)
+        engine.prefill(fast, ids[:context], b)
+    else:
+        a.length = b.length = 0
+    saved, old_threads = fast.native, torch.get_num_threads()
+    torch.set_num_threads(threads)  # 2 threads: one KV head's query group each; 1: all on one
+    try:
+        fast.native = None
+        want = fast.forward_last([ids[context]], a)
+        fast.native = saved
+        best, got = saved.step(ids[context], b)
+    finally:
+        fast.native = saved
+        torch.set_num_threads(old_threads)
+    assert best == int(torch.argmax(want)) == int(torch.argmax(got))
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    end = b.length
+    assert end == a.length == (context if context > 1 else 0) + 1
+    torch.testing.assert_close(b.k[:, :, :end], a.k[:, :, :end], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(b.v[:, :, :end], a.v[:, :, :end], rtol=1e-4, atol=1e-5)
+
+
+@needs_native
+def test_native_and_torch_engines_suggest_the_same_tokens_over_an_edit_session(backend):
+    torch_only = LocalBackend(kv_reuse=True, engine="torch", threads=1)
+    assert backend.engine_name == "fast" and torch_only.engine_name == "torch"
+    settings = GenSettings(max_new_tokens=24)
+    for prefix, suffix in edits():
+        a = backend.predict(prefix, suffix, settings, slot_id="n")
+        b = torch_only.predict(prefix, suffix, settings, slot_id="n")
+        assert backend.last_tokens == torch_only.last_tokens and a.text == b.text
+
+
+@needs_native
+def test_out_of_range_input_is_an_error_not_a_crash(backend):
+    fast = backend.runner
+    cache = fast.new_cache(64)
+    with pytest.raises(ValueError, match="refused token"):
+        fast.native.step(10**6, cache)
+    assert cache.length == 0
+    cache = fast.new_cache(fast.cos.shape[0] + 8)
+    cache.length = fast.cos.shape[0]  # past the model's positions
+    with pytest.raises(ValueError, match="refused token"):
+        fast.native.step(1, cache)
+
+
+@needs_native
+def test_the_build_is_cached_by_source_and_machine(tmp_path, monkeypatch):
+    monkeypatch.setenv("TABD_CACHE", str(tmp_path))
+    first = native.build()
+    stamp = first.stat().st_mtime_ns
+    assert first.parent == tmp_path / "native" and first.stat().st_mode & 0o111
+    assert native.build() == first and first.stat().st_mtime_ns == stamp  # no second compile
+
+
+def run_child(code: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **env})
+
+
+CHILD = """
+    from tabd.predictor.local import LocalBackend
+    from tabd.predictor.types import GenSettings
+    fast = LocalBackend(engine="fast", threads=1)
+    plain = LocalBackend(engine="plain", threads=1)
+    s = GenSettings(16)
+    prefix = "def area(width, height):\\n    return "
+    assert fast.predict(prefix, "", s).text == plain.predict(prefix, "", s).text
+    print(fast.engine_name, "|", fast.native_why)
+"""
+
+
+@pytest.mark.parametrize("cc, why", [("/nonexistent/cc", "failed|No such file"), ("false", "false failed")])
+def test_without_a_working_compiler_the_engine_runs_in_torch(tmp_path, cc, why):
+    r = run_child(CHILD, {"CC": cc, "TABD_CACHE": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    name, _, reason = r.stdout.strip().rpartition("\n")[2].partition(" | ")
+    assert name == "torch"
+    assert re.search(why, reason), reason
+
+
+# -- tabd bench engines --------------------------------------------------------------------------------
+
+def bench_engines(env: dict | None = None, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tabd.daemon", "bench", "engines", "--json", *extra],
+                          capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})})
+
+
+def test_bench_engines_without_llama_cpp_says_so(tmp_path):
+    (tmp_path / "llama_cpp.py").write_text("raise ImportError('hidden from this test')\n")
+    r = bench_engines({"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"})
+    assert r.returncode == 1
+    assert "tabd bench engines: llama.cpp is not installed" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_bench_engines_without_a_gguf_converter_says_so(tmp_path):
+    (tmp_path / "llama_cpp.py").write_text("")  # importable; the GGUF asked for does not exist
+    r = bench_engines({"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"},
+                      "--engines-gguf", str(tmp_path / "missing.gguf"))
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "missing.gguf" in r.stderr
+
+
+@pytest.mark.llamacpp
+@pytest.mark.slow
+def test_bench_engines_measures_both_engines_side_by_side():
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (see the README's llama.cpp section)")
+    r = bench_engines(None, "--engines-rounds", "1")
+    if r.returncode == 1 and "cannot make the model's GGUF" in r.stderr:
+        pytest.skip(r.stderr.strip())
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)["engines"]
+    assert d["tabd_engine"] == ("fast" if LIB is not None else "torch")
+    keys = ("prefill_512", "prefill_2048", "decode_per_token", "keystroke_first", "keystroke_16", "replace_first", "replace_16")
+    for key in keys:
+        best = min(d["llamacpp"][key], d["llamacpp_flash_attn"][key])
+        assert d["tabd"][key] > 0 and best > 0
+        assert d["ratios"][key] == pytest.approx(d["tabd"][key] / best, abs=0.011)
