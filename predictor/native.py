@@ -80,6 +80,14 @@ class _Model(ctypes.Structure):
          ("attn_norm", "qkv", "qkv_bias", "o", "mlp_norm", "gate_up", "down")]
 
 
+PANEL = 64  # columns per block in decode.c's matvec_block
+
+
+def pack_panels(w: torch.Tensor) -> torch.Tensor:
+    """[rows, cols] -> the same numbers with each block of 64 columns stored as its own contiguous [rows, 64]."""
+    return torch.cat([w[:, lo : lo + PANEL].contiguous().reshape(-1) for lo in range(0, w.shape[1], PANEL)])
+
+
 def load() -> tuple[ctypes.CDLL | None, str]:
     """(library, "") once built and loaded, or (None, why not)."""
     with _lock:
@@ -114,13 +122,17 @@ class NativeDecoder:
         for t in (fast.embed, fast.norm, fast.lm_head, fast.cos, fast.sin, *[w for c in cols for w in c if w is not None]):
             if not t.is_contiguous() or t.dtype != torch.float32:
                 raise ValueError("the native decode step needs contiguous fp32 weights")
-        self._arrays = [ptrs(c) for c in cols]  # kept alive: the struct points into them
+        for kind in (1, 3, 5, 6):  # qkv, o, gate_up, down: the matrices, packed in column panels
+            cols[kind] = tuple(pack_panels(w) for w in cols[kind])
+        self.lm_head = pack_panels(fast.lm_head)
+        self._tensors = cols  # kept alive: the struct points into them
+        self._arrays = [ptrs(c) for c in cols]
         cfg = fast.config
         self.model = _Model(
             layers=n, hidden=cfg.hidden_size, heads=fast.n_heads, kv_heads=fast.n_kv, head_dim=fast.head_dim,
             inter=fast.layers[0][6].shape[0], vocab=fast.lm_head.shape[1], capacity=0, max_pos=fast.cos.shape[0],
             eps=fast.eps, scale=fast.scale, embed=fast.embed.data_ptr(), final_norm=fast.norm.data_ptr(),
-            lm_head=fast.lm_head.data_ptr(), cos=fast.cos.data_ptr(), sin=fast.sin.data_ptr(),
+            lm_head=self.lm_head.data_ptr(), cos=fast.cos.data_ptr(), sin=fast.sin.data_ptr(),
             **{name: ctypes.cast(arr, ctypes.POINTER(ctypes.c_void_p)) for name, arr in
                zip(("attn_norm", "qkv", "qkv_bias", "o", "mlp_norm", "gate_up", "down"), self._arrays)},
         )

@@ -53,13 +53,18 @@ static inline float hsum(v8 v) {
     return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 }
 
-/* out[lo:hi] = x[rows] @ w[rows, cols][:, lo:hi] for a block of at most 64 columns held in registers. */
-static void matvec_block(const float *x, const float *w, int rows, int cols, int lo, int hi, float *out) {
-    if (hi - lo == 64) {
+/* out[lo:hi] = x[rows] @ w[rows, cols][:, lo:hi].  The weights are packed in panels: the block of
+ * columns [lo, hi) is stored as its own contiguous [rows, hi - lo] matrix at w + lo * rows, so each
+ * block streams one run of memory.  Sums in the same order as the unpacked loop: row by row. */
+__attribute__((optimize("fp-contract=fast")))
+static void matvec_block(const float *x, const float *w, int rows, int lo, int hi, float *out) {
+    const float *panel = w + (int64_t)lo * rows;
+    const int width = hi - lo;
+    if (width == 64) {
         v8 a0 = splat(0), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
         for (int i = 0; i < rows; i++) {
             const v8 xi = splat(x[i]);
-            const float *wr = w + (int64_t)i * cols + lo;
+            const float *wr = panel + (int64_t)i * 64;
             a0 += xi * load8(wr);      a1 += xi * load8(wr + 8);
             a2 += xi * load8(wr + 16); a3 += xi * load8(wr + 24);
             a4 += xi * load8(wr + 32); a5 += xi * load8(wr + 40);
@@ -71,11 +76,11 @@ static void matvec_block(const float *x, const float *w, int rows, int cols, int
         store8(out + lo + 48, a6); store8(out + lo + 56, a7);
         return;
     }
-    for (int j = lo; j < hi; j++) out[j] = 0.0f;
+    for (int j = 0; j < width; j++) out[lo + j] = 0.0f;
     for (int i = 0; i < rows; i++) {
         const float xi = x[i];
-        const float *wr = w + (int64_t)i * cols;
-        for (int j = lo; j < hi; j++) out[j] += xi * wr[j];
+        const float *wr = panel + (int64_t)i * width;
+        for (int j = 0; j < width; j++) out[lo + j] += xi * wr[j];
     }
 }
 
@@ -85,7 +90,7 @@ static void matvec_block(const float *x, const float *w, int rows, int cols, int
     _Pragma("omp for schedule(static)")                                                    \
     for (int b = 0; b < ((cols) + BLOCK - 1) / BLOCK; b++) {                                \
         int lo = b * BLOCK, hi = lo + BLOCK < (cols) ? lo + BLOCK : (cols);                \
-        matvec_block((x), (w), (rows), (cols), lo, hi, (out));                               \
+        matvec_block((x), (w), (rows), lo, hi, (out));                                       \
     }
 
 static void rmsnorm(const float *x, const float *w, int n, float eps, float *out) {
@@ -184,6 +189,18 @@ static void attend(const float *q, const float *k, const float *v, int len, int 
     }
 }
 
+static inline float max_of(const float *s, int len) {
+    float m = -INFINITY;
+    int t = 0;
+#ifdef __AVX__
+    __m256 mv = _mm256_set1_ps(-INFINITY);
+    for (; t + 8 <= len; t += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(s + t));
+    for (int i = 0; i < 8; i++) m = mv[i] > m ? mv[i] : m;
+#endif
+    for (; t < len; t++) m = s[t] > m ? s[t] : m;
+    return m;
+}
+
 /* Eight horizontal sums at once: out[i] = sum of the lanes of r[i]. */
 static inline v8 hsum8(const v8 r[8]) {
 #ifdef __AVX__
@@ -199,30 +216,44 @@ static inline v8 hsum8(const v8 r[8]) {
 #endif
 }
 
-/* The query heads of one KV head (grouped-query attention) at head_dim 32, reading each key and
- * value row once for the whole group; `s` holds group * len floats of scratch. */
+#define AHEAD 4 /* blocks of 8 keys */
+
+/* The query heads of one KV head (grouped-query attention) at head_dim 32.  Keys and values come
+ * from L3 (a layer's are larger than L2 at long context), so each is read from there once for the
+ * whole group: the loops run over blocks of keys, and inside a block (hot in L1) over the heads.
+ * `s` holds group * len floats of scratch; group <= 64. */
+__attribute__((optimize("fp-contract=fast")))
 static void attend_group32(const float *q, int group, const float *k, const float *v, int len, float scale,
                            float *s, float *out) {
-    for (int g = 0; g < group; g++) {
-        const float *qg = q + g * 32;
-        const v8 q0 = load8(qg) * splat(scale), q1 = load8(qg + 8) * splat(scale);
-        const v8 q2 = load8(qg + 16) * splat(scale), q3 = load8(qg + 24) * splat(scale);
-        float *sg = s + (int64_t)g * len;
-        int t = 0;
-        for (; t + 8 <= len; t += 8) {
+    float inv[64], qs[64 * 32], acc[64 * 32];
+    for (int i = 0; i < group * 32; i++) qs[i] = q[i] * scale, acc[i] = 0.0f;
+    int t = 0;
+    for (; t + 8 <= len; t += 8) {
+        const float *kb = k + (int64_t)t * 32;
+        if (t + 8 * AHEAD < len)  /* the keys a few blocks on: the hardware prefetcher alone falls behind here */
+            for (int line = 0; line < 16; line++) __builtin_prefetch(kb + 256 * AHEAD + 16 * line);
+        for (int g = 0; g < group; g++) {
+            const float *qg = qs + g * 32;
+            const v8 q0 = load8(qg), q1 = load8(qg + 8), q2 = load8(qg + 16), q3 = load8(qg + 24);
             v8 r[8];
             for (int u = 0; u < 8; u++) {
-                const float *kt = k + (int64_t)(t + u) * 32;
+                const float *kt = kb + u * 32;
                 r[u] = (q0 * load8(kt) + q1 * load8(kt + 8)) + (q2 * load8(kt + 16) + q3 * load8(kt + 24));
             }
-            store8(sg + t, hsum8(r));
+            store8(s + (int64_t)g * len + t, hsum8(r));
         }
-        for (; t < len; t++) {
-            const float *kt = k + (int64_t)t * 32;
-            sg[t] = hsum((q0 * load8(kt) + q1 * load8(kt + 8)) + (q2 * load8(kt + 16) + q3 * load8(kt + 24)));
+    }
+    for (; t < len; t++) {
+        const float *kt = k + (int64_t)t * 32;
+        for (int g = 0; g < group; g++) {
+            const float *qg = qs + g * 32;
+            s[(int64_t)g * len + t] = hsum((load8(qg) * load8(kt) + load8(qg + 8) * load8(kt + 8)) +
+                                           (load8(qg + 16) * load8(kt + 16) + load8(qg + 24) * load8(kt + 24)));
         }
-        float m = -INFINITY;
-        for (t = 0; t < len; t++) m = sg[t] > m ? sg[t] : m;
+    }
+    for (int g = 0; g < group; g++) {  /* softmax numerators in place; 1 / denominator aside */
+        float *sg = s + (int64_t)g * len;
+        const float m = max_of(sg, len);
         v8 total = splat(0.0f);
         for (t = 0; t + 8 <= len; t += 8) {
             const v8 e = exp8(load8(sg + t) - splat(m));
@@ -235,25 +266,35 @@ static void attend_group32(const float *q, int group, const float *k, const floa
             sg[t] = exp8(load8(e))[0];
             sum += sg[t];
         }
-        const float inv = 1.0f / sum;
-        for (t = 0; t < len; t++) sg[t] *= inv;
+        inv[g] = 1.0f / sum;
     }
-    for (int g = 0; g < group; g += 2) {  /* two heads per pass over the values */
-        const int two = g + 1 < group;
-        const float *s0 = s + (int64_t)g * len, *s1 = s + (int64_t)(g + two) * len;
-        v8 a0 = splat(0), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-        for (int t = 0; t < len; t++) {
-            const float *vt = v + (int64_t)t * 32;
-            const v8 v0 = load8(vt), v1 = load8(vt + 8), v2 = load8(vt + 16), v3 = load8(vt + 24);
-            const v8 p = splat(s0[t]), r = splat(s1[t]);
-            a0 += p * v0; a1 += p * v1; a2 += p * v2; a3 += p * v3;
-            b0 += r * v0; b1 += r * v1; b2 += r * v2; b3 += r * v3;
+    for (int t0 = 0; t0 < len; t0 += 32) {  /* 32 value rows (4 KB) per block */
+        const int t1 = t0 + 32 < len ? t0 + 32 : len;
+        if (t1 + 32 <= len)
+            for (int line = 0; line < 64; line++) __builtin_prefetch(v + (int64_t)(t1 + 32 * (AHEAD / 4)) * 32 + 16 * line);
+        for (int g = 0; g < group; g++) {
+            const float *sg = s + (int64_t)g * len;
+            float *ag = acc + g * 32;
+            v8 a0 = load8(ag), a1 = load8(ag + 8), a2 = load8(ag + 16), a3 = load8(ag + 24);
+            v8 b0 = splat(0.0f), b1 = b0, b2 = b0, b3 = b0;
+            int u = t0;
+            for (; u + 2 <= t1; u += 2) {  /* two rows at a time: eight independent sums */
+                const float *v0 = v + (int64_t)u * 32, *v1 = v0 + 32;
+                const v8 p = splat(sg[u]), r = splat(sg[u + 1]);
+                a0 += p * load8(v0); a1 += p * load8(v0 + 8); a2 += p * load8(v0 + 16); a3 += p * load8(v0 + 24);
+                b0 += r * load8(v1); b1 += r * load8(v1 + 8); b2 += r * load8(v1 + 16); b3 += r * load8(v1 + 24);
+            }
+            if (u < t1) {
+                const float *v0 = v + (int64_t)u * 32;
+                const v8 p = splat(sg[u]);
+                a0 += p * load8(v0); a1 += p * load8(v0 + 8); a2 += p * load8(v0 + 16); a3 += p * load8(v0 + 24);
+            }
+            store8(ag, a0 + b0); store8(ag + 8, a1 + b1); store8(ag + 16, a2 + b2); store8(ag + 24, a3 + b3);
         }
-        float *o = out + g * 32;
-        store8(o, a0); store8(o + 8, a1); store8(o + 16, a2); store8(o + 24, a3);
-        if (two) {
-            store8(o + 32, b0); store8(o + 40, b1); store8(o + 48, b2); store8(o + 56, b3);
-        }
+    }
+    for (int g = 0; g < group; g++) {
+        const v8 i = splat(inv[g]);
+        for (int c = 0; c < 32; c += 8) store8(out + g * 32 + c, load8(acc + g * 32 + c) * i);
     }
 }
 
@@ -272,7 +313,7 @@ int32_t tabd_decode(const Model *m, float *kcache, float *vcache, int32_t pos, i
     int32_t best = 0;
     /* a KV head's whole query group in one pass over its keys, when there are enough KV heads for the threads */
     const int nthreads = threads > 0 ? threads : 1;
-    const int by_group = D == 32 && m->kv_heads >= nthreads;
+    const int by_group = D == 32 && group <= 64 && m->kv_heads >= nthreads;
 
 #pragma omp parallel num_threads(nthreads)
     {
