@@ -31,6 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--engines-rounds", type=int, default=5, help="alternating rounds (default 5)")
     g.add_argument("--engines-gguf", metavar="FILE", help="GGUF of the model for llama.cpp (default: convert and cache)")
     g.add_argument("--engines-threads", type=int, default=2, help="threads for both engines (default 2)")
+    g.add_argument("--engines-torch", action="store_true",
+                   help="also run tabd's engine with its one-token steps in torch (no native code), as tabd_torch")
 
 
 def token_ids(tokenizer, n: int) -> list[int]:
@@ -45,12 +47,12 @@ def token_ids(tokenizer, n: int) -> list[int]:
 
 
 class TabdEngine:
-    def __init__(self, model_dir: str | None, threads: int) -> None:
+    def __init__(self, model_dir: str | None, threads: int, engine: str = "fast") -> None:
         import torch
 
         from tabd.predictor.local import LocalBackend
 
-        self.backend = LocalBackend(model_dir, device="cpu", threads=threads)
+        self.backend = LocalBackend(model_dir, device="cpu", threads=threads, engine=engine)
         torch.set_num_threads(threads)
         self.runner = self.backend.runner
 
@@ -157,12 +159,12 @@ def worker(argv: list[str]) -> int:
     p.add_argument("--ids", required=True)
     a = p.parse_args(argv)
     ids = json.loads(Path(a.ids).read_text())
-    if a.worker == "tabd":
-        eng = TabdEngine(a.model, a.threads)
+    if a.worker in ("tabd", "tabd-torch"):
+        eng = TabdEngine(a.model, a.threads, "torch" if a.worker == "tabd-torch" else "fast")
     else:
         eng = LlamaCppEngine(a.gguf, a.threads, flash=a.worker == "llamacpp-fa")
     run_round(eng, ids)  # warm-up
-    label = eng.backend.engine_name if a.worker == "tabd" else a.worker
+    label = eng.backend.engine_name if isinstance(eng, TabdEngine) else a.worker
     print("ready", label, flush=True)
     for line in sys.stdin:
         if line.strip() != "round":
@@ -217,7 +219,8 @@ def run_section(args: argparse.Namespace) -> dict:
         ids_file = Path(tmp) / "ids.json"
         ids_file.write_text(json.dumps(ids))
         workers, labels = {}, {}
-        for name in ("tabd", "llamacpp", "llamacpp-fa"):
+        names = ("tabd", "llamacpp", "llamacpp-fa") + (("tabd-torch",) if getattr(args, "engines_torch", False) else ())
+        for name in names:
             cmd = [sys.executable, "-m", "tabd.predictor.bench_engines", "--worker", name, "--ids", str(ids_file),
                    "--threads", str(threads), "--model", str(model_dir), "--gguf", str(gguf)]
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -241,7 +244,18 @@ def run_section(args: argparse.Namespace) -> dict:
     best = {k: min(med["llamacpp"][k], med["llamacpp-fa"][k]) for k in med["tabd"]}
     ratios = {k: round(med["tabd"][k] / best[k], 2) for k in med["tabd"]}
     return {"tabd": med["tabd"], "llamacpp": med["llamacpp"], "llamacpp_flash_attn": med["llamacpp-fa"],
-            "ratios": ratios, "threads": threads, "context": CONTEXT, "gguf": gguf.name, "tabd_engine": labels["tabd"]}
+            "ratios": ratios, "threads": threads, "context": CONTEXT, "gguf": gguf.name, "tabd_engine": labels["tabd"],
+            **_torch_columns(med, best)}
+
+
+def _torch_columns(med: dict, best: dict) -> dict:
+    """With --engines-torch: the torch-only engine's medians, its ratios to llama.cpp, and what native code buys."""
+    if "tabd-torch" not in med:
+        return {}
+    torch_only = med["tabd-torch"]
+    return {"tabd_torch": torch_only,
+            "ratios_torch": {k: round(torch_only[k] / best[k], 2) for k in torch_only},
+            "native_speedup": {k: round(torch_only[k] / med["tabd"][k], 2) for k in torch_only}}
 
 
 if __name__ == "__main__":

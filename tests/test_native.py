@@ -147,7 +147,7 @@ def test_bench_engines_without_a_gguf_converter_says_so(tmp_path):
 @pytest.mark.slow
 def test_bench_engines_measures_both_engines_side_by_side():
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (see the README's llama.cpp section)")
-    r = bench_engines(None, "--engines-rounds", "1")
+    r = bench_engines(None, "--engines-rounds", "1", "--engines-torch")
     if r.returncode == 1 and "cannot make the model's GGUF" in r.stderr:
         pytest.skip(r.stderr.strip())
     assert r.returncode == 0, r.stderr
@@ -158,3 +158,5 @@ def test_bench_engines_measures_both_engines_side_by_side():
         best = min(d["llamacpp"][key], d["llamacpp_flash_attn"][key])
         assert d["tabd"][key] > 0 and best > 0
         assert d["ratios"][key] == pytest.approx(d["tabd"][key] / best, abs=0.011)
+        assert d["tabd_torch"][key] > 0  # --engines-torch: the same engine without native code, beside it
+        assert d["native_speedup"][key] == pytest.approx(d["tabd_torch"][key] / d["tabd"][key], rel=0.02, abs=0.011)
