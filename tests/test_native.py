@@ -32,7 +32,7 @@ def prompt_ids(backend, n: int) -> list[int]:
 
 
 @needs_native
-@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("threads", [1, 2, 3])  # 3 threads > 2 KV heads: one query head per task instead
 @pytest.mark.parametrize("context", [1, 7, 300, 1900])
 def test_a_native_step_gives_the_torch_step_logits_and_cache(backend, threads, context):
     fast = backend.runner
@@ -60,6 +60,46 @@ def test_a_native_step_gives_the_torch_step_logits_and_cache(backend, threads, c
     assert end == a.length == (context if context > 1 else 0) + 1
     torch.testing.assert_close(b.k[:, :, :end], a.k[:, :, :end], rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(b.v[:, :, :end], a.v[:, :, :end], rtol=1e-4, atol=1e-5)
+
+
+@needs_native
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_other_shapes_one_kv_head_odd_widths(threads, head_dim):
+    """Llama shapes unlike the embedded model's: head_dim 64 and 128, 4 query heads on 1 KV head, matrix widths
+    (200, 300) that leave a partial column panel, and a bias on q/k/v as Qwen2 has."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from tabd.predictor.fastllama import FastLlama
+
+    torch.manual_seed(0)
+    cfg = Qwen2Config(vocab_size=300, hidden_size=128, intermediate_size=200, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=1, head_dim=head_dim, max_position_embeddings=256)
+    model = Qwen2ForCausalLM(cfg).eval()
+    with torch.no_grad():
+        for layer in model.model.layers:  # the init leaves biases at 0, which would not test them
+            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                proj.bias.normal_(0, 0.5)
+    fast = FastLlama(model)
+    assert fast.native is not None, fast.native_why
+    ids = torch.randint(0, 300, (120,)).tolist()
+    old_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        a, b = fast.new_cache(256), fast.new_cache(256)
+        engine.prefill(fast, ids[:100], a)
+        engine.prefill(fast, ids[:100], b)
+        saved = fast.native
+        for token in ids[100:]:
+            fast.native = None
+            want = fast.forward_last([token], a)
+            fast.native = saved
+            best, got = saved.step(token, b)
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+            assert best == int(torch.argmax(want))
+        torch.testing.assert_close(b.k[:, :, :120], a.k[:, :, :120], rtol=1e-4, atol=1e-5)
+    finally:
+        torch.set_num_threads(old_threads)
 
 
 @needs_native

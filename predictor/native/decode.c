@@ -218,37 +218,45 @@ static inline v8 hsum8(const v8 r[8]) {
 
 #define AHEAD 4 /* blocks of 8 keys */
 
-/* The query heads of one KV head (grouped-query attention) at head_dim 32.  Keys and values come
- * from L3 (a layer's are larger than L2 at long context), so each is read from there once for the
- * whole group: the loops run over blocks of keys, and inside a block (hot in L1) over the heads.
- * `s` holds group * len floats of scratch; group <= 64. */
-__attribute__((optimize("fp-contract=fast")))
-static void attend_group32(const float *q, int group, const float *k, const float *v, int len, float scale,
-                           float *s, float *out) {
-    float inv[64], qs[64 * 32], acc[64 * 32];
-    for (int i = 0; i < group * 32; i++) qs[i] = q[i] * scale, acc[i] = 0.0f;
+/* The query heads of one KV head (grouped-query attention), head_dim D a multiple of 8 up to 128,
+ * inlined per D so the loops over its vectors unroll.  Keys and values come from L3 (a layer's are
+ * larger than L2 at long context), so each is read from there once for the whole group: the loops
+ * run over blocks of keys, and inside a block (hot in L1) over the heads.  `s` holds group * len
+ * floats of scratch; group <= 64 and group * D <= GROUP_FLOATS. */
+#define GROUP_FLOATS 8192
+__attribute__((optimize("fp-contract=fast"), always_inline))
+static inline void attend_group(const float *q, int group, const float *k, const float *v, int len, const int D,
+                                float scale, float *s, float *out) {
+    const int NC = D / 8;
+    float inv[64], qs[GROUP_FLOATS], acc[GROUP_FLOATS];
+    for (int i = 0; i < group * D; i++) qs[i] = q[i] * scale, acc[i] = 0.0f;
     int t = 0;
     for (; t + 8 <= len; t += 8) {
-        const float *kb = k + (int64_t)t * 32;
+        const float *kb = k + (int64_t)t * D;
         if (t + 8 * AHEAD < len)  /* the keys a few blocks on: the hardware prefetcher alone falls behind here */
-            for (int line = 0; line < 16; line++) __builtin_prefetch(kb + 256 * AHEAD + 16 * line);
+            for (int line = 0; line < D / 2; line++) __builtin_prefetch(kb + 8 * D * AHEAD + 16 * line);
         for (int g = 0; g < group; g++) {
-            const float *qg = qs + g * 32;
-            const v8 q0 = load8(qg), q1 = load8(qg + 8), q2 = load8(qg + 16), q3 = load8(qg + 24);
+            const float *qg = qs + g * D;
             v8 r[8];
             for (int u = 0; u < 8; u++) {
-                const float *kt = kb + u * 32;
-                r[u] = (q0 * load8(kt) + q1 * load8(kt + 8)) + (q2 * load8(kt + 16) + q3 * load8(kt + 24));
+                const float *kt = kb + u * D;
+                v8 even = load8(qg) * load8(kt), odd = splat(0.0f);
+                for (int c = 1; c < NC; c++) {
+                    if (c & 1) odd += load8(qg + 8 * c) * load8(kt + 8 * c);
+                    else even += load8(qg + 8 * c) * load8(kt + 8 * c);
+                }
+                r[u] = even + odd;
             }
             store8(s + (int64_t)g * len + t, hsum8(r));
         }
     }
     for (; t < len; t++) {
-        const float *kt = k + (int64_t)t * 32;
+        const float *kt = k + (int64_t)t * D;
         for (int g = 0; g < group; g++) {
-            const float *qg = qs + g * 32;
-            s[(int64_t)g * len + t] = hsum((load8(qg) * load8(kt) + load8(qg + 8) * load8(kt + 8)) +
-                                           (load8(qg + 16) * load8(kt + 16) + load8(qg + 24) * load8(kt + 24)));
+            const float *qg = qs + g * D;
+            v8 r = splat(0.0f);
+            for (int c = 0; c < NC; c++) r += load8(qg + 8 * c) * load8(kt + 8 * c);
+            s[(int64_t)g * len + t] = hsum(r);
         }
     }
     for (int g = 0; g < group; g++) {  /* softmax numerators in place; 1 / denominator aside */
@@ -268,34 +276,48 @@ static void attend_group32(const float *q, int group, const float *k, const floa
         }
         inv[g] = 1.0f / sum;
     }
-    for (int t0 = 0; t0 < len; t0 += 32) {  /* 32 value rows (4 KB) per block */
+    for (int t0 = 0; t0 < len; t0 += 32) {  /* 32 value rows per block */
         const int t1 = t0 + 32 < len ? t0 + 32 : len;
         if (t1 + 32 <= len)
-            for (int line = 0; line < 64; line++) __builtin_prefetch(v + (int64_t)(t1 + 32 * (AHEAD / 4)) * 32 + 16 * line);
+            for (int line = 0; line < 2 * D; line++) __builtin_prefetch(v + (int64_t)(t1 + 32) * D + 16 * line);
         for (int g = 0; g < group; g++) {
             const float *sg = s + (int64_t)g * len;
-            float *ag = acc + g * 32;
-            v8 a0 = load8(ag), a1 = load8(ag + 8), a2 = load8(ag + 16), a3 = load8(ag + 24);
-            v8 b0 = splat(0.0f), b1 = b0, b2 = b0, b3 = b0;
+            float *ag = acc + g * D;
+            v8 a[16], b[16];
+            for (int c = 0; c < NC; c++) a[c] = load8(ag + 8 * c), b[c] = splat(0.0f);
             int u = t0;
-            for (; u + 2 <= t1; u += 2) {  /* two rows at a time: eight independent sums */
-                const float *v0 = v + (int64_t)u * 32, *v1 = v0 + 32;
+            for (; u + 2 <= t1; u += 2) {  /* two rows at a time: independent sums */
+                const float *v0 = v + (int64_t)u * D, *v1 = v0 + D;
                 const v8 p = splat(sg[u]), r = splat(sg[u + 1]);
-                a0 += p * load8(v0); a1 += p * load8(v0 + 8); a2 += p * load8(v0 + 16); a3 += p * load8(v0 + 24);
-                b0 += r * load8(v1); b1 += r * load8(v1 + 8); b2 += r * load8(v1 + 16); b3 += r * load8(v1 + 24);
+                for (int c = 0; c < NC; c++) a[c] += p * load8(v0 + 8 * c), b[c] += r * load8(v1 + 8 * c);
             }
             if (u < t1) {
-                const float *v0 = v + (int64_t)u * 32;
+                const float *v0 = v + (int64_t)u * D;
                 const v8 p = splat(sg[u]);
-                a0 += p * load8(v0); a1 += p * load8(v0 + 8); a2 += p * load8(v0 + 16); a3 += p * load8(v0 + 24);
+                for (int c = 0; c < NC; c++) a[c] += p * load8(v0 + 8 * c);
             }
-            store8(ag, a0 + b0); store8(ag + 8, a1 + b1); store8(ag + 16, a2 + b2); store8(ag + 24, a3 + b3);
+            for (int c = 0; c < NC; c++) store8(ag + 8 * c, a[c] + b[c]);
         }
     }
     for (int g = 0; g < group; g++) {
         const v8 i = splat(inv[g]);
-        for (int c = 0; c < 32; c += 8) store8(out + g * 32 + c, load8(acc + g * 32 + c) * i);
+        for (int c = 0; c < NC; c++) store8(out + g * D + 8 * c, load8(acc + g * D + 8 * c) * i);
     }
+}
+
+static void attend_group32(const float *q, int group, const float *k, const float *v, int len, float scale,
+                           float *s, float *out) {
+    attend_group(q, group, k, v, len, 32, scale, s, out);
+}
+
+static void attend_group64(const float *q, int group, const float *k, const float *v, int len, float scale,
+                           float *s, float *out) {
+    attend_group(q, group, k, v, len, 64, scale, s, out);
+}
+
+static void attend_group128(const float *q, int group, const float *k, const float *v, int len, float scale,
+                            float *s, float *out) {
+    attend_group(q, group, k, v, len, 128, scale, s, out);
 }
 
 /* Feeds `token` at position `pos` (the cache holds positions [0, pos)), writes its keys and values
@@ -313,7 +335,8 @@ int32_t tabd_decode(const Model *m, float *kcache, float *vcache, int32_t pos, i
     int32_t best = 0;
     /* a KV head's whole query group in one pass over its keys, when there are enough KV heads for the threads */
     const int nthreads = threads > 0 ? threads : 1;
-    const int by_group = D == 32 && group <= 64 && m->kv_heads >= nthreads;
+    const int by_group = (D == 32 || D == 64 || D == 128) && group <= 64 && group * D <= GROUP_FLOATS &&
+                         m->kv_heads >= nthreads;
 
 #pragma omp parallel num_threads(nthreads)
     {
@@ -339,8 +362,11 @@ int32_t tabd_decode(const Model *m, float *kcache, float *vcache, int32_t pos, i
                 for (int g = 0; g < m->kv_heads; g++) {
                     const float *kl = kcache + l * layer_stride + (int64_t)g * m->capacity * D;
                     const float *vl = vcache + l * layer_stride + (int64_t)g * m->capacity * D;
-                    attend_group32(qkv + g * group * D, group, kl, vl, len, m->scale,
-                                   scores + (int64_t)g * group * m->max_pos, attn + g * group * D);
+                    const float *qg = qkv + g * group * D;
+                    float *sg = scores + (int64_t)g * group * m->max_pos, *og = attn + g * group * D;
+                    if (D == 32) attend_group32(qg, group, kl, vl, len, m->scale, sg, og);
+                    else if (D == 64) attend_group64(qg, group, kl, vl, len, m->scale, sg, og);
+                    else attend_group128(qg, group, kl, vl, len, m->scale, sg, og);
                 }
             } else {
 #pragma omp for schedule(static)
