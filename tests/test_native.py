@@ -64,10 +64,10 @@ def test_a_native_step_gives_the_torch_step_logits_and_cache(backend, threads, c
 
 @needs_native
 @pytest.mark.parametrize("threads", [1, 3])
-@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("head_dim", [64, 128, 48, 20])  # 48, 20: the plain per-head loop
 def test_other_shapes_one_kv_head_odd_widths(threads, head_dim):
-    """Llama shapes unlike the embedded model's: head_dim 64 and 128, 4 query heads on 1 KV head, matrix widths
-    (200, 300) that leave a partial column panel, and a bias on q/k/v as Qwen2 has."""
+    """Llama shapes unlike the embedded model's: head_dim 64, 128 (vector kernels), 48 and 20; 4 query heads
+    on 1 KV head; matrix widths (200, 300) that leave a partial column panel; a bias on q/k/v as Qwen2 has."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     from tabd.predictor.fastllama import FastLlama

@@ -374,7 +374,12 @@ int32_t tabd_decode(const Model *m, float *kcache, float *vcache, int32_t pos, i
                     const int g = hd / group;
                     const float *kl = kcache + l * layer_stride + (int64_t)g * m->capacity * D;
                     const float *vl = vcache + l * layer_stride + (int64_t)g * m->capacity * D;
-                    attend(qkv + hd * D, kl, vl, len, D, m->scale, scores + (int64_t)hd * m->max_pos, attn + hd * D);
+                    const float *qh = qkv + hd * D;
+                    float *sh = scores + (int64_t)hd * m->max_pos, *oh = attn + hd * D;
+                    if (D == 32) attend_group32(qh, 1, kl, vl, len, m->scale, sh, oh);  /* a group of one */
+                    else if (D == 64) attend_group64(qh, 1, kl, vl, len, m->scale, sh, oh);
+                    else if (D == 128) attend_group128(qh, 1, kl, vl, len, m->scale, sh, oh);
+                    else attend(qh, kl, vl, len, D, m->scale, sh, oh);
                 }
             }
             MATVEC(attn, m->o[l], NQ, H, h)
