@@ -113,8 +113,10 @@ class CompletionService:
             self.events.emit("error", where="load", message=self.load_error)
 
     async def ready(self) -> bool:
-        # shielded: a request cancelled while the model loads must not cancel the loading
-        await asyncio.shield(asyncio.wrap_future(self._loaded.future))
+        if not self._loaded.future.done():
+            # shielded: a request cancelled while the model loads must not cancel the loading
+            await asyncio.shield(asyncio.wrap_future(self._loaded.future))
+        # once loaded, no await: wrapping a done future still costs a self-pipe wake-up and a loop turn per request
         return self.backend is not None
 
     def settings_for(self, state: DocState) -> GenSettings:

@@ -411,6 +411,7 @@ class Connection:
         self.protocol = protocol
         self.framer = Framer()
         self.stopped: asyncio.Future | None = None
+        self._stall_timer: asyncio.TimerHandle | None = None
 
     def stop(self, code: int) -> None:
         if self.stopped is not None and not self.stopped.done():
@@ -455,8 +456,35 @@ class Connection:
                 return
             self.feed(chunk)
 
+    def push(self, chunk: bytes) -> None:
+        """Bytes from the stdin thread, run on the loop: fed at once, with no task or wait per chunk (a request
+        answered from the cache then takes three loop turns, not eight); a partial frame left waiting is handled
+        as stalled after STALL_S, b'' is the end, as in pump()."""
+        if self.stopped.done():
+            return
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
+            self._stall_timer = None
+        if not chunk:
+            self.stall()
+            logger.info("the client closed the connection")
+            self.stop(0 if self.protocol._shutdown else 1)
+            return
+        self.feed(chunk)
+        self._arm_stall()
 
-def _stdin_reader(fd: int, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue) -> None:
+    def _arm_stall(self) -> None:
+        if self.framer.pending() and not self.stopped.done():
+            self._stall_timer = asyncio.get_running_loop().call_later(STALL_S, self._stalled)
+
+    def _stalled(self) -> None:
+        self._stall_timer = None
+        if not self.stopped.done():
+            self.stall()
+            self._arm_stall()
+
+
+def _stdin_reader(fd: int, loop: asyncio.AbstractEventLoop, push: Callable[[bytes], None]) -> None:
     """A daemon thread: blocking reads of stdin into the loop (a blocked read must never keep the process alive)."""
     while True:
         try:
@@ -464,7 +492,7 @@ def _stdin_reader(fd: int, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue
         except OSError:
             chunk = b""
         try:
-            loop.call_soon_threadsafe(queue.put_nowait, chunk)
+            loop.call_soon_threadsafe(push, chunk)
         except RuntimeError:  # the loop is closed: we are exiting
             return
         if not chunk:
@@ -496,12 +524,11 @@ def serve_stdio(server, stdin_fd: int | None = None, stdout=None, on_start: Call
         conn.stopped = loop.create_future()
         protocol.on_exit = conn.stop
         install_stop_signals(loop, conn.stop)
-        queue: asyncio.Queue = asyncio.Queue()
-        threading.Thread(target=_stdin_reader, args=(fd, loop, queue), name="tabd-stdin", daemon=True).start()
         if on_start is not None:
             on_start(conn)
-        await conn.pump(queue.get)
-        return conn.stopped.result()
+        if not conn.stopped.done():
+            threading.Thread(target=_stdin_reader, args=(fd, loop, conn.push), name="tabd-stdin", daemon=True).start()
+        return await conn.stopped
 
     return asyncio.run(main())
 
