@@ -172,7 +172,10 @@ def test_unknown_model_name_is_a_clear_error(serve_model):
 
 def test_cancel_mid_request_returns_promptly_and_server_stays_usable(serve_model, local):
     remote = RemoteBackend(serve_model)
-    prefix = "def parse(line):\n    key, _, value = line.partition('=')\n    "
+    # A prompt of ~1,500 new tokens: its prefill alone keeps the request in flight well past predict's first
+    # poll (10 ms), whatever the model then writes and however fast it decodes.
+    head = "".join(f"def step_{i}(x):\n    return x * {i} + {i % 7}\n\n\n" for i in range(90))
+    prefix = head + "def parse(line):\n    key, _, value = line.partition('=')\n    "
     calls, stopped_at = [], []
 
     def should_stop() -> bool:
