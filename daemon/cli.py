@@ -11,15 +11,15 @@ import sys
 
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("tabd.daemon.serve_cmd", "run the LSP server (stdio by default)"),
-    "complete": ("tabd.daemon.complete_cmd", "print one suggestion for FILE at a position"),
-    "demo": ("tabd.daemon.demo_cmd", "show suggestion, accept, and the pre-fetched next suggestion"),
-    "session": ("tabd.daemon.session_cmd", "make edit sessions (from-file)"),
-    "replay": ("tabd.daemon.replay_cmd", "replay edit sessions through a real tabd serve"),
-    "dashboard": ("tabd.daemon.dashboard", "latency dashboard (HTML) from daemon logs"),
-    "bench": ("tabd.daemon.bench_cmd", "side-by-side benchmarks: kv, replay, soak, engines"),
+    "serve": ("tabd.daemon.commands.serve", "run the LSP server (stdio by default)"),
+    "complete": ("tabd.daemon.commands.complete", "print one suggestion for FILE at a position"),
+    "demo": ("tabd.daemon.commands.demo", "show suggestion, accept, and the pre-fetched next suggestion"),
+    "session": ("tabd.daemon.commands.session", "make edit sessions (from-file)"),
+    "replay": ("tabd.daemon.commands.replay", "replay edit sessions through a real tabd serve"),
+    "dashboard": ("tabd.daemon.telemetry.dashboard", "latency dashboard (HTML) from daemon logs"),
+    "bench": ("tabd.daemon.commands.bench", "side-by-side benchmarks: kv, replay, soak, engines"),
     "train": ("tabd.predictor.train", "train the embedded default model on the Python stdlib"),
-    "serve-model": ("tabd.daemon.serve_model_cmd", "serve the local engine as OpenAI-compatible /v1/completions"),
+    "serve-model": ("tabd.daemon.commands.serve_model", "serve the local engine as OpenAI-compatible /v1/completions"),
 }
 
 

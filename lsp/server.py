@@ -1,6 +1,6 @@
 """The LSP face of tabd: a thin file of pygls handlers that convert LSP types and delegate.
 
-The logic lives in daemon/service.py (plain dataclasses in and out); this file
+The logic lives in daemon/runtime/service.py (plain dataclasses in and out); this file
 turns positions into document states and answers into LSP items.
 """
 from __future__ import annotations
@@ -18,10 +18,10 @@ from pygls.lsp.server import LanguageServer
 from pygls.workspace.position_codec import PositionCodec
 
 from tabd.cache.state import DocState
-from tabd.daemon.config import Config, apply_client_options
-from tabd.daemon.events import EventLog, LogFile
-from tabd.daemon.lifecycle import start_parent_watch
-from tabd.daemon.service import Answer, CompletionService
+from tabd.daemon.runtime.config import Config, apply_client_options
+from tabd.daemon.runtime.events import EventLog, LogFile
+from tabd.daemon.runtime.lifecycle import start_parent_watch
+from tabd.daemon.runtime.service import Answer, CompletionService
 from tabd.lsp.documents import DocumentError, DocumentStore
 from tabd.lsp.protocol import TabdProtocol, serve_stdio, serve_tcp
 

@@ -15,8 +15,9 @@ from typing import Callable
 
 import torch
 
-from tabd.predictor import engine, loader, postprocess
-from tabd.predictor.kvcache import InPlaceCache
+from tabd.predictor import loader, postprocess
+from tabd.predictor.engine import generate
+from tabd.predictor.engine.cache import InPlaceCache
 from tabd.predictor.threads import AdaptiveThreads
 from tabd.predictor.templates import FimTemplate, detect_family, template_for
 from tabd.predictor.types import GenSettings, Interrupted, ModelLoadError, Prediction
@@ -102,7 +103,7 @@ class LocalBackend:
             raise ModelLoadError(f"unknown engine {name!r}: use {', '.join(ENGINES)}")
         self.native_why = "not a native engine"
         if name in ("fast", "torch"):
-            from tabd.predictor.fastllama import FastLlama
+            from tabd.predictor.engine.model import FastLlama
 
             try:
                 runner = FastLlama(self.model, native=name == "fast")
@@ -239,7 +240,7 @@ class LocalBackend:
         t0 = time.perf_counter()
         if should_stop():
             raise Interrupted()
-        logits = engine.prefill(self.runner, ids[reused:], slot.cache)
+        logits = generate.prefill(self.runner, ids[reused:], slot.cache)
         slot.ids.extend(ids[reused:])
         t1 = time.perf_counter()
 
@@ -256,7 +257,7 @@ class LocalBackend:
                 return False
             return not postprocess.whole(text, line, settings.multiline, settings.max_lines)
 
-        tokens = engine.decode_n_tokens(
+        tokens = generate.decode_n_tokens(
             self.runner, logits, slot.cache, settings.max_new_tokens, go_on, slot.ids.append, self._allowed_first(heal)
         )
         t2 = time.perf_counter()

@@ -33,7 +33,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tabd.daemon import dashboard, logread
+from tabd.daemon.telemetry import dashboard, logread
 from tabd.daemon.cli import main as tabd_main
 
 CHROMIUM = "/usr/bin/chromium"

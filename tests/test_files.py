@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from tabd.daemon.events import EventLog, LogFile
+from tabd.daemon.runtime.events import EventLog, LogFile
 from test_transport import RawServer, serve_command
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tabd.daemon.config import Config
-from tabd.daemon.events import EventLog
+from tabd.daemon.runtime.config import Config
+from tabd.daemon.runtime.events import EventLog
 from tabd.lsp.server import build_server
 from tabd.predictor.types import Prediction
 from test_transport import RawServer, serve_command

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tabd.daemon.lifecycle import process_alive
+from tabd.daemon.runtime.lifecycle import process_alive
 from test_transport import RawServer
 
 pytestmark = pytest.mark.slow

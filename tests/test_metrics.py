@@ -1,4 +1,4 @@
-"""tabd.daemon.metrics: counters from log events, /metrics over real HTTP, the Grafana board."""
+"""tabd.daemon.telemetry.metrics: counters from log events, /metrics over real HTTP, the Grafana board."""
 from __future__ import annotations
 
 import json
@@ -12,8 +12,8 @@ from importlib import resources
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tabd.daemon.metrics import LATENCY_BUCKETS, Metrics
-from tabd.daemon.options import is_loopback, parse_host_port
+from tabd.daemon.telemetry.metrics import LATENCY_BUCKETS, Metrics
+from tabd.daemon.runtime.options import is_loopback, parse_host_port
 
 T0 = 1764547200.0
 
@@ -242,7 +242,7 @@ def test_hostport_parsing():
 # -- Grafana board -------------------------------------------------------
 
 def grafana_board() -> dict:
-    return json.loads(resources.files("tabd.daemon").joinpath("assets/grafana-tabd.json").read_text())
+    return json.loads(resources.files("tabd.daemon.telemetry").joinpath("assets/grafana-tabd.json").read_text())
 
 
 def test_grafana_board_is_importable_and_uses_our_metrics():

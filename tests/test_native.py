@@ -1,4 +1,4 @@
-"""The native decode step (predictor/native/decode.c) against the torch step it replaces, and its fallbacks."""
+"""The native decode step (predictor/engine/native/decode.c) against the torch step it replaces, and its fallbacks."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ import textwrap
 import pytest
 import torch
 
-from tabd.predictor import engine, native
+from tabd.predictor.engine import generate, native
 from tabd.predictor.local import LocalBackend
 from tabd.predictor.types import GenSettings
 
@@ -40,8 +40,8 @@ def test_a_native_step_gives_the_torch_step_logits_and_cache(backend, threads, c
     ids = prompt_ids(backend, context + 1)
     a, b = fast.new_cache(2048), fast.new_cache(2048)
     if context > 1:
-        engine.prefill(fast, ids[:context], a)
-        engine.prefill(fast, ids[:context], b)
+        generate.prefill(fast, ids[:context], a)
+        generate.prefill(fast, ids[:context], b)
     else:
         a.length = b.length = 0
     saved, old_threads = fast.native, torch.get_num_threads()
@@ -70,7 +70,7 @@ def test_other_shapes_one_kv_head_odd_widths(threads, head_dim):
     on 1 KV head; matrix widths (200, 300) that leave a partial column panel; a bias on q/k/v as Qwen2 has."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from tabd.predictor.fastllama import FastLlama
+    from tabd.predictor.engine.model import FastLlama
 
     torch.manual_seed(0)
     cfg = Qwen2Config(vocab_size=300, hidden_size=128, intermediate_size=200, num_hidden_layers=2,
@@ -87,8 +87,8 @@ def test_other_shapes_one_kv_head_odd_widths(threads, head_dim):
     torch.set_num_threads(threads)
     try:
         a, b = fast.new_cache(256), fast.new_cache(256)
-        engine.prefill(fast, ids[:100], a)
-        engine.prefill(fast, ids[:100], b)
+        generate.prefill(fast, ids[:100], a)
+        generate.prefill(fast, ids[:100], b)
         saved = fast.native
         for token in ids[100:]:
             fast.native = None

@@ -501,7 +501,7 @@ def test_checkhealth_without_the_daemon(nvim_bin, tmp_path):
 
 def _real_server_available() -> bool:
     try:
-        import tabd.daemon.serve_cmd  # noqa: F401
+        import tabd.daemon.commands.serve  # noqa: F401
     except Exception:
         return False
     return True

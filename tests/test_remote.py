@@ -211,10 +211,10 @@ def test_server_down_is_fast_and_clear():
 
 async def test_server_down_gives_an_empty_suggestion_and_an_error_event():
     from tabd.cache.state import DocState
-    from tabd.daemon.backends import make_backend
-    from tabd.daemon.config import Config
-    from tabd.daemon.events import EventLog
-    from tabd.daemon.service import CompletionService
+    from tabd.daemon.runtime.backends import make_backend
+    from tabd.daemon.runtime.config import Config
+    from tabd.daemon.runtime.events import EventLog
+    from tabd.daemon.runtime.service import CompletionService
 
     config = Config(fim="tabd")
     config.extra.update(backend="openai", url=f"http://127.0.0.1:{free_port()}")
@@ -415,7 +415,7 @@ def test_llama_cpp_server_gives_a_suggestion(tmp_path):
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'llama-cpp-python[server]')")
     pytest.importorskip("llama_cpp.server", reason="llama-cpp-python was installed without its [server] extra")
     if not GGUF.exists():
-        from tabd.predictor.gguf import convert
+        from tabd.predictor.bench.gguf import convert
 
         try:
             convert(ROOT / "predictor" / "model", GGUF)

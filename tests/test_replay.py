@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tabd.daemon.replay import ReplayOptions, acceptable, run_replay, typed_ahead
-from tabd.daemon.session import read_session, write_session
-from tabd.daemon.typist import TypingStyle, typed_session
+from tabd.daemon.sessions.driver import ReplayOptions
+from tabd.daemon.sessions.replay import acceptable, run_replay, typed_ahead
+from tabd.daemon.sessions.format import read_session, write_session
+from tabd.daemon.sessions.typist import TypingStyle, typed_session
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "predictor" / "samples" / "inventory.py"
-HAS_SERVER = importlib.util.find_spec("tabd.daemon.serve_cmd") is not None
+HAS_SERVER = importlib.util.find_spec("tabd.daemon.commands.serve") is not None
 
 # An LSP server that knows the file being typed: it suggests the rest of the target's line,
 # "prefetches" the suggestion after it, and answers tabd/stats like tabd serve does.
@@ -291,7 +292,7 @@ def test_record_then_replay_round_trip(tmp_path):
     assert ops.count("change") == s1["keystrokes"] + s1["accepted"]  # each Tab is one change
     assert ops.count("accept") == s1["accepted"]
     final = {}
-    from tabd.daemon.session import apply_change
+    from tabd.daemon.sessions.format import apply_change
     for e in recorded.events:
         if e["op"] == "open":
             final[e["uri"]] = e["text"]
@@ -368,7 +369,7 @@ def test_replay_accepts_matching_suggestions_and_serves_after_accept_from_cache(
     lines = text.split("\n")
     events = [{"t": 0.0, "op": "open", "uri": uri, "language": "python", "text": text}]
     pos = {"line": len(lines) - 1, "character": len(lines[-1])}
-    from tabd.daemon.session import advance
+    from tabd.daemon.sessions.format import advance
     for k, ch in enumerate(typed):
         events.append({"t": round(0.1 * (k + 1), 3), "op": "change", "uri": uri,
                        "range": {"start": dict(pos), "end": dict(pos)}, "text": ch})
@@ -410,7 +411,7 @@ def test_replay_reports_a_model_that_does_not_load(tmp_path):
 def test_typed_repeating_file_gets_accepts_served_from_memory(tmp_path):
     # The person retypes the last of twelve identical handlers: even the tiny embedded model
     # continues the pattern, so some suggestions are what they type next (whole or first words).
-    from tabd.daemon.typist import Span, file_events
+    from tabd.daemon.sessions.typist import Span, file_events
 
     import random
 

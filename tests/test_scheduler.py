@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tabd.daemon.scheduler import FOREGROUND, Cancelled, Scheduler
+from tabd.daemon.runtime.scheduler import FOREGROUND, Cancelled, Scheduler
 from tabd.predictor.types import Interrupted
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tabd.daemon.record import RecorderError, SessionRecorder
-from tabd.daemon.session import (SessionError, apply_change, offset_at, parse_session, position_at, read_session,
+from tabd.daemon.sessions.record import RecorderError, SessionRecorder
+from tabd.daemon.sessions.format import (SessionError, apply_change, offset_at, parse_session, position_at, read_session,
                                  write_session)
-from tabd.daemon.typist import candidate_spans, typed_session
+from tabd.daemon.sessions.typist import candidate_spans, typed_session
 
 SAMPLES = Path(__file__).resolve().parents[1] / "predictor" / "samples"
 SAMPLE = SAMPLES / "inventory.py"

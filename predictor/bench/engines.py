@@ -1,6 +1,6 @@
 """`tabd bench engines`: tabd's engine against llama.cpp on the same model and token ids.
 
-Each engine runs in its own process (`python -m tabd.predictor.bench_engines
+Each engine runs in its own process (`python -m tabd.predictor.bench.engines
 --worker ENGINE`), the parent asks them for rounds in turn, so both see the
 same machine noise, and medians are reported with ratios tabd / llama.cpp
 (below 1.0: tabd is faster); `tabd_engine` says which engine tabd ran
@@ -23,7 +23,7 @@ from pathlib import Path
 
 CONTEXT = 2048
 DECODE = 16
-SAMPLES = Path(__file__).resolve().parent / "samples"
+SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,10 +57,10 @@ class TabdEngine:
         self.runner = self.backend.runner
 
     def fresh(self, ids: list[int]):
-        from tabd.predictor import engine
+        from tabd.predictor.engine import generate
 
         cache = self.backend._new_cache(CONTEXT + 8)
-        return engine.prefill(self.runner, ids, cache), cache
+        return generate.prefill(self.runner, ids, cache), cache
 
     def prefill_ms(self, ids: list[int]) -> float:
         t0 = time.perf_counter()
@@ -68,31 +68,31 @@ class TabdEngine:
         return (time.perf_counter() - t0) * 1000
 
     def decode_ms(self, ids: list[int]) -> float:
-        from tabd.predictor import engine
+        from tabd.predictor.engine import generate
 
         logits, cache = self.fresh(ids)
-        token = engine.greedy(logits)
+        token = generate.greedy(logits)
         times = []
         for _ in range(DECODE):
             t0 = time.perf_counter()
-            token = engine.greedy(engine.decode_one_token(self.runner, token, cache))
+            token = generate.greedy(generate.decode_one_token(self.runner, token, cache))
             times.append((time.perf_counter() - t0) * 1000)
         return statistics.median(times)
 
     def keystroke(self, old: list[int], new: list[int]) -> tuple[float, float]:
         """(first token ms, 16 tokens ms) for `new` when the cache holds `old` and what was decoded after it."""
-        from tabd.predictor import engine
+        from tabd.predictor.engine import generate
         from tabd.predictor.local import common_prefix
 
         logits, cache = self.fresh(old)
-        engine.decode_n_tokens(self.runner, logits, cache, DECODE, lambda t: True, lambda t: None)
+        generate.decode_n_tokens(self.runner, logits, cache, DECODE, lambda t: True, lambda t: None)
         t0 = time.perf_counter()
         keep = min(common_prefix(old, new), len(new) - 1)
         cache.truncate(keep)
-        logits = engine.prefill(self.runner, new[keep:], cache)
-        first = engine.greedy(logits)
+        logits = generate.prefill(self.runner, new[keep:], cache)
+        first = generate.greedy(logits)
         t1 = time.perf_counter()
-        engine.decode_n_tokens(self.runner, logits, cache, DECODE, lambda t: True, lambda t: None)
+        generate.decode_n_tokens(self.runner, logits, cache, DECODE, lambda t: True, lambda t: None)
         t2 = time.perf_counter()
         del first
         return (t1 - t0) * 1000, (t2 - t0) * 1000
@@ -184,7 +184,7 @@ def _gguf_path(args, model_dir: Path) -> Path:
         return Path(given)
     import hashlib
 
-    from tabd.predictor import gguf
+    from tabd.predictor.bench import gguf
 
     weights = sorted(model_dir.glob("*.safetensors"))
     stamp = hashlib.blake2b(
@@ -221,7 +221,7 @@ def run_section(args: argparse.Namespace) -> dict:
         workers, labels = {}, {}
         names = ("tabd", "llamacpp", "llamacpp-fa") + (("tabd-torch",) if getattr(args, "engines_torch", False) else ())
         for name in names:
-            cmd = [sys.executable, "-m", "tabd.predictor.bench_engines", "--worker", name, "--ids", str(ids_file),
+            cmd = [sys.executable, "-m", "tabd.predictor.bench.engines", "--worker", name, "--ids", str(ids_file),
                    "--threads", str(threads), "--model", str(model_dir), "--gguf", str(gguf)]
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                     env={**os.environ, "OMP_NUM_THREADS": str(threads)})

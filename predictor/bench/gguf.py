@@ -1,6 +1,6 @@
 """Our model as a GGUF file for llama.cpp, with the converter that ships in llama-cpp-python's sdist.
 
-`python -m tabd.predictor.gguf [MODEL_DIR] [-o OUT.gguf]` (f32; f16 with --outtype f16).
+`python -m tabd.predictor.bench.gguf [MODEL_DIR] [-o OUT.gguf]` (f32; f16 with --outtype f16).
 llama.cpp's converter knows byte-level BPE pre-tokenizers by a hash of how they
 split a test text; ours is new to it and it has no fallback, so an unknown hash
 is written as "gpt-2", which splits the same way (identical ids on 278k tokens
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tabd.predictor.loader import DEFAULT_MODEL_DIR
 
-CACHE = Path(__file__).resolve().parent.parent / ".cache"
+CACHE = Path(__file__).resolve().parents[2] / ".cache"
 
 _RUNNER = r"""
 import json, runpy, sys
@@ -103,7 +103,7 @@ def convert(model_dir: str | os.PathLike = DEFAULT_MODEL_DIR, out: str | os.Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tabd.predictor.gguf", description="Convert a tabd model to GGUF.")
+    parser = argparse.ArgumentParser(prog="python -m tabd.predictor.bench.gguf", description="Convert a tabd model to GGUF.")
     parser.add_argument("model_dir", nargs="?", default=str(DEFAULT_MODEL_DIR))
     parser.add_argument("-o", "--out", help="output file (default .cache/tabd-f32.gguf)")
     parser.add_argument("--outtype", default="f32", choices=["f32", "f16"], help="f32 (default) or f16; q8_0 crashes here (AMX)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 
-from tabd.daemon.config import Config
+from tabd.daemon.runtime.config import Config
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:

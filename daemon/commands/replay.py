@@ -27,7 +27,7 @@ def _speed(value: str) -> float:
 
 
 def _model_parser() -> argparse.ArgumentParser:
-    from tabd.daemon.options import add_model_arguments
+    from tabd.daemon.runtime.options import add_model_arguments
 
     parser = argparse.ArgumentParser(add_help=False)
     add_model_arguments(parser)
@@ -62,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log", metavar="FILE", help="the server child's JSONL log (tabd serve --log)")
     parser.add_argument("--think-ms", type=float, default=250.0,
                         help="pause before accepting a matching suggestion, scaled by --speed (default 250)")
-    from tabd.daemon.options import add_model_arguments
+    from tabd.daemon.runtime.options import add_model_arguments
 
     add_model_arguments(parser)  # passed on to the tabd serve child: --model, --depth, --no-cache, ...
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
@@ -77,7 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def options_from_args(args: argparse.Namespace) -> Any:
-    from tabd.daemon.replay import ReplayOptions
+    from tabd.daemon.sessions.driver import ReplayOptions
 
     return ReplayOptions(
         speed=args.speed, think_ms=args.think_ms, server_args=server_flags(args, log=args.log),
@@ -87,8 +87,9 @@ def options_from_args(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tabd.daemon.replay import format_table, run_replay
-    from tabd.daemon.session import SessionError, read_session
+    from tabd.daemon.sessions.measure import format_table
+    from tabd.daemon.sessions.replay import run_replay
+    from tabd.daemon.sessions.format import SessionError, read_session
 
     sessions = []
     for path in args.sessions:

@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 from tabd.cache.state import DocState
-from tabd.daemon.backends import make_backend
-from tabd.daemon.config import ConfigError
-from tabd.daemon.options import add_model_arguments, config_from_args
-from tabd.daemon.service import CompletionService
+from tabd.daemon.runtime.backends import make_backend
+from tabd.daemon.runtime.config import ConfigError
+from tabd.daemon.runtime.options import add_model_arguments, config_from_args
+from tabd.daemon.runtime.service import CompletionService
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import torch
 
-from tabd.predictor import engine
+from tabd.predictor.engine import generate
 from tabd.predictor.types import GenSettings
 
-SAMPLES = Path(__file__).resolve().parent / "samples"
+SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _decode(model, logits, cache, n: int) -> list[int]:
-    return engine.decode_n_tokens(model, logits, cache, n, lambda toks: True, lambda t: None)
+    return generate.decode_n_tokens(model, logits, cache, n, lambda toks: True, lambda t: None)
 
 
 def _ms(t0: float) -> float:
@@ -46,22 +46,22 @@ def measure(backend, context: int, decode: int, rounds: int) -> dict:
     prompt, later = ids[:prompt_len], ids[: prompt_len + 1]  # a keystroke later: one more token
     full_ttft, full_req, reuse_ttft, reuse_req = [], [], [], []
     warm = backend._new_cache(context + 8)
-    engine.prefill(model, prompt[:64], warm)
+    generate.prefill(model, prompt[:64], warm)
     for _ in range(rounds):
         cache = backend._new_cache(context + 8)
         t0 = time.perf_counter()
-        logits = engine.prefill(model, later, cache)
-        engine.greedy(logits)
+        logits = generate.prefill(model, later, cache)
+        generate.greedy(logits)
         full_ttft.append(_ms(t0))
         _decode(model, logits, cache, decode)
         full_req.append(_ms(t0))
 
         cache = backend._new_cache(context + 8)
-        _decode(model, engine.prefill(model, prompt, cache), cache, decode)  # what the last request left behind
+        _decode(model, generate.prefill(model, prompt, cache), cache, decode)  # what the last request left behind
         t0 = time.perf_counter()
         cache.truncate(len(prompt))  # cut back to the common prefix
-        logits = engine.prefill(model, later[-1:], cache)
-        engine.greedy(logits)
+        logits = generate.prefill(model, later[-1:], cache)
+        generate.greedy(logits)
         reuse_ttft.append(_ms(t0))
         _decode(model, logits, cache, decode)
         reuse_req.append(_ms(t0))

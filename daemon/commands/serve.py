@@ -11,10 +11,10 @@ import logging
 import os
 import sys
 
-from tabd.daemon.backends import make_backend
-from tabd.daemon.config import ConfigError
-from tabd.daemon.events import EventLog, LogFile
-from tabd.daemon.options import add_model_arguments, config_from_args, parse_host_port
+from tabd.daemon.runtime.backends import make_backend
+from tabd.daemon.runtime.config import ConfigError
+from tabd.daemon.runtime.events import EventLog, LogFile
+from tabd.daemon.runtime.options import add_model_arguments, config_from_args, parse_host_port
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,12 +55,12 @@ def run(args: argparse.Namespace) -> int:
             closers.append(log_file.close)
         recorder = None
         if config.record:
-            from tabd.daemon.record import SessionRecorder
+            from tabd.daemon.sessions.record import SessionRecorder
 
             recorder = SessionRecorder(config.record)
             closers.append(recorder.close)
         if metrics_addr:
-            from tabd.daemon.metrics import Metrics
+            from tabd.daemon.telemetry.metrics import Metrics
 
             metrics = Metrics()
             metrics.start_http(*metrics_addr, allow_remote=args.allow_remote)

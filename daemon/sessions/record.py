@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any
 
-from tabd.daemon.session import dumps_event, header
+from tabd.daemon.sessions.format import dumps_event, header
 
 
 class RecorderError(OSError):

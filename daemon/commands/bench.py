@@ -11,11 +11,11 @@ import json
 import sys
 
 SECTIONS: dict[str, str] = {
-    "kv": "tabd.predictor.bench_kv",
-    "replay": "tabd.daemon.bench_replay",
-    "soak": "tabd.daemon.bench_soak",
-    "engines": "tabd.predictor.bench_engines",
-    "remote": "tabd.predictor.bench_remote",
+    "kv": "tabd.predictor.bench.kv",
+    "replay": "tabd.daemon.bench.replay",
+    "soak": "tabd.daemon.bench.soak",
+    "engines": "tabd.predictor.bench.engines",
+    "remote": "tabd.predictor.bench.remote",
 }
 DEFAULT_ALL = ("kv", "replay", "remote")  # soak and engines take long; name them to run them
 
@@ -23,7 +23,7 @@ DEFAULT_ALL = ("kv", "replay", "remote")  # soak and engines take long; name the
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("section", nargs="?", choices=sorted(SECTIONS), help="one section; none means kv, replay and remote")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    from tabd.daemon.options import add_model_arguments
+    from tabd.daemon.runtime.options import add_model_arguments
 
     add_model_arguments(parser)
     for module_name in SECTIONS.values():

@@ -88,7 +88,7 @@ class FastLlama:
 
     def _bind_native(self) -> None:
         """One-token steps in native/decode.c when it builds here and the model is fp32 on the CPU."""
-        from tabd.predictor import native
+        from tabd.predictor.engine import native
 
         if self.dtype != torch.float32 or self.device.type != "cpu":
             self.native_why = "the native step runs fp32 on the CPU"

@@ -20,7 +20,7 @@ import threading
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from tabd.daemon.options import is_loopback
+from tabd.daemon.runtime.options import is_loopback
 
 # 0.1 ms .. 2 s: cache hits live in the first buckets, model calls in the last;
 # 5 s keeps a slow CPU's model calls out of +Inf, where histogram_quantile cannot see.

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from tabd.daemon.session import make_range, utf16_len
+from tabd.daemon.sessions.format import make_range, utf16_len
 
 LANGUAGES = {".py": "python", ".pyi": "python", ".js": "javascript", ".ts": "typescript", ".lua": "lua",
              ".rs": "rust", ".go": "go", ".c": "c", ".h": "c", ".java": "java", ".sh": "shellscript"}

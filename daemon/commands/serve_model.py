@@ -13,8 +13,8 @@ import signal
 import sys
 import threading
 
-from tabd.daemon.config import ConfigError
-from tabd.daemon.options import add_model_arguments, config_from_args, parse_host_port
+from tabd.daemon.runtime.config import ConfigError
+from tabd.daemon.runtime.options import add_model_arguments, config_from_args, parse_host_port
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         print("tabd serve-model: serves the local engine; --backend openai makes no sense here", file=sys.stderr)
         return 2
 
-    from tabd.daemon.backends import make_backend
+    from tabd.daemon.runtime.backends import make_backend
     from tabd.predictor.serving import make_server
     from tabd.predictor.types import ModelLoadError
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tabd.daemon.session import write_session
+from tabd.daemon.sessions.format import write_session
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "session_command", None) != "from-file":
         print("usage: tabd session from-file FILE... -o SESSION.jsonl [--seed N] [--cps 8] [--spans N]", file=sys.stderr)
         return 2
-    from tabd.daemon.typist import TypingStyle, typed_session
+    from tabd.daemon.sessions.typist import TypingStyle, typed_session
 
     if args.cps <= 0 or args.spans < 0:
         print("tabd session: --cps must be > 0 and --spans >= 0", file=sys.stderr)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
-SAMPLES = Path(__file__).resolve().parent.parent / "predictor" / "samples"
+SAMPLES = Path(__file__).resolve().parents[2] / "predictor" / "samples"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -112,9 +112,11 @@ def replay_demo(path: Path, args: argparse.Namespace) -> int:
     import json
     import tempfile
 
-    from tabd.daemon.replay import ReplayOptions, format_table, run_replay
-    from tabd.daemon.session import read_session, write_session
-    from tabd.daemon.typist import typed_session
+    from tabd.daemon.sessions.driver import ReplayOptions
+    from tabd.daemon.sessions.measure import format_table
+    from tabd.daemon.sessions.replay import run_replay
+    from tabd.daemon.sessions.format import read_session, write_session
+    from tabd.daemon.sessions.typist import typed_session
 
     with tempfile.TemporaryDirectory(prefix="tabd-demo-") as tmp:
         session_path = Path(tmp) / "demo-session.jsonl"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 NAIVE_FLAGS = ["--no-cache", "--no-speculation", "--no-kv-reuse"]
-SAMPLES = Path(__file__).resolve().parents[1] / "predictor" / "samples"
+SAMPLES = Path(__file__).resolve().parents[2] / "predictor" / "samples"
 try:  # installed as a wheel, the samples sit in the tabd.predictor package
     import tabd.predictor as _predictor
 
@@ -52,8 +52,8 @@ def _session_file(args: argparse.Namespace, workdir: Path) -> Path:
     given = getattr(args, "replay_session", None)
     if given:
         return Path(given)
-    from tabd.daemon.session import write_session
-    from tabd.daemon.typist import typed_session
+    from tabd.daemon.sessions.format import write_session
+    from tabd.daemon.sessions.typist import typed_session
 
     sample = Path(getattr(args, "replay_sample", None) or default_sample())
     language, events = typed_session([str(sample)], seed=getattr(args, "replay_seed", 7),
@@ -81,7 +81,9 @@ def _ratio(naive: float, full: float) -> float | None:
 
 def _compare(session: Any, args: argparse.Namespace) -> dict[str, Any]:
     """The session replayed by the naive and the full server, alternating; summaries and p50 ratios."""
-    from tabd.daemon.replay import Measurements, ReplayOptions, run_replay
+    from tabd.daemon.sessions.driver import ReplayOptions
+    from tabd.daemon.sessions.measure import Measurements
+    from tabd.daemon.sessions.replay import run_replay
 
     configs = {"naive": NAIVE_FLAGS, "full": []}
     measured: dict[str, list[Measurements]] = {name: [] for name in configs}
@@ -106,7 +108,7 @@ def _compare(session: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _options(args: argparse.Namespace, extra_flags: list[str]) -> Any:
-    from tabd.daemon.replay import ReplayOptions
+    from tabd.daemon.sessions.driver import ReplayOptions
 
     server_cmd = getattr(args, "replay_server_cmd", None)
     return ReplayOptions(speed=getattr(args, "replay_speed", 0.0), think_ms=getattr(args, "replay_think_ms", 250.0),
@@ -118,9 +120,9 @@ def _options(args: argparse.Namespace, extra_flags: list[str]) -> Any:
 
 def _echo_session(args: argparse.Namespace, workdir: Path) -> Any:
     """A session that types what the model suggests after Enter at a few lines of the sample."""
-    from tabd.daemon.replay import echo_session
-    from tabd.daemon.session import read_session, write_session
-    from tabd.daemon.typist import candidate_spans, choose_spans, language_of
+    from tabd.daemon.sessions.replay import echo_session
+    from tabd.daemon.sessions.format import read_session, write_session
+    from tabd.daemon.sessions.typist import candidate_spans, choose_spans, language_of
 
     import random
 
@@ -144,7 +146,7 @@ def _echo_session(args: argparse.Namespace, workdir: Path) -> Any:
 
 
 def run_section(args: argparse.Namespace) -> dict[str, Any]:
-    from tabd.daemon.session import SessionError, read_session
+    from tabd.daemon.sessions.format import SessionError, read_session
 
     with tempfile.TemporaryDirectory(prefix="tabd-bench-replay-") as tmp:
         path = _session_file(args, Path(tmp))

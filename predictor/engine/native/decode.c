@@ -9,7 +9,7 @@
  *
  * One OpenMP team does the whole step: `omp for` splits the matrix columns and
  * the KV heads between the threads; the small row operations run on one thread
- * between barriers.  Built by predictor/native.py with -O3 -march=native
+ * between barriers.  Built by predictor/engine/native.py with -O3 -march=native
  * -fopenmp -ffp-contract=off (no fused multiply-add where torch rounds twice).
  */
 #include <math.h>

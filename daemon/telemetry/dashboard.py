@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-from tabd.daemon.logread import (
+from tabd.daemon.telemetry.logread import (
     HIT_SOURCES,
     OUTCOMES,
     SKIP_REASONS,

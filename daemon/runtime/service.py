@@ -21,9 +21,9 @@ from tabd.cache.planner import plan_after
 from tabd.cache.state import DocState, Window
 from tabd.cache.store import CompletionCache, Entry
 from tabd.cache.typed import Shown, TypeThroughIndex, typed_length
-from tabd.daemon.config import Config
-from tabd.daemon.events import EventLog
-from tabd.daemon.scheduler import FOREGROUND, Cancelled, Job, Scheduler
+from tabd.daemon.runtime.config import Config
+from tabd.daemon.runtime.events import EventLog
+from tabd.daemon.runtime.scheduler import FOREGROUND, Cancelled, Job, Scheduler
 from tabd.predictor.postprocess import wants_multiline
 from tabd.predictor.types import GenSettings, Prediction
 

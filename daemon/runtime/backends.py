@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tabd.daemon.config import Config
+from tabd.daemon.runtime.config import Config
 
 
 def make_backend(config: Config) -> Any:

@@ -1,0 +1,379 @@
+"""The LSP side of replay: a `tabd serve` child over stdio, its requests and answers, and the document kept in step with it."""
+from __future__ import annotations
+
+import asyncio
+import collections
+import math
+import os
+import sys
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from lsprotocol import types as lsp
+from pygls.lsp.client import LanguageClient
+
+from tabd.daemon.sessions.format import apply_change
+from tabd.daemon.sessions.measure import MEMORY_SOURCES, SOURCES, Measurements
+
+
+class ReplayError(RuntimeError):
+    """The replay cannot go on; the message says why."""
+
+
+class DaemonDied(ReplayError):
+    """The server process exited while the replay was still talking to it."""
+
+
+@dataclass
+class ReplayOptions:
+    speed: float = 1.0                 # recorded time / replay time; 0 or inf: no waiting between keystrokes
+    think_ms: float = 250.0            # before pressing Tab on a matching suggestion (scaled by speed)
+    server_args: list[str] = field(default_factory=list)   # flags for `tabd serve`
+    server_command: list[str] | None = None                # replaces `python -m tabd.daemon serve`
+    min_accept_chars: int = 2
+    request_timeout: float = 60.0      # fast mode: longest wait for one answer
+    startup_timeout: float = 180.0
+    progress: bool = True
+    env: dict[str, str] | None = None
+    check_sync: bool = False          # compare the server's document (tabd/document) with ours before closing
+    max_seconds: float | None = None  # stop replaying (and report the part replayed) after this long
+    wait_ready: bool = True           # start typing once the model is loaded (tabd/stats "model" != "loading")
+
+    @property
+    def fast(self) -> bool:
+        return self.speed <= 0 or math.isinf(self.speed)
+
+    def scaled(self, seconds: float) -> float:
+        return 0.0 if self.fast else max(0.0, seconds / self.speed)
+
+    def think_s(self) -> float:
+        # in fast mode the user still reads the suggestion before pressing Tab: that pause
+        # is what speculation has to fill, so it is kept (pass think_ms=0 to drop it)
+        return self.think_ms / 1000.0 if self.fast else self.scaled(self.think_ms / 1000.0)
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "_asdict"):
+        value = value._asdict()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _retrieve(future: Any) -> None:
+    """Mark a (possibly failed) answer as seen: cancelled requests end in errors nobody awaits."""
+    if not future.cancelled():
+        future.exception()
+
+
+def _items(result: Any) -> list[lsp.InlineCompletionItem]:
+    if result is None:
+        return []
+    if isinstance(result, lsp.InlineCompletionList):
+        return list(result.items)
+    if isinstance(result, list):
+        return [r for r in result if isinstance(r, lsp.InlineCompletionItem)]
+    return []
+
+
+def insert_text(item: lsp.InlineCompletionItem) -> str:
+    text = item.insert_text
+    return text if isinstance(text, str) else getattr(text, "value", "")
+
+
+@dataclass
+class Pending:
+    msg_id: int
+    future: Future
+    sent: float
+    after_accept: bool
+    uri: str
+    cursor: dict[str, int]
+    version: int
+    received: float | None = None
+
+
+@dataclass
+class _Doc:
+    text: str
+    version: int
+    language: str
+
+
+class Driver:
+    """One server child over LSP: the process, inline-completion requests and their figures, document sync."""
+
+    def __init__(self, options: ReplayOptions, progress: Callable[[int], None] | None = None) -> None:
+        self.options = options
+        self.m = Measurements()
+        self.client = LanguageClient("tabd-replay", "1")
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=40)
+        self.pending: Pending | None = None
+        self.docs: dict[str, _Doc] = {}
+        self.incremental = True
+        self._next_id = 0
+        self._progress = progress or (lambda n: None)
+        self._exited: asyncio.Future | None = None
+        self._deadline = None if options.max_seconds is None else time.monotonic() + options.max_seconds
+        self.stats_supported = True
+
+    # ------------------------------------------------------------ process
+
+    def command(self) -> list[str]:
+        if self.options.server_command:  # another server (tests); it gets the same flags
+            return [*self.options.server_command, *self.options.server_args]
+        return [sys.executable, "-m", "tabd.daemon", "serve", *self.options.server_args]
+
+    async def start(self) -> None:
+        cmd = self.command()
+        env = dict(os.environ, **(self.options.env or {}))
+        await self.client.start_io(cmd[0], *cmd[1:], env=env)
+        proc = self.client._server
+        assert proc is not None and proc.stderr is not None
+        asyncio.get_running_loop().create_task(self._drain(proc.stderr))
+        self._exited = asyncio.ensure_future(proc.wait())
+        caps = lsp.ClientCapabilities(
+            text_document=lsp.TextDocumentClientCapabilities(
+                synchronization=lsp.TextDocumentSyncClientCapabilities(dynamic_registration=False),
+                inline_completion=lsp.InlineCompletionClientCapabilities(dynamic_registration=False),
+            ),
+            workspace=lsp.WorkspaceClientCapabilities(execute_command=lsp.ExecuteCommandClientCapabilities()),
+            general=lsp.GeneralClientCapabilities(position_encodings=[lsp.PositionEncodingKind.Utf16]),
+        )
+        params = lsp.InitializeParams(capabilities=caps, process_id=os.getpid(), root_uri=None,
+                                      client_info=lsp.ClientInfo(name="tabd-replay", version="1"))
+        result = await self._guard(self.client.initialize_async(params), self.options.startup_timeout, "initialize")
+        sync = result.capabilities.text_document_sync
+        kind = sync.change if isinstance(sync, lsp.TextDocumentSyncOptions) else sync
+        self.incremental = kind != lsp.TextDocumentSyncKind.Full
+        self.client.initialized(lsp.InitializedParams())
+        if self.options.wait_ready:
+            await self._wait_ready()
+
+    async def _wait_ready(self) -> None:
+        """Wait until the server's model is loaded, so the first keystroke does not time the loading."""
+        deadline = time.monotonic() + self.options.startup_timeout
+        while time.monotonic() < deadline:
+            try:
+                stats = _plain(await self._guard(asyncio.wrap_future(
+                    self.client.protocol.send_request("tabd/stats", {})), 30, "tabd/stats"))
+            except DaemonDied:
+                raise
+            except Exception:
+                return  # a server without tabd/stats: nothing to wait on
+            if isinstance(stats, dict) and stats.get("error"):
+                raise ReplayError(f"tabd serve could not load its model: {stats['error']}")
+            if not isinstance(stats, dict) or stats.get("model") != "loading":
+                return
+            await asyncio.sleep(0.1)
+        raise TimeoutError(f"the model did not load in {self.options.startup_timeout:.0f} s")
+
+    async def _drain(self, stream: asyncio.StreamReader) -> None:
+        while True:
+            line = await stream.readline()
+            if not line:
+                return
+            self.stderr_tail.append(line.decode("utf-8", "replace").rstrip())
+
+    def died(self) -> bool:
+        return self._exited is not None and self._exited.done()
+
+    def death_message(self) -> str:
+        proc = self.client._server
+        code = proc.returncode if proc is not None else None
+        tail = "\n".join(list(self.stderr_tail)[-12:])
+        return f"tabd serve exited with code {code} during replay" + (f"; its last words:\n{tail}" if tail else "")
+
+    async def _guard(self, awaitable: Any, timeout: float, what: str) -> Any:
+        """Await a server answer, but give up when the server dies or takes longer than `timeout`."""
+        task = asyncio.ensure_future(awaitable)
+        waiters = {task} | ({self._exited} if self._exited is not None else set())
+        done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            return task.result()
+        task.cancel()
+        if self.died():
+            raise DaemonDied(self.death_message())
+        raise TimeoutError(f"{what}: no answer from tabd serve in {timeout:.0f} s")
+
+    async def stop(self) -> None:
+        proc = self.client._server
+        if proc is not None and proc.returncode is None:
+            try:
+                await self._guard(self.client.shutdown_async(None), 10, "shutdown")
+                self.client.exit(None)
+                await asyncio.wait_for(proc.wait(), 10)
+            except Exception:
+                if proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+        self.client._stop_event.set()
+        for task in self.client._async_tasks:
+            task.cancel()
+
+    # ------------------------------------------------------------ requests
+
+    def _request_completion(self, uri: str, cursor: dict[str, int], after_accept: bool) -> None:
+        doc = self.docs[uri]
+        self._next_id += 1
+        params = lsp.InlineCompletionParams(
+            context=lsp.InlineCompletionContext(trigger_kind=lsp.InlineCompletionTriggerKind.Automatic),
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            position=lsp.Position(line=cursor["line"], character=cursor["character"]),
+        )
+        sent = time.perf_counter()
+        future = self.client.protocol.send_request(lsp.TEXT_DOCUMENT_INLINE_COMPLETION, params, msg_id=self._next_id)
+        pending = Pending(self._next_id, future, sent, after_accept, uri, dict(cursor), doc.version)
+
+        def stamp(_: Future, p: Pending = pending) -> None:
+            p.received = time.perf_counter()
+
+        future.add_done_callback(stamp)
+        self.pending = pending
+        self.m.requests += 1
+        if after_accept:
+            self.m.after_accept_requests += 1
+
+    def _cancel_pending(self) -> None:
+        p, self.pending = self.pending, None
+        if p is None:
+            return
+        if not p.future.done():
+            self.client.cancel_request(lsp.CancelParams(id=p.msg_id))
+            self.m.cancelled += 1
+
+    async def _source_of_last(self) -> str | None:
+        if not self.stats_supported:
+            return None
+        try:
+            stats = _plain(await self._guard(asyncio.wrap_future(self.client.protocol.send_request("tabd/stats", {})),
+                                             30, "tabd/stats"))
+        except DaemonDied:
+            raise
+        except TimeoutError:  # a stalled answer costs this one attribution, not the rest
+            return None
+        except Exception:
+            self.stats_supported = False
+            self.m.warnings.append("the server does not answer tabd/stats: sources are not attributed")
+            return None
+        last = stats.get("last") if isinstance(stats, dict) else None
+        return last.get("source") if isinstance(last, dict) else None
+
+    async def _await_pending(self, deadline: float | None) -> list[lsp.InlineCompletionItem] | None:
+        """Items of the pending request if it is answered before `deadline` (monotonic), else None (cancelled)."""
+        p = self.pending
+        if p is None:
+            return None
+        wrapped = asyncio.wrap_future(p.future)
+        wrapped.add_done_callback(_retrieve)
+        timeout = self.options.request_timeout if deadline is None else max(0.0, deadline - time.monotonic())
+        waiters = {wrapped} | ({self._exited} if self._exited is not None else set())
+        if not p.future.done():
+            await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if not p.future.done():
+            if self.died():
+                raise DaemonDied(self.death_message())
+            self._cancel_pending()
+            return None
+        self.pending = None
+        try:
+            result = p.future.result()
+        except Exception as exc:  # RequestCancelled, server error, or the process gone
+            if self.died():
+                raise DaemonDied(self.death_message()) from None
+            self.m.errors += 1
+            if len(self.m.warnings) < 20:
+                self.m.warnings.append(f"inlineCompletion failed: {exc}")
+            return None
+        latency = ((p.received or time.perf_counter()) - p.sent) * 1000.0
+        items = [it for it in _items(result) if insert_text(it)]
+        source = await self._source_of_last()
+        if source is None and not items:
+            source = "none"
+        self.m.answered += 1
+        self.m.all_ms.append(latency)
+        if p.after_accept:
+            self.m.after_accept_ms.append(latency)
+            self.m.after_accept_sources[source or "unknown"] += 1
+            if source in MEMORY_SOURCES:
+                self.m.after_accept_from_cache += 1
+            if source in MEMORY_SOURCES + ("inflight",):
+                self.m.after_accept_speculated += 1
+        if source in SOURCES:
+            self.m.sources[source] += 1
+        else:
+            self.m.unattributed += 1
+        if source == "model":
+            self.m.model_ms.append(latency)
+        if items:
+            self.m.shown += 1
+        return items
+
+    # ------------------------------------------------------------ document sync
+
+    def _did_change(self, uri: str, rng: dict[str, Any] | None, text: str) -> None:
+        doc = self.docs[uri]
+        doc.text = text if rng is None else apply_change(doc.text, rng, text)
+        doc.version += 1
+        if self.incremental and rng is not None:
+            change: Any = lsp.TextDocumentContentChangePartial(
+                range=lsp.Range(start=lsp.Position(**rng["start"]), end=lsp.Position(**rng["end"])), text=text)
+        else:
+            change = lsp.TextDocumentContentChangeWholeDocument(text=doc.text)
+        self.client.text_document_did_change(lsp.DidChangeTextDocumentParams(
+            text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=doc.version),
+            content_changes=[change]))
+
+    def _open(self, e: dict[str, Any], language: str) -> None:
+        doc = _Doc(e["text"], 0, e.get("language") or language)
+        self.docs[e["uri"]] = doc
+        self.client.text_document_did_open(lsp.DidOpenTextDocumentParams(
+            text_document=lsp.TextDocumentItem(uri=e["uri"], language_id=doc.language, version=0, text=doc.text)))
+
+    async def _check_sync(self, uri: str) -> None:
+        doc = self.docs.get(uri)
+        if doc is None or not self.options.check_sync or self.died():
+            return
+        try:
+            got = _plain(await self._guard(asyncio.wrap_future(
+                self.client.protocol.send_request("tabd/document", {"uri": uri})), 30, "tabd/document"))
+        except DaemonDied:
+            raise
+        except Exception as exc:
+            self.m.warnings.append(f"tabd/document failed: {exc}")
+            return
+        self.m.sync_checked += 1
+        if not isinstance(got, dict) or got.get("text") != doc.text:
+            self.m.sync_mismatches += 1
+            self.m.warnings.append(f"the server's copy of {uri} differs from the replayed document")
+
+    def _close(self, uri: str) -> None:
+        if self.docs.pop(uri, None) is not None:
+            self.client.text_document_did_close(lsp.DidCloseTextDocumentParams(
+                text_document=lsp.TextDocumentIdentifier(uri=uri)))
+
+    def _execute(self, command: str, arguments: list[Any]) -> None:
+        # editors do not wait for the command before typing on; neither do we
+        future = self.client.protocol.send_request(lsp.WORKSPACE_EXECUTE_COMMAND,
+                                                   lsp.ExecuteCommandParams(command=command, arguments=arguments))
+
+        def check(f: Future) -> None:
+            exc = f.exception()
+            if exc is not None and not self.died():
+                self.m.command_errors += 1
+                if len(self.m.warnings) < 20:
+                    self.m.warnings.append(f"{command} failed: {exc}")
+
+        future.add_done_callback(check)
+
+    async def final_stats(self) -> None:
+        if self.stats_supported and not self.died():
+            try:
+                self.m.server_stats = _plain(await self._guard(
+                    asyncio.wrap_future(self.client.protocol.send_request("tabd/stats", {})), 30, "tabd/stats"))
+            except Exception:
+                pass

@@ -1,0 +1,147 @@
+"""What a replay measured: the counters, client-side latency percentiles, the JSON summary and the text table."""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+SOURCES = ("cache", "typed", "inflight", "model", "none")
+# answers looked up in memory: the cache proper, or type-through of a shown suggestion
+# (what the remainder of a partial accept is served by)
+MEMORY_SOURCES = ("cache", "typed")
+
+
+def percentiles(values: Sequence[float]) -> dict[str, float]:
+    if not values:
+        return {"p50": 0, "p95": 0, "p99": 0}
+    ordered = sorted(values)
+
+    def rank(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))], 3)
+
+    return {"p50": rank(0.50), "p95": rank(0.95), "p99": rank(0.99)}
+
+
+@dataclass
+class Measurements:
+    sessions: int = 0
+    keystrokes: int = 0
+    requests: int = 0
+    answered: int = 0
+    shown: int = 0
+    accepted: int = 0
+    partial_accepts: int = 0
+    dismissed: int = 0
+    cancelled: int = 0
+    errors: int = 0
+    command_errors: int = 0
+    typed_chars: int = 0
+    accepted_chars: int = 0
+    after_accept_requests: int = 0
+    after_accept_from_cache: int = 0
+    after_accept_speculated: int = 0   # cache or inflight: the prefetch had it
+    unattributed: int = 0
+    sync_checked: int = 0
+    sync_mismatches: int = 0
+    interrupted: bool = False
+    truncated: bool = False
+    all_ms: list[float] = field(default_factory=list)
+    after_accept_ms: list[float] = field(default_factory=list)
+    model_ms: list[float] = field(default_factory=list)
+    sources: collections.Counter = field(default_factory=collections.Counter)
+    after_accept_sources: collections.Counter = field(default_factory=collections.Counter)
+    wall_s: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+    error: str | None = None
+    server_stats: dict[str, Any] | None = None
+
+    @classmethod
+    def merged(cls, parts: Sequence["Measurements"]) -> "Measurements":
+        """One set of figures from several replays (counts add up, latency samples pool)."""
+        out = cls()
+        for part in parts:
+            for f in dataclasses.fields(cls):
+                mine, theirs = getattr(out, f.name), getattr(part, f.name)
+                if isinstance(theirs, (int, float)) and not isinstance(theirs, bool):
+                    setattr(out, f.name, mine + theirs)
+                elif isinstance(theirs, collections.Counter):
+                    mine.update(theirs)
+                elif isinstance(theirs, list):
+                    mine.extend(theirs)
+            out.error = out.error or part.error
+            out.server_stats = part.server_stats
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        aa = self.after_accept_requests
+        total_chars = self.accepted_chars + self.typed_chars
+        out: dict[str, Any] = {
+            "sessions": self.sessions,
+            "requests": self.requests,
+            "shown": self.shown,
+            "accepted": self.accepted,
+            "typed_chars": self.typed_chars,
+            "accepted_chars": self.accepted_chars,
+            "after_accept": {
+                "requests": aa,
+                "from_cache": self.after_accept_from_cache,
+                "hit_rate": round(self.after_accept_from_cache / aa, 4) if aa else 0.0,
+                "from_speculation": self.after_accept_speculated,
+                "sources": dict(self.after_accept_sources),
+            },
+            "latency_ms": {
+                "all": percentiles(self.all_ms),
+                "after_accept": percentiles(self.after_accept_ms),
+                "model": percentiles(self.model_ms),
+            },
+            "sources": {name: self.sources.get(name, 0) for name in SOURCES},
+            "saved_share": round(self.accepted_chars / total_chars, 4) if total_chars else 0.0,
+            "partial_accepts": self.partial_accepts,
+            "answered": self.answered,
+            "cancelled": self.cancelled,
+            "dismissed": self.dismissed,
+            "errors": self.errors,
+            "keystrokes": self.keystrokes,
+            "wall_s": round(self.wall_s, 2),
+        }
+        if self.truncated:
+            out["truncated"] = True
+        if self.sync_checked:
+            out["sync"] = {"checked": self.sync_checked, "mismatches": self.sync_mismatches}
+        if self.command_errors:
+            out["command_errors"] = self.command_errors
+        if self.unattributed:
+            out["unattributed"] = self.unattributed
+        if self.server_stats is not None:
+            out["server"] = self.server_stats
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+
+def format_table(summary: dict[str, Any]) -> str:
+    lat = summary["latency_ms"]
+    aa = summary["after_accept"]
+    rows = [
+        ("sessions", summary["sessions"]),
+        ("keystrokes typed", summary.get("keystrokes", "")),
+        ("requests / answered / cancelled",
+         f"{summary['requests']} / {summary.get('answered', '')} / {summary.get('cancelled', '')}"),
+        ("shown / accepted (partial)", f"{summary['shown']} / {summary['accepted']} ({summary.get('partial_accepts', 0)})"),
+        ("chars typed / accepted", f"{summary['typed_chars']} / {summary['accepted_chars']}"),
+        ("typing saved", f"{100 * summary.get('saved_share', 0):.1f}%"),
+        ("after-accept requests", aa["requests"]),
+        ("  served from cache", f"{aa['from_cache']} ({100 * aa['hit_rate']:.0f}%)"),
+        ("sources", "  ".join(f"{k}={v}" for k, v in summary["sources"].items())),
+    ]
+    lines = [f"{name:34} {value}" for name, value in rows]
+    lines.append(f"{'latency (ms)':34} {'p50':>9} {'p95':>9} {'p99':>9}")
+    for name in ("all", "after_accept", "model"):
+        q = lat[name]
+        lines.append(f"{'  ' + name:34} {q['p50']:>9.1f} {q['p95']:>9.1f} {q['p99']:>9.1f}")
+    if summary.get("error"):
+        lines.append(f"ERROR: {summary['error']}")
+    return "\n".join(lines)

@@ -1,0 +1,285 @@
+"""Headless replay: drive a real `tabd serve` child over LSP with a recorded edit session.
+
+The simulated user types the recorded keystrokes on the recorded clock (scaled by
+`speed`). After each change it asks for an inline completion at the cursor; a request
+still pending when the next keystroke is due is cancelled ($/cancelRequest). When a
+suggestion equals the next characters the recorded person typed (ending on a
+keystroke boundary), the user thinks for a moment, accepts it as one edit plus
+`tabd.accept`, skips those keystrokes and asks again (an "after-accept" request).
+When only its first words match, those words are accepted (a partial accept).
+Accepting only exact recorded text keeps the simulated document equal to the
+recorded one, so later recorded ranges stay valid.
+
+Latency is measured here, from request sent to response read. Which layer served a
+response comes from the server's `tabd/stats` ("last.source"), asked after each answer.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import re
+import signal
+import sys
+import time
+from typing import Any, Sequence
+
+from lsprotocol import types as lsp
+
+from tabd.daemon.sessions.driver import DaemonDied, Driver, Pending, ReplayError, ReplayOptions, insert_text
+from tabd.daemon.sessions.format import Session, advance, utf16_len
+from tabd.daemon.sessions.measure import Measurements
+
+WORD = re.compile(r"\s*(?:\w+|[^\w\s]+)|\s+")
+
+
+# ---------------------------------------------------------------- what the user would accept
+
+
+def typed_ahead(events: Sequence[dict[str, Any]], start: int, uri: str, cursor: dict[str, int],
+                limit: int = 2000) -> tuple[str, dict[int, int]]:
+    """The text the recorded person types next at `cursor`, and {chars so far: index after that keystroke}.
+
+    It follows consecutive insertions at the moving cursor, stepping over accept and
+    dismiss markers, and stops at anything else (a deletion, a jump, another file).
+    """
+    text = ""
+    boundaries: dict[int, int] = {}
+    i = start
+    while i < len(events) and len(text) < limit:
+        e = events[i]
+        if e["op"] in ("accept", "dismiss"):
+            i += 1
+            continue
+        rng = e.get("range")
+        if e["op"] != "change" or e["uri"] != uri or rng is None or rng["start"] != rng["end"] \
+                or rng["start"] != cursor or not e["text"]:
+            break
+        text += e["text"]
+        cursor = advance(cursor, e["text"])
+        i += 1
+        boundaries[len(text)] = i
+    return text, boundaries
+
+
+def acceptable(suggestion: str, ahead: str, boundaries: dict[int, int], min_chars: int = 2) -> tuple[int, bool]:
+    """(characters of `suggestion` to accept, partial?); (0, False) when nothing should be accepted."""
+    if len(suggestion) >= min_chars and ahead.startswith(suggestion) and len(suggestion) in boundaries:
+        return len(suggestion), False
+    best = 0
+    for m in WORD.finditer(suggestion):
+        end = m.end()
+        if end >= len(suggestion) or not ahead.startswith(suggestion[:end]):
+            break
+        if end in boundaries:
+            best = end
+    return (best, True) if best >= min_chars else (0, False)
+
+
+class Replayer(Driver):
+    """One server child, any number of sessions replayed through it in turn."""
+
+    # ------------------------------------------------------------ the simulated user
+
+    async def replay(self, session: Session) -> None:
+        events = session.events
+        opts = self.options
+        self.m.sessions += 1
+        self.m.warnings.extend(session.warnings)
+        i = 0
+        last_t = events[0]["t"] if events else 0.0
+        anchor = time.monotonic()
+        while i < len(events):
+            if self._deadline is not None and time.monotonic() > self._deadline:
+                self.m.truncated = True
+                break
+            e = events[i]
+            if e["op"] in ("accept", "dismiss"):  # the recorded user's decisions; ours are made here
+                i += 1
+                continue
+            due = anchor + opts.scaled(e["t"] - last_t)
+            p = self.pending
+            if p is not None:
+                items = await self._await_pending(None if opts.fast else due)
+                if items:
+                    taken = await self._maybe_accept(items[0], events, i, p)
+                    if taken is not None:
+                        i = taken
+                        last_t = events[i - 1]["t"]
+                        anchor = time.monotonic()
+                        continue
+            if self.died():
+                raise DaemonDied(self.death_message())
+            delay = due - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            self._cancel_pending()  # the user typed on before the answer came
+            op, uri = e["op"], e.get("uri", "")
+            if op == "open":
+                self._open(e, session.language)
+            elif op == "close":
+                await self._check_sync(uri)
+                self._close(uri)
+            elif op == "change" and uri in self.docs:
+                self._did_change(uri, e.get("range"), e["text"])
+                self.m.keystrokes += 1
+                self.m.typed_chars += len(e["text"])
+                self._progress(1)
+                rng = e.get("range")
+                if rng is not None:
+                    self._request_completion(uri, advance(rng["start"], e["text"]), after_accept=False)
+            last_t = e["t"]
+            anchor = max(due, time.monotonic()) if not opts.fast else time.monotonic()
+            i += 1
+        if self.pending is not None:
+            await self._await_pending(None if opts.fast else time.monotonic() + opts.scaled(0.5))
+        for uri in list(self.docs):
+            await self._check_sync(uri)
+            self._close(uri)
+
+    async def _maybe_accept(self, item: lsp.InlineCompletionItem, events: Sequence[dict[str, Any]], i: int,
+                            p: Pending) -> int | None:
+        """Accept (part of) `item` when it is what the person types next; the index of the next event, or None."""
+        suggestion = insert_text(item)
+        if item.range is not None and (item.range.start != item.range.end or
+                                       (item.range.start.line, item.range.start.character) !=
+                                       (p.cursor["line"], p.cursor["character"])):
+            return None  # a replacing suggestion cannot equal pure typing
+        ahead, boundaries = typed_ahead(events, i, p.uri, p.cursor)
+        chars, partial = acceptable(suggestion, ahead, boundaries, self.options.min_accept_chars)
+        item_id = item.command.arguments[0] if item.command and item.command.arguments else None
+        if not chars:
+            if item_id is not None and not ahead.startswith(suggestion[:1]):
+                self._execute("tabd.dismiss", [item_id])
+                self.m.dismissed += 1
+            return None
+        await asyncio.sleep(self.options.think_s())
+        if self.died():
+            raise DaemonDied(self.death_message())
+        text = suggestion[:chars]
+        self._did_change(p.uri, {"start": p.cursor, "end": p.cursor}, text)
+        if item_id is not None:
+            self._execute("tabd.accept", [item_id, {"chars": chars, "partial": partial}])
+        self.m.accepted += 1
+        self.m.partial_accepts += int(partial)
+        self.m.accepted_chars += len(text)
+        nxt = boundaries[chars]
+        skipped = sum(1 for e in events[i:nxt] if e["op"] == "change")
+        self._progress(skipped)
+        self._request_completion(p.uri, advance(p.cursor, text), after_accept=True)
+        return nxt
+
+
+async def replay_sessions(sessions: Sequence[Session], options: ReplayOptions) -> Measurements:
+    """Replay `sessions` in turn through one server child; `m.error` says why it stopped early, if it did."""
+    bar = None
+    if options.progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=sum(s.changes() for s in sessions), unit="key", desc="replay", file=sys.stderr,
+                   dynamic_ncols=True, leave=False)
+    logging.getLogger("pygls").setLevel(logging.CRITICAL)
+    replayer = Replayer(options, progress=bar.update if bar is not None else None)
+    started = time.monotonic()
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:  # an interrupted replay still reports what it measured
+            loop.add_signal_handler(sig, task.cancel)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+    try:
+        await replayer.start()
+        for session in sessions:
+            if replayer.m.truncated:
+                break
+            await replayer.replay(session)
+        await replayer.final_stats()
+    except asyncio.CancelledError:
+        task.uncancel()
+        replayer.m.interrupted = True
+        replayer.m.error = "interrupted"
+    except ReplayError as exc:
+        replayer.m.error = str(exc)
+    except (TimeoutError, OSError) as exc:
+        replayer.m.error = f"{exc}" + (f"\n{replayer.death_message()}" if replayer.died() else "")
+    finally:
+        replayer.m.wall_s = time.monotonic() - started
+        if bar is not None:
+            bar.close()
+        try:
+            await asyncio.wait_for(replayer.stop(), 30)
+        except Exception:
+            pass
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.remove_signal_handler(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
+    return replayer.m
+
+
+def run_replay(sessions: Sequence[Session], options: ReplayOptions) -> Measurements:
+    return asyncio.run(replay_sessions(sessions, options))
+
+
+def utf16_width(text: str) -> int:  # re-exported for callers that count accepted chars in LSP units
+    return utf16_len(text)
+
+
+# ---------------------------------------------------------------- sessions that accept by construction
+
+
+async def _echo_events(text: str, uri: str, language: str, anchors: Sequence[tuple[int, str]],
+                       options: ReplayOptions, rounds: int, cps: float, pause: float) -> list[dict[str, Any]]:
+    replayer = Replayer(dataclasses.replace(options, progress=False, check_sync=False))
+    events: list[dict[str, Any]] = [{"t": 0.0, "op": "open", "uri": uri, "language": language, "text": text}]
+    t = 0.0
+    try:
+        await replayer.start()
+        replayer._open(events[0], language)
+        inserted_lines = 0
+        for anchor, indent in anchors:
+            doc = replayer.docs[uri]
+            line = anchor + inserted_lines
+            cursor = {"line": line, "character": utf16_len(doc.text.split("\n")[line])}
+            pieces = ["\n" + indent]  # Enter with auto-indent, then whatever the model says, `rounds` times
+            t += 1.0
+            for _ in range(rounds + 1):
+                piece = pieces[-1]
+                replayer._did_change(uri, {"start": cursor, "end": cursor}, piece)
+                keys = [piece] if piece == pieces[0] and len(pieces) == 1 else list(piece)
+                for key in keys:
+                    t += 1.0 / cps
+                    events.append({"t": round(t, 3), "op": "change", "uri": uri,
+                                   "range": {"start": dict(cursor), "end": dict(cursor)}, "text": key})
+                    cursor = advance(cursor, key)
+                t += pause  # the person reads the ghost text before typing it: the model's time to answer
+                inserted_lines += piece.count("\n")
+                if len(pieces) > rounds:
+                    break
+                replayer._request_completion(uri, cursor, after_accept=False)
+                items = await replayer._await_pending(None)
+                suggestion = insert_text(items[0]) if items else ""
+                if not suggestion:
+                    break
+                pieces.append(suggestion)
+        t += 1.0
+        events.append({"t": round(t, 3), "op": "close", "uri": uri})
+    finally:
+        await asyncio.wait_for(replayer.stop(), 30)
+    if replayer.m.error:
+        raise RuntimeError(replayer.m.error)
+    return events
+
+
+def echo_session(text: str, uri: str, anchors: Sequence[tuple[int, str]], options: ReplayOptions,
+                 rounds: int = 3, cps: float = 8.0, language: str = "python", pause: float = 1.5) -> list[dict[str, Any]]:
+    """Events of a person who, at the end of each anchor line, presses Enter and then types exactly
+    what the model suggests there, `rounds` suggestions in a row, as asked of a server beforehand.
+
+    Greedy decoding is deterministic, so on replay every one of those suggestions matches and
+    is accepted, whatever the model's quality: the session measures the after-accept path even
+    when a small model rarely guesses what a real person typed.
+    """
+    return asyncio.run(_echo_events(text, uri, language, anchors, options, rounds, cps, pause))

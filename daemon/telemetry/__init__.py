@@ -1,0 +1,1 @@
+"""Telemetry: reading daemon logs, the latency dashboard, and Prometheus metrics (with a Grafana board in assets/)."""
