@@ -8,6 +8,10 @@ KV cache kept from the last request already covers the new prompt.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
+
+from tabd.predictor.fim import FAMILIES, tabd_context_pieces
+from tabd.predictor.types import ContextChunk
 
 
 @dataclass(frozen=True)
@@ -35,15 +39,9 @@ class FimTemplate:
             return [p, s, (suffix, False), m, (prefix, False)]
         return [p, (prefix, False), s, (suffix, False), m]
 
-
-# family -> (prefix, suffix, middle, stops, layouts supported, preferred first)
-FAMILIES: dict[str, tuple[str, str, str, tuple[str, ...], tuple[str, ...]]] = {
-    "tabd": ("<tabd_pre>", "<tabd_suf>", "<tabd_mid>", ("<tabd_eot>",), ("spm", "psm")),
-    "qwen2.5-coder": ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", ("<|endoftext|>", "<|fim_pad|>", "<|file_sep|>", "<|repo_name|>"), ("psm",)),
-    "starcoder2": ("<fim_prefix>", "<fim_suffix>", "<fim_middle>", ("<|endoftext|>", "<file_sep>", "<fim_pad>"), ("spm", "psm")),
-    "deepseek-coder": ("<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>", ("<｜end▁of▁sentence｜>", "<|EOT|>"), ("psm",)),
-    "codellama": ("▁<PRE>", "▁<SUF>", "▁<MID>", ("▁<EOT>", "</s>"), ("spm", "psm")),
-}
+    def context_pieces(self, chunks: Sequence[ContextChunk]) -> list[tuple[str, bool]]:
+        """Pieces that put workspace context before `pieces()`; empty without chunks."""
+        return tabd_context_pieces(chunks) if self.family == "tabd" else []
 
 
 def _deepseek_pieces(prefix: str, suffix: str) -> list[tuple[str, bool]]:

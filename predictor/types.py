@@ -25,6 +25,14 @@ class Prediction:
     decode_ms: float = 0.0
 
 
+@dataclass(frozen=True)
+class ContextChunk:
+    """A piece of the workspace put before the prompt: where it comes from, and its text."""
+
+    path: str
+    text: str
+
+
 class Interrupted(Exception):
     """The caller's should_stop() said stop between two decode steps."""
 

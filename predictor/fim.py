@@ -1,0 +1,45 @@
+"""The FIM formats, defined once: tabd's own special tokens and every family's markers.
+
+Both the daemon's prompt templates (templates.py) and `tabd train` build their
+token sequences from these definitions, so the shipped model is trained on
+exactly the layout the daemon prompts with.
+
+tabd's own layout, suffix first so that accepting a suggestion extends the
+sequence (each piece tokenized on its own, as the daemon does):
+
+    [context]  <tabd_suf> suffix <tabd_pre> prefix  -> middle <tabd_eot>
+
+where the optional workspace context is a run of chunks, each written as
+`# path\\n` + its text + `\\n`, followed by `<tabd_eot>`: the separator the
+model already knows from between files in its plain-text rows.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from tabd.predictor.types import ContextChunk
+
+EOT, PRE, SUF, MID, PAD = "<tabd_eot>", "<tabd_pre>", "<tabd_suf>", "<tabd_mid>", "<tabd_pad>"
+SPECIAL_TOKENS = (EOT, PRE, SUF, MID, PAD)  # ids 0..4 in tabd's tokenizer, in this order
+
+# family -> (prefix, suffix, middle, stops, layouts supported, preferred first)
+FAMILIES: dict[str, tuple[str, str, str, tuple[str, ...], tuple[str, ...]]] = {
+    "tabd": (PRE, SUF, MID, (EOT,), ("spm", "psm")),
+    "qwen2.5-coder": ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", ("<|endoftext|>", "<|fim_pad|>", "<|file_sep|>", "<|repo_name|>"), ("psm",)),
+    "starcoder2": ("<fim_prefix>", "<fim_suffix>", "<fim_middle>", ("<|endoftext|>", "<file_sep>", "<fim_pad>"), ("spm", "psm")),
+    "deepseek-coder": ("<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>", ("<｜end▁of▁sentence｜>", "<|EOT|>"), ("psm",)),
+    "codellama": ("▁<PRE>", "▁<SUF>", "▁<MID>", ("▁<EOT>", "</s>"), ("spm", "psm")),
+}
+
+
+def chunk_text(chunk: ContextChunk) -> str:
+    """One context chunk as the model reads it: a path comment, then the text."""
+    text = chunk.text if chunk.text.endswith("\n") else chunk.text + "\n"
+    return f"# {chunk.path}\n{text}"
+
+
+def tabd_context_pieces(chunks: Sequence[ContextChunk]) -> list[tuple[str, bool]]:
+    """(text, is_special) pieces of tabd's context block; empty without chunks."""
+    if not chunks:
+        return []
+    return [("".join(chunk_text(c) for c in chunks), False), (EOT, True)]

@@ -1,0 +1,1 @@
+"""Training the embedded model: the corpus, FIM samples, the resumable loop."""

@@ -1,0 +1,19 @@
+"""`tabd train` (a resumable training run) and `tabd train corpus` (build the PyPI corpus)."""
+from __future__ import annotations
+
+import argparse
+
+from tabd.predictor.training import corpus, train
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    train.add_arguments(parser)
+    sub = parser.add_subparsers(dest="train_action", metavar="ACTION")
+    corpus.add_arguments(sub.add_parser("corpus", help="download the pinned distributions and build the corpus file",
+                                        description=corpus.__doc__.splitlines()[0]))
+
+
+def run(args: argparse.Namespace) -> int:
+    if getattr(args, "train_action", None) == "corpus":
+        return corpus.run(args)
+    return train.run(args)
