@@ -257,8 +257,10 @@ class LocalBackend:
                 return False
             return not postprocess.whole(text, line, settings.multiline, settings.max_lines)
 
+        probs: list[float] = []
         tokens = generate.decode_n_tokens(
-            self.runner, logits, slot.cache, settings.max_new_tokens, go_on, slot.ids.append, self._allowed_first(heal)
+            self.runner, logits, slot.cache, settings.max_new_tokens, go_on, slot.ids.append, self._allowed_first(heal),
+            probs,
         )
         t2 = time.perf_counter()
         self.last_tokens = list(tokens)
@@ -267,6 +269,7 @@ class LocalBackend:
         raw = tokenizer.decode(tokens)
         raw = raw[len(heal) :] if raw.startswith(heal) else ""
         text = postprocess.finish(raw, line, settings.multiline, settings.max_lines)
+        confidence = self._confidence(tokens, probs, heal, line, settings, len(text))
         return Prediction(
             text=text,
             prefill_tokens=len(ids) - reused,
@@ -274,4 +277,18 @@ class LocalBackend:
             decode_tokens=len(tokens),
             prefill_ms=(t1 - t0) * 1000,
             decode_ms=(t2 - t1) * 1000,
+            confidence=confidence,
         )
+
+    def _confidence(self, tokens: list[int], probs: list[float], heal: str, line, settings: GenSettings,
+                    limit: int) -> tuple[tuple[int, float], ...]:
+        """(length of the suggestion made of tokens[:i+1], p_i) for each token the suggestion keeps."""
+        out = []
+        for i, p in enumerate(probs[: len(tokens)]):
+            raw = self.tokenizer.decode(tokens[: i + 1])
+            raw = raw[len(heal):] if raw.startswith(heal) else ""
+            end = min(limit, len(postprocess.finish(raw, line, settings.multiline, settings.max_lines)))
+            out.append((end, round(p, 4)))
+            if end >= limit:
+                break
+        return tuple(out)

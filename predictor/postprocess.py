@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 OPENERS = {"(": ")", "[": "]", "{": "}"}
 CLOSERS = {v: k for k, v in OPENERS.items()}
@@ -143,3 +144,21 @@ def finish(text: str, line: CursorLine, multiline: bool, max_lines: int) -> str:
     if not text.strip():
         return ""
     return text
+
+
+def gate(text: str, confidence: Sequence[tuple[int, float]], min_confidence: float) -> str:
+    """The part of a suggestion the model is sure of: cut before the first token below min_confidence.
+
+    `confidence` holds (end of the text after a token, that token's probability)
+    in decode order. Without it (an engine that gives no probabilities) or with
+    a threshold of 0, the whole text is shown. An empty result means: show nothing.
+    """
+    if min_confidence <= 0 or not confidence:
+        return text
+    keep = 0
+    for end, p in confidence:
+        if p < min_confidence:
+            break
+        keep = max(keep, end)
+    shown = "\n".join(row.rstrip() for row in text[:keep].split("\n"))
+    return shown if shown.strip() else ""

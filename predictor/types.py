@@ -23,6 +23,9 @@ class Prediction:
     decode_tokens: int = 0
     prefill_ms: float = 0.0
     decode_ms: float = 0.0
+    # (end of the suggestion's text after this token, the model's probability of the token), in decode order;
+    # empty where the engine gives no probabilities (then nothing is gated)
+    confidence: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass(frozen=True)

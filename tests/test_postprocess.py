@@ -1,6 +1,7 @@
 """Stop rules and clean-up: what the user sees as ghost text."""
 from __future__ import annotations
 
+from tabd.predictor import postprocess
 from tabd.predictor.postprocess import CursorLine, balance, cut_repeats, finish, line_done, wants_multiline
 
 
@@ -43,3 +44,26 @@ def test_cursor_line_splits_the_line_at_the_cursor():
     line = CursorLine.of("def f():\n    x = ", " + 1\r\n    return x")
     assert (line.before, line.after, line.indent) == ("    x = ", " + 1", "    ")
     assert CursorLine.of("", "") == CursorLine("", "")
+
+
+# ---- confidence gating: show the part the model is sure of
+
+
+def test_gate_cuts_at_the_first_confidence_drop():
+    text = "return self.value + 1"
+    confidence = [(6, 0.9), (11, 0.8), (17, 0.7), (19, 0.2), (21, 0.9)]
+    assert postprocess.gate(text, confidence, 0.5) == "return self.value"
+
+
+def test_gate_shows_nothing_when_the_first_piece_is_unsure():
+    assert postprocess.gate("foo(bar)", [(3, 0.1), (8, 0.99)], 0.3) == ""
+
+
+def test_gate_keeps_everything_at_threshold_zero_or_without_probabilities():
+    assert postprocess.gate("foo(bar)", [(3, 0.1), (8, 0.2)], 0.0) == "foo(bar)"
+    assert postprocess.gate("foo(bar)", [], 0.9) == "foo(bar)"  # a remote engine that gives no probabilities
+
+
+def test_gate_drops_trailing_spaces_and_whitespace_only_rests():
+    assert postprocess.gate("x = 1  \n    y", [(7, 0.9), (8, 0.9), (13, 0.1)], 0.5) == "x = 1\n"
+    assert postprocess.gate("   foo", [(3, 0.9), (6, 0.1)], 0.5) == ""

@@ -36,9 +36,17 @@ def decode_one_token(model, token: int, cache) -> torch.Tensor:
 
 
 def greedy(logits: torch.Tensor, allowed: torch.Tensor | None = None) -> int:
+    return greedy_p(logits, allowed)[0]
+
+
+def greedy_p(logits: torch.Tensor, allowed: torch.Tensor | None = None) -> tuple[int, float]:
+    """The greedy token and its probability (renormalised over `allowed` when the choice is restricted)."""
     if allowed is not None:
-        return int(allowed[torch.argmax(logits[allowed])])
-    return int(torch.argmax(logits))
+        sub = logits[allowed]
+        i = int(torch.argmax(sub))
+        return int(allowed[i]), float(torch.exp(sub[i] - torch.logsumexp(sub, 0)))
+    best = int(torch.argmax(logits))
+    return best, float(torch.exp(logits[best] - torch.logsumexp(logits, 0)))
 
 
 def decode_n_tokens(
@@ -49,22 +57,27 @@ def decode_n_tokens(
     go_on: Callable[[list[int]], bool],
     on_feed: Callable[[int], None],
     first_allowed: torch.Tensor | None = None,
+    probs: list[float] | None = None,
 ) -> list[int]:
     """Greedy tokens after `logits`, until n tokens or go_on(tokens) is False.
 
     The last token chosen is not fed back (nobody needs its successor);
     on_feed(token) is told of every token that is, so the caller can keep
-    the cache's token list in step with the cache.
+    the cache's token list in step with the cache. When `probs` is given,
+    the model's probability of each chosen token is appended to it (what
+    confidence gating cuts suggestions by).
     """
     tokens: list[int] = []
-    token = greedy(logits, first_allowed)
+    token, p = greedy_p(logits, first_allowed)
     while True:
         tokens.append(token)
+        if probs is not None:
+            probs.append(p)
         if len(tokens) >= n or not go_on(tokens):
             return tokens
         if hasattr(model, "decode_greedy"):  # the fast path picks the token without handing logits back
-            next_token = model.decode_greedy(token, cache)
+            next_token, p = model.decode_greedy(token, cache)
         else:
-            next_token = greedy(decode_one_token(model, token, cache))
+            next_token, p = greedy_p(decode_one_token(model, token, cache))
         on_feed(token)
         token = next_token

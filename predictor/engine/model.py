@@ -132,11 +132,14 @@ class FastLlama:
         out = torch.bmm(torch.softmax(scores, dim=-1), values)  # [kv, group, hd]
         return out.reshape(self.n_heads, 1, self.head_dim)
 
-    def decode_greedy(self, token: int, cache: FastCache) -> int:
-        """Feed one token; the greedy next token."""
+    def decode_greedy(self, token: int, cache: FastCache) -> tuple[int, float]:
+        """Feed one token; the greedy next token and the model's probability of it."""
         if self.native is not None:
-            return self.native.step(token, cache)[0]
-        return int(torch.argmax(self.forward_last([token], cache)))
+            best, logits = self.native.step(token, cache)
+        else:
+            logits = self.forward_last([token], cache)
+            best = int(torch.argmax(logits))
+        return best, float(torch.exp(logits[best] - torch.logsumexp(logits, 0)))
 
     @torch.inference_mode()
     def forward_last(self, ids: list[int], cache: FastCache) -> torch.Tensor:
