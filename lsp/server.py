@@ -195,7 +195,7 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
         if ls.service is not None:
             c = ls.config
             state = DocState.from_text(doc.text, cursor, c.prefix_chars * 2, c.suffix_chars * 2) if cursor is not None else None
-            ls.service.document_changed(doc_id(uri), doc.version, state)
+            ls.service.document_changed(doc_id(uri), state)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: TabdServer, params: types.DidCloseTextDocumentParams) -> None:

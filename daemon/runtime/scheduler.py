@@ -39,14 +39,13 @@ class Job:
 
 
 class Scheduler:
-    def __init__(self, on_preempt: Callable[[Job], None] | None = None, workers: int = 1) -> None:
+    def __init__(self, workers: int = 1) -> None:
         self._heap: list[tuple[int, int, Job]] = []
         self._seq = itertools.count()
         self._cond = threading.Condition()
         self._stopped = False
         self.running: set[Job] = set()
         self.workers = max(1, workers)
-        self.on_preempt = on_preempt
         self._threads = [
             threading.Thread(target=self._work, name=f"tabd-model-{i}", daemon=True) for i in range(self.workers)
         ]
@@ -154,8 +153,6 @@ class Scheduler:
                     else:
                         job.preemptions += 1
                         heapq.heappush(self._heap, (job.priority, next(self._seq), job))
-                if not job.cancelled and self.on_preempt is not None:
-                    self.on_preempt(job)
                 continue
             except BaseException as exc:  # the job's error goes to whoever waits for it
                 with self._cond:

@@ -25,7 +25,7 @@ from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime.scheduler import FOREGROUND, Cancelled, Job, Scheduler
 from tabd.predictor.postprocess import wants_multiline
-from tabd.predictor.types import GenSettings, Prediction
+from tabd.predictor.types import GenSettings, Interrupted, Prediction
 
 SOURCES = ("cache", "typed", "inflight", "model", "none")
 
@@ -38,6 +38,34 @@ class Answer:
     depth: int = 0
     key: str = ""
     latency_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class Request:
+    """One completion request, built once in complete() and carried to its answer."""
+
+    id: str
+    doc: str
+    version: int
+    state: DocState
+    window: Window
+    key: str  # "" when no model could be loaded: there is no key to look up
+    t0: float  # monotonic start, for the request's latency
+    after_accept: bool  # the state is one an accept of a shown suggestion reaches
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a request ended with: the text and where it came from, with the model's figures when it ran."""
+
+    text: str
+    source: str
+    depth: int = 0
+    prediction: Prediction | None = None
+    queue_ms: float = 0.0
+    cache_ms: float = 0.0
+    from_key: str = ""  # for a typed answer: the key of the suggestion typed into
+    error: str | None = None
 
 
 @dataclass
@@ -54,7 +82,11 @@ class Computation:
     chain: str = ""  # ...and the text the accepts would insert from there
     job: Job | None = None
     waiters: int = 0
-    prefetch: bool = False
+    cancel_reason: str = ""  # why _cancel stopped it, for the waiters' cancel events
+
+    @property
+    def prefetch(self) -> bool:
+        return self.depth > 0
 
 
 @dataclass
@@ -65,7 +97,6 @@ class Stats:
     after_accept_from_cache: int = 0
     after_accept_ms: deque = field(default_factory=lambda: deque(maxlen=1000))
     latency_ms: deque = field(default_factory=lambda: deque(maxlen=1000))
-    model_calls: int = 0
     model: dict[str, int] = field(default_factory=lambda: {"started": 0, "finished": 0, "cancelled": 0})
     accepts: int = 0
     dismisses: int = 0
@@ -89,14 +120,13 @@ class CompletionService:
         self.cache = CompletionCache(config.cache_entries, config.cache_bytes)
         self.typed = TypeThroughIndex()
         self.inflight: InflightTable[Computation] = InflightTable()
-        self.scheduler = Scheduler(on_preempt=self._on_preempt, workers=self._workers(config))
+        self.scheduler = Scheduler(workers=self._workers(config))
         self.stats = Stats()
         self.backend: Any = None
         self.load_error: str | None = None
         self._ids = itertools.count(1)
-        self._shown: OrderedDict[str, tuple[str, str, str]] = OrderedDict()  # id -> (doc, key, text)
+        self._shown: OrderedDict[str, tuple[str, str]] = OrderedDict()  # answer id -> (doc, text)
         self._planned: OrderedDict[str, None] = OrderedDict()  # keys of states reached by accepting
-        self._versions: dict[str, int] = {}
         self._foreground: dict[str, Computation] = {}  # doc -> its latest request's computation
         self._loaded = self.scheduler.submit(lambda stop: self._load(backend_factory), -1, "load")
         self.model_id = "loading"
@@ -133,115 +163,121 @@ class CompletionService:
     async def complete(self, doc: str, version: int, state: DocState) -> Answer:
         t0 = time.monotonic()
         answer_id = str(next(self._ids))
-        if not await self.ready():
-            return self._finish(answer_id, doc, version, "", "none", 0, "", t0, error=self.load_error)
-        self._versions[doc] = max(version, self._versions.get(doc, version))
-        settings = self.settings_for(state)
+        ready = await self.ready()
         window = state.window(self.config.prefix_chars, self.config.suffix_chars)
-        key = self.key_for(window, settings)
-        after_accept = key in self._planned
+        settings = self.settings_for(state)
+        key = self.key_for(window, settings) if ready else ""
+        req = Request(answer_id, doc, version, state, window, key, t0, key in self._planned)
+        if not ready:
+            return self._finish(req, Outcome("", "none", error=self.load_error))
 
         if self.config.cache:
             entry = self.cache.get(key)
             if entry is not None:
-                return self._serve(answer_id, doc, version, state, window, key, entry.text, "cache", entry.depth, t0,
-                                   after_accept, cache_ms=(time.monotonic() - t0) * 1000)
+                return self._serve(req, Outcome(entry.text, "cache", entry.depth, cache_ms=self._since(t0)))
             hit = self.typed.lookup(window)
             if hit is not None:
                 shown, rest = hit
-                return self._serve(answer_id, doc, version, state, window, key, rest, "typed", shown.depth, t0,
-                                   after_accept, cache_ms=(time.monotonic() - t0) * 1000, from_key=shown.key)
+                return self._serve(req, Outcome(rest, "typed", shown.depth, cache_ms=self._since(t0), from_key=shown.key))
             comp = self.inflight.get(key)
             if comp is not None:
                 self.scheduler.promote(comp.job, FOREGROUND)
-                return await self._await(answer_id, doc, version, state, window, key, comp, "inflight", t0, after_accept)
+                return await self._await(req, comp, "inflight")
 
         previous = self._foreground.get(doc)
         if previous is not None and previous.key != key:
             self._cancel(previous, "superseded")  # its waiters get an empty answer at once
         comp = self._start(key, doc, state, window, settings, depth=0)
         self._foreground[doc] = comp
-        return await self._await(answer_id, doc, version, state, window, key, comp, "model", t0, after_accept)
+        return await self._await(req, comp, "model")
 
-    async def _await(self, answer_id, doc, version, state, window, key, comp: Computation, source, t0, after_accept) -> Answer:
+    @staticmethod
+    def _since(t0: float) -> float:
+        return (time.monotonic() - t0) * 1000
+
+    async def _await(self, req: Request, comp: Computation, source: str) -> Answer:
         comp.waiters += 1
         result = asyncio.wrap_future(comp.job.future)
         result.add_done_callback(_retrieve)  # a waiter that left must not leave an unread exception behind
         try:
             prediction: Prediction = await asyncio.shield(result)
         except Cancelled:
-            self.events.emit("cancel", id=answer_id, doc=doc, reason="stale")
-            return self._finish(answer_id, doc, version, "", "none", 0, key, t0, after_accept=after_accept)
+            self.events.emit("cancel", id=req.id, doc=req.doc, reason=comp.cancel_reason or "shutdown")
+            return self._finish(req, Outcome("", "none"))
         except asyncio.CancelledError:
             comp.waiters -= 1
             if comp.waiters == 0 and not comp.prefetch:
-                self._cancel(comp, "client cancelled")
-            self.events.emit("cancel", id=answer_id, doc=doc, reason="client")
+                self._cancel(comp, "client")
+            self.events.emit("cancel", id=req.id, doc=req.doc, reason="client")
             raise
         except Exception as exc:
             self.events.emit("error", where="model", message=f"{type(exc).__name__}: {exc}")
-            return self._finish(answer_id, doc, version, "", "none", 0, key, t0, error=str(exc))
+            return self._finish(req, Outcome("", "none", error=str(exc)))
         comp.waiters -= 1
         queue_ms = (comp.job.started_at - comp.job.queued_at) * 1000 if comp.job.started_at else 0.0
-        text = prediction.text
         depth = comp.depth if source == "inflight" else 0
-        return self._serve(answer_id, doc, version, state, window, key, text, source, depth, t0, after_accept, prediction, queue_ms)
+        return self._serve(req, Outcome(prediction.text, source, depth, prediction, queue_ms))
 
-    def _serve(self, answer_id, doc, version, state, window, key, text, source, depth, t0, after_accept, prediction=None,
-               queue_ms=0.0, cache_ms=0.0, from_key="") -> Answer:
-        if self.config.cache and text:
-            self.typed.add(Shown(window, text, key, depth))
-        if text:
-            self._plan(doc, state, window, text)
-        return self._finish(answer_id, doc, version, text, source, depth, key, t0, prediction, queue_ms, after_accept,
-                            cache_ms=cache_ms, from_key=from_key)
+    def _serve(self, req: Request, out: Outcome) -> Answer:
+        if self.config.cache and out.text:
+            self.typed.add(Shown(req.window, out.text, req.key, out.depth))
+        if out.text:
+            self._plan(req.doc, req.state, req.window, out.text)
+        return self._finish(req, out)
 
-    def _finish(self, answer_id, doc, version, text, source, depth, key, t0, prediction: Prediction | None = None,
-                queue_ms=0.0, after_accept=False, error: str | None = None, cache_ms=0.0, from_key="") -> Answer:
-        latency = (time.monotonic() - t0) * 1000
-        shown_source = source if text else "none"
+    def _finish(self, req: Request, out: Outcome) -> Answer:
+        latency = self._since(req.t0)
+        shown_source = out.source if out.text else "none"
+        self._count(shown_source, latency, req.after_accept)
+        if out.text:
+            self._shown[req.id] = (req.doc, out.text)
+            while len(self._shown) > 256:
+                self._shown.popitem(last=False)
+        p = out.prediction or Prediction("")
+        self.events.emit(
+            "completion", id=req.id, doc=req.doc, version=req.version, source=shown_source, origin=out.source,
+            depth=out.depth, latency_ms=round(latency, 3), queue_ms=round(out.queue_ms, 3),
+            cache_ms=round(out.cache_ms, 4), prefill_ms=round(p.prefill_ms, 3), decode_ms=round(p.decode_ms, 3),
+            prefill_tokens=p.prefill_tokens, reused_tokens=p.reused_tokens, decode_tokens=p.decode_tokens,
+            chars=len(out.text), key=short_key(req.key) if req.key else "", after_accept=req.after_accept,
+            queue_depth=self.scheduler.depth(),
+            **({"from_key": short_key(out.from_key)} if out.from_key else {}),
+            **({"error": out.error[:200]} if out.error else {}),
+            **({"text": out.text} if self.config.log_text and out.text else {}),
+        )
+        return Answer(req.id, out.text, shown_source, out.depth, req.key, latency)
+
+    def _count(self, source: str, latency: float, after_accept: bool) -> None:
         s = self.stats
-        s.sources[shown_source] += 1
+        s.sources[source] += 1
         s.latency_ms.append(latency)
-        s.last_source, s.last_latency_ms = shown_source, latency
+        s.last_source, s.last_latency_ms = source, latency
         if after_accept:
             s.after_accept_requests += 1
             s.after_accept_ms.append(latency)
-            if shown_source in ("cache", "typed"):
+            if source in ("cache", "typed"):
                 s.after_accept_from_cache += 1
-        if text:
-            self._shown[answer_id] = (doc, key, text)
-            while len(self._shown) > 256:
-                self._shown.popitem(last=False)
-        p = prediction or Prediction("")
-        self.events.emit(
-            "completion", id=answer_id, doc=doc, version=version, source=shown_source, origin=source, depth=depth,
-            latency_ms=round(latency, 3), queue_ms=round(queue_ms, 3), cache_ms=round(cache_ms, 4), prefill_ms=round(p.prefill_ms, 3),
-            decode_ms=round(p.decode_ms, 3), prefill_tokens=p.prefill_tokens, reused_tokens=p.reused_tokens,
-            decode_tokens=p.decode_tokens, chars=len(text), key=short_key(key) if key else "",
-            after_accept=after_accept, queue_depth=self.scheduler.depth(),
-            **({"from_key": short_key(from_key)} if from_key else {}),
-            **({"error": error[:200]} if error else {}),
-            **({"text": text} if self.config.log_text and text else {}),
-        )
-        return Answer(answer_id, text, shown_source, depth, key, latency)
 
     # -- model work -------------------------------------------------------------
 
     def _start(self, key, doc, state, window, settings, depth, root=None, chain="") -> Computation:
-        comp = Computation(key, doc, state, window, settings, depth, root, chain, prefetch=depth > 0)
+        comp = Computation(key, doc, state, window, settings, depth, root, chain)
         backend = self.backend
 
         def run(should_stop):
-            return backend.predict(window.prefix, window.suffix, settings, should_stop, slot_id=doc)
+            try:
+                return backend.predict(window.prefix, window.suffix, settings, should_stop, slot_id=doc)
+            except Interrupted:
+                if comp.job is None or not comp.job.cancelled:  # stopped for a request, not for good: requeued
+                    self._preempted(comp)  # on the model thread, as the scheduler requeues it
+                raise
 
         comp.job = self.scheduler.submit(run, FOREGROUND if depth == 0 else depth, f"{'prefetch' if depth else 'request'}:{short_key(key)}")
-        self.stats.model_calls += 1
+        loop = asyncio.get_running_loop()
         if depth == 0:
             self.stats.model["started"] += 1
         if self.config.cache:
             self.inflight.add(key, comp)
-        loop = asyncio.get_running_loop()
         comp.job.future.add_done_callback(lambda fut: loop.call_soon_threadsafe(self._done, comp, fut))
         return comp
 
@@ -255,7 +291,8 @@ class CompletionService:
         if failed:
             if comp.prefetch:
                 self.stats.prefetch["cancelled"] += 1
-                self.events.emit("prefetch", outcome="cancelled", depth=comp.depth, key=short_key(comp.key), doc=comp.doc)
+                self.events.emit("prefetch", outcome="cancelled", depth=comp.depth, key=short_key(comp.key), doc=comp.doc,
+                                 reason=comp.cancel_reason or "shutdown")
             return
         prediction: Prediction = fut.result()
         if self.config.cache:
@@ -274,12 +311,12 @@ class CompletionService:
 
     def _cancel(self, comp: Computation, reason: str) -> None:
         if comp.job is not None and not comp.job.done():
+            comp.cancel_reason = comp.cancel_reason or reason
             self.scheduler.cancel(comp.job)
 
-    def _on_preempt(self, job: Job) -> None:
-        # called on the model thread: count it there, log it on the loop
+    def _preempted(self, comp: Computation) -> None:
         self.stats.prefetch["preempted"] += 1
-        self.events.emit("prefetch", outcome="preempted", depth=job.priority, key=job.label.rsplit(":", 1)[-1], doc="")
+        self.events.emit("prefetch", outcome="preempted", depth=comp.depth, key=short_key(comp.key), doc=comp.doc)
 
     # -- speculation ------------------------------------------------------------
 
@@ -308,9 +345,8 @@ class CompletionService:
             self.events.emit("prefetch", outcome="started", depth=plan.depth, key=short_key(key), doc=doc)
             self._start(key, doc, plan.state, window, self.settings_for(plan.state), plan.depth, root, chain + plan.inserted)
 
-    def document_changed(self, doc: str, version: int, state: DocState | None) -> None:
-        """Cancel work the new document state can no longer use."""
-        self._versions[doc] = version
+    def document_changed(self, doc: str, state: DocState | None) -> None:
+        """Cancel work the new document state (None: the document is gone) can no longer use."""
         now = state.window(self.config.prefix_chars, self.config.suffix_chars) if state is not None else None
         for key, comp in self.inflight.items():
             if comp.doc != doc or comp.job.done():
@@ -320,13 +356,12 @@ class CompletionService:
                     now == comp.root or typed_length(comp.root, comp.chain + "\0", now) is not None
                 )
                 if not reachable:
-                    self._cancel(comp, "unreachable")
+                    self._cancel(comp, "closed" if now is None else "unreachable")
             elif now is None or now != comp.window:
-                self._cancel(comp, "stale")
+                self._cancel(comp, "closed" if now is None else "stale")
 
     def document_closed(self, doc: str) -> None:
-        self.document_changed(doc, self._versions.get(doc, 0) + 1, None)
-        self._versions.pop(doc, None)
+        self.document_changed(doc, None)
 
     # -- accept / dismiss / stats -------------------------------------------------
 
@@ -334,7 +369,7 @@ class CompletionService:
         shown = self._shown.get(answer_id)
         self.stats.accepts += 1
         doc = shown[0] if shown else ""
-        n = chars if isinstance(chars, int) and chars >= 0 else (len(shown[2]) if shown else 0)
+        n = chars if isinstance(chars, int) and chars >= 0 else (len(shown[1]) if shown else 0)
         self.events.emit("accept", id=answer_id, doc=doc, chars=n, partial=bool(partial), known=shown is not None)
         return shown is not None
 
@@ -358,7 +393,7 @@ class CompletionService:
             },
             "latency_ms": {"p50": _p50(s.latency_ms)},
             "last": {"source": s.last_source, "latency_ms": round(s.last_latency_ms, 3)},
-            "model_calls": s.model_calls,
+            "model_calls": s.model["started"] + s.prefetch["started"],  # every job the model worker was given
             "requests_to_model": dict(s.model),
             "accepts": s.accepts,
             "dismisses": s.dismisses,
