@@ -1,4 +1,4 @@
-"""`tabd bench [kv|replay|remote|soak|engines] [--json]`: side-by-side figures measured in one run.
+"""`tabd bench [kv|replay|remote|soak|engines|quality] [--json]`: side-by-side figures measured in one run.
 
 Each section lives in its own module with `add_arguments(parser)` (optional) and
 `run_section(args) -> dict`; the dict is printed under the section's name.
@@ -16,8 +16,9 @@ SECTIONS: dict[str, str] = {
     "soak": "tabd.daemon.bench.soak",
     "engines": "tabd.predictor.bench.engines",
     "remote": "tabd.predictor.bench.remote",
+    "quality": "tabd.daemon.bench.quality",
 }
-DEFAULT_ALL = ("kv", "replay", "remote")  # soak and engines take long; name them to run them
+DEFAULT_ALL = ("kv", "replay", "remote")  # soak, engines and quality take long; name them to run them
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

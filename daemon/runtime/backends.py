@@ -11,6 +11,10 @@ def make_backend(config: Config) -> Any:
         from tabd.predictor.remote import RemoteBackend
 
         return RemoteBackend.from_config(config)
+    if config.extra.get("backend") == "copy":
+        from tabd.predictor.lookup import CopyBackend
+
+        return CopyBackend()
     from tabd.predictor.local import LocalBackend
 
     return LocalBackend(

@@ -11,7 +11,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("model and backend")
     g.add_argument("--model", metavar="DIR", help="local Hugging Face model directory (default: the embedded model)")
     g.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="where the model runs")
-    g.add_argument("--backend", default="local", choices=["local", "openai"], help="local engine or an OpenAI-compatible server")
+    g.add_argument("--backend", default="local", choices=["local", "openai", "copy"],
+                   help="local engine, an OpenAI-compatible server, or copy (no model: the copy-from-the-file baseline)")
     g.add_argument("--url", help="server URL for --backend openai, e.g. http://127.0.0.1:8080")
     g.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key for --backend openai")
     g.add_argument("--remote-model", metavar="NAME", help="model name to send to the remote server")

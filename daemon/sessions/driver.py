@@ -40,6 +40,7 @@ class ReplayOptions:
     check_sync: bool = False          # compare the server's document (tabd/document) with ours before closing
     max_seconds: float | None = None  # stop replaying (and report the part replayed) after this long
     wait_ready: bool = True           # start typing once the model is loaded (tabd/stats "model" != "loading")
+    accept: str = "words"             # "tab": whole suggestions only; "words": also the leading words that match
 
     @property
     def fast(self) -> bool:

@@ -39,6 +39,9 @@ class Measurements:
     command_errors: int = 0
     typed_chars: int = 0
     accepted_chars: int = 0
+    accepted_chars_full: int = 0       # of those, by whole-suggestion accepts
+    keystrokes_skipped: int = 0        # recorded keystrokes an accept made unnecessary
+    keystrokes_saved: int = 0          # the same, less one key per accept (the Tab itself)
     after_accept_requests: int = 0
     after_accept_from_cache: int = 0
     after_accept_speculated: int = 0   # cache or inflight: the prefetch had it
@@ -77,6 +80,7 @@ class Measurements:
     def summary(self) -> dict[str, Any]:
         aa = self.after_accept_requests
         total_chars = self.accepted_chars + self.typed_chars
+        recorded = self.keystrokes + self.keystrokes_skipped  # what the person typed without tabd
         out: dict[str, Any] = {
             "sessions": self.sessions,
             "requests": self.requests,
@@ -98,7 +102,14 @@ class Measurements:
             },
             "sources": {name: self.sources.get(name, 0) for name in SOURCES},
             "saved_share": round(self.accepted_chars / total_chars, 4) if total_chars else 0.0,
+            "full_accepts": self.accepted - self.partial_accepts,
             "partial_accepts": self.partial_accepts,
+            "accepted_chars_full": self.accepted_chars_full,
+            "keystrokes_saved": self.keystrokes_saved,
+            "keystrokes_saved_share": round(self.keystrokes_saved / recorded, 4) if recorded else 0.0,
+            "acceptance_rate": round(self.accepted / self.shown, 4) if self.shown else 0.0,
+            "chars_per_accept": round(self.accepted_chars / self.accepted, 2) if self.accepted else 0.0,
+            "shown_per_100_keystrokes": round(100 * self.shown / recorded, 2) if recorded else 0.0,
             "answered": self.answered,
             "cancelled": self.cancelled,
             "dismissed": self.dismissed,
@@ -132,7 +143,10 @@ def format_table(summary: dict[str, Any]) -> str:
          f"{summary['requests']} / {summary.get('answered', '')} / {summary.get('cancelled', '')}"),
         ("shown / accepted (partial)", f"{summary['shown']} / {summary['accepted']} ({summary.get('partial_accepts', 0)})"),
         ("chars typed / accepted", f"{summary['typed_chars']} / {summary['accepted_chars']}"),
-        ("typing saved", f"{100 * summary.get('saved_share', 0):.1f}%"),
+        ("typing saved (chars / keystrokes)",
+         f"{100 * summary.get('saved_share', 0):.1f}% / {100 * summary.get('keystrokes_saved_share', 0):.1f}%"),
+        ("accepted per shown", f"{100 * summary.get('acceptance_rate', 0):.1f}%"
+                               f" ({summary.get('chars_per_accept', 0)} chars each)"),
         ("after-accept requests", aa["requests"]),
         ("  served from cache", f"{aa['from_cache']} ({100 * aa['hit_rate']:.0f}%)"),
         ("sources", "  ".join(f"{k}={v}" for k, v in summary["sources"].items())),

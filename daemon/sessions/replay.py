@@ -62,10 +62,17 @@ def typed_ahead(events: Sequence[dict[str, Any]], start: int, uri: str, cursor: 
     return text, boundaries
 
 
-def acceptable(suggestion: str, ahead: str, boundaries: dict[int, int], min_chars: int = 2) -> tuple[int, bool]:
-    """(characters of `suggestion` to accept, partial?); (0, False) when nothing should be accepted."""
+def acceptable(suggestion: str, ahead: str, boundaries: dict[int, int], min_chars: int = 2,
+               words: bool = True) -> tuple[int, bool]:
+    """(characters of `suggestion` to accept, partial?); (0, False) when nothing should be accepted.
+
+    A whole suggestion is taken when it is exactly what the person types next;
+    with `words`, otherwise its leading words that match are.
+    """
     if len(suggestion) >= min_chars and ahead.startswith(suggestion) and len(suggestion) in boundaries:
         return len(suggestion), False
+    if not words:
+        return 0, False
     best = 0
     for m in WORD.finditer(suggestion):
         end = m.end()
@@ -146,7 +153,8 @@ class Replayer(Driver):
                                        (p.cursor["line"], p.cursor["character"])):
             return None  # a replacing suggestion cannot equal pure typing
         ahead, boundaries = typed_ahead(events, i, p.uri, p.cursor)
-        chars, partial = acceptable(suggestion, ahead, boundaries, self.options.min_accept_chars)
+        chars, partial = acceptable(suggestion, ahead, boundaries, self.options.min_accept_chars,
+                                    words=self.options.accept != "tab")
         item_id = item.command.arguments[0] if item.command and item.command.arguments else None
         if not chars:
             if item_id is not None and not ahead.startswith(suggestion[:1]):
@@ -165,6 +173,10 @@ class Replayer(Driver):
         self.m.accepted_chars += len(text)
         nxt = boundaries[chars]
         skipped = sum(1 for e in events[i:nxt] if e["op"] == "change")
+        self.m.keystrokes_skipped += skipped
+        self.m.keystrokes_saved += skipped - 1  # the accepting key is a keystroke too
+        if not partial:
+            self.m.accepted_chars_full += len(text)
         self._progress(skipped)
         self._request_completion(p.uri, advance(p.cursor, text), after_accept=True)
         return nxt

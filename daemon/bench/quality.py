@@ -1,0 +1,146 @@
+"""`tabd bench quality [FILES...]`: suggestion quality the way users meet it.
+
+Files are typed by the typist (`session from-file`) and the session is replayed
+through a real `tabd serve` twice per engine, once for each simulated user:
+`tab` takes only a whole suggestion that is exactly what comes next; `words`
+also takes the leading words that match (`tabd replay`'s default). The engine
+is the model the flags name, and beside it the copy baseline
+(`--backend copy`: no model, what followed the last occurrence of the text
+before the cursor). Model-level figures on the held-out stdlib split come from
+predictor/bench/quality.py.
+
+Default files: a seeded sample of the held-out stdlib split, never trained on.
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+USERS = ("tab", "words")
+USER_KEYS = ("keystrokes_saved_share", "acceptance_rate", "chars_per_accept", "shown_per_100_keystrokes",
+             "saved_share", "accepted", "full_accepts", "partial_accepts", "shown", "accepted_chars_full")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("quality section")
+    g.add_argument("quality_files", nargs="*", metavar="FILES", default=[],
+                   help="quality: files to type (default: a seeded sample of the held-out stdlib split)")
+    g.add_argument("--quality-count", type=int, default=3, help="held-out files sampled when none are given (default 3)")
+    g.add_argument("--quality-seed", type=int, default=11, help="sample and typist seed (default 11)")
+    g.add_argument("--quality-spans", type=int, default=3, help="spans typed per file (default 3)")
+    g.add_argument("--quality-max-chars", type=int, default=400, help="longest span typed (default 400)")
+    g.add_argument("--quality-cuts", type=int, default=120, help="held-out cuts for the model-level figures (default 120)")
+    g.add_argument("--quality-thresholds", default="", metavar="T,T,...",
+                   help="also replay the tab user at each --min-confidence (the calibration table)")
+    g.add_argument("--quality-no-baseline", action="store_true", help="skip the copy baseline")
+    g.add_argument("--quality-no-model-figures", action="store_true", help="skip the model-level figures")
+
+
+def held_out_sample(count: int, seed: int, min_chars: int = 2_000, max_chars: int = 40_000) -> list[tuple[str, str]]:
+    """(name, text) of `count` held-out stdlib files of an everyday size, chosen by seed."""
+    from tabd.predictor.training.data import stdlib_sources
+
+    _, val = stdlib_sources()
+    fitting = [s for s in val if min_chars <= len(s.text) <= max_chars and not s.test]
+    rng = random.Random(seed)
+    return [(s.path, s.text) for s in rng.sample(fitting, min(count, len(fitting)))]
+
+
+def files_to_type(args: argparse.Namespace, workdir: Path) -> list[str]:
+    given = list(getattr(args, "quality_files", []) or [])
+    for path in given:
+        if not Path(path).is_file():
+            raise RuntimeError(f"{path}: no such file")
+    if given:
+        return given
+    out = []
+    for name, text in held_out_sample(args.quality_count, args.quality_seed):
+        path = workdir / name.replace("/", "__")
+        path.write_text(text, encoding="utf-8")
+        out.append(str(path))
+    return out
+
+
+def make_session(files: list[str], args: argparse.Namespace, workdir: Path) -> Path:
+    from tabd.daemon.sessions.format import write_session
+    from tabd.daemon.sessions.typist import typed_session
+
+    language, events = typed_session(files, seed=args.quality_seed, spans=args.quality_spans,
+                                     max_chars=args.quality_max_chars)
+    path = workdir / "quality.jsonl"
+    write_session(path, events, language)
+    return path
+
+
+def replay_user(session: Path, user: str, server_args: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """One replay at full speed (each keystroke waits for its answer) by the `user`."""
+    from tabd.daemon.sessions.driver import ReplayOptions
+    from tabd.daemon.sessions.format import read_session
+    from tabd.daemon.sessions.replay import run_replay
+
+    options = ReplayOptions(speed=0.0, think_ms=250.0, server_args=server_args, accept=user,
+                            progress=not getattr(args, "json", False))
+    measured = run_replay([read_session(session)], options)
+    if measured.error:
+        raise RuntimeError(f"replay ({user} user) failed: {measured.error}")
+    summary = measured.summary()
+    row = {k: summary[k] for k in USER_KEYS}
+    row["after_accept_p50_ms"] = summary["latency_ms"]["after_accept"]["p50"]
+    row["after_accept_hit_rate"] = summary["after_accept"]["hit_rate"]
+    row["keystrokes"] = summary["keystrokes"]
+    return row
+
+
+def engine_rows(session: Path, server_args: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    return {user: replay_user(session, user, server_args, args) for user in USERS}
+
+
+def without_backend(flags: list[str]) -> list[str]:
+    out, skip = [], False
+    for flag in flags:
+        if skip:
+            skip = False
+        elif flag == "--backend":
+            skip = True
+        else:
+            out.append(flag)
+    return out
+
+
+def thresholds(text: str) -> list[float]:
+    if not text:
+        return []
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise RuntimeError(f"--quality-thresholds: expected numbers like 0,0.2,0.4, got {text!r}") from None
+    if any(not 0 <= v <= 1 for v in values):
+        raise RuntimeError("--quality-thresholds: each value must be within 0..1")
+    return values
+
+
+def run_section(args: argparse.Namespace) -> dict[str, Any]:
+    from tabd.daemon.commands.replay import server_flags
+
+    calibrate = thresholds(getattr(args, "quality_thresholds", ""))
+    flags = server_flags(args)
+    with tempfile.TemporaryDirectory(prefix="tabd-quality-") as tmp:
+        workdir = Path(tmp)
+        files = files_to_type(args, workdir)
+        session = make_session(files, args, workdir)
+        out: dict[str, Any] = {"files": [Path(f).name for f in files]}
+        out.update(engine_rows(session, flags, args))
+        if not args.quality_no_baseline:
+            base = without_backend(flags)
+            out["copy_baseline"] = engine_rows(session, [*base, "--backend", "copy"], args)
+        if calibrate:
+            out["calibration"] = [{"min_confidence": t, **replay_user(session, "tab", [*flags, "--min-confidence", str(t)], args)}
+                                  for t in calibrate]
+    if not args.quality_no_model_figures:
+        from tabd.predictor.bench.quality import model_figures
+
+        out.update(model_figures(args))
+    return out
