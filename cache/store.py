@@ -13,10 +13,12 @@ ENTRY_OVERHEAD = 160  # key, dataclass and dict slot, measured with sys.getsizeo
 class Entry:
     text: str  # the suggestion for the keyed state
     depth: int  # 0 when computed for a request, n for a prefetch n accepts ahead
+    # (end of text, probability) per token: lets each request gate the full text by its own threshold
+    confidence: tuple[tuple[int, float], ...] = ()
 
 
 def entry_bytes(entry: Entry) -> int:
-    return sys.getsizeof(entry.text) + ENTRY_OVERHEAD
+    return sys.getsizeof(entry.text) + ENTRY_OVERHEAD + 16 * len(entry.confidence)
 
 
 class CompletionCache:

@@ -120,7 +120,7 @@ class TabdServer(LanguageServer):
         line, character = self.documents.get(uri).position_at(offset, self.codec)
         return types.Position(line=line, character=character)
 
-    async def answer_at(self, uri: str, position: types.Position) -> tuple[Answer, types.Position]:
+    async def answer_at(self, uri: str, position: types.Position, invoked: bool = False) -> tuple[Answer, types.Position]:
         try:
             doc, version, state, offset = self.state_at(uri, position)
         except DocumentError as exc:
@@ -129,7 +129,7 @@ class TabdServer(LanguageServer):
             raise JsonRpcInvalidParams("the server is not initialized")
         await self.service.ready()  # loading is bounded on its own; the timeout is for the answer
         try:
-            answer = await asyncio.wait_for(self.service.complete(doc, version, state), REQUEST_TIMEOUT_S)
+            answer = await asyncio.wait_for(self.service.complete(doc, version, state, invoked), REQUEST_TIMEOUT_S)
         except asyncio.TimeoutError:
             logger.warning("no answer within %.0f s; answering empty", REQUEST_TIMEOUT_S)
             self.events.emit("error", where="timeout", doc=doc, message=f"no answer within {REQUEST_TIMEOUT_S:.0f} s")
@@ -207,7 +207,8 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(ls: TabdServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
-        answer, at = await ls.answer_at(params.text_document.uri, params.position)
+        invoked = params.context is not None and params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
+        answer, at = await ls.answer_at(params.text_document.uri, params.position, invoked)
         if not answer.text:
             return types.InlineCompletionList(items=[])
         item = types.InlineCompletionItem(

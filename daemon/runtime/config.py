@@ -23,6 +23,7 @@ class Config:
     prefix_chars: int = 2400
     suffix_chars: int = 600
     max_new_tokens: int = 48
+    min_confidence: float = 0.0  # confidence gating: a suggestion is cut before the first token the model is less sure of
     cache_entries: int = 2048
     cache_bytes: int = 8 << 20
     threads: int | None = None
@@ -47,6 +48,9 @@ class Config:
                 raise ConfigError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
             if not lo <= value <= hi:
                 raise ConfigError(f"{name} must be between {lo} and {hi}, got {value}")
+        mc = self.min_confidence
+        if isinstance(mc, bool) or not isinstance(mc, (int, float)) or not 0 <= mc <= 1:
+            raise ConfigError(f"min_confidence must be a number between 0 and 1, got {mc!r}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ConfigError(f"device must be auto, cpu or cuda, got {self.device!r}")
         if self.threads is not None and (not isinstance(self.threads, int) or not 1 <= self.threads <= 256):
@@ -65,6 +69,7 @@ CLIENT_OPTIONS: dict[str, tuple[str, tuple[type, ...]]] = {
     "prefixChars": ("prefix_chars", (int,)),
     "suffixChars": ("suffix_chars", (int,)),
     "maxNewTokens": ("max_new_tokens", (int,)),
+    "minConfidence": ("min_confidence", (float, int)),
     "threads": ("threads", (int,)),
 }
 

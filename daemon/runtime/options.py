@@ -24,6 +24,10 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                    help="fast: hand-written forward, one-token steps in native code (built with the system C compiler; "
                         "torch where there is none); torch: the hand-written forward in torch only; hf: transformers' forward")
     g.add_argument("--max-new-tokens", type=int, default=48)
+    g.add_argument("--min-confidence", type=float, default=None, metavar="P",
+                   help="confidence gating: show a suggestion up to the first token the model gives less than P "
+                        "(0..1; 0 shows everything; default: the calibrated value). Alt+\\ / an invoked request "
+                        "shows the best guess anyway")
     g.add_argument("--no-speculation", action="store_true", help="do not prefetch the state after accept")
     g.add_argument("--no-cache", action="store_true", help="no completion cache, type-through or in-flight reuse")
     g.add_argument("--no-kv-reuse", action="store_true", help="recompute the whole prompt on every request")
@@ -38,6 +42,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         depth=args.depth,
         threads=args.threads,
         max_new_tokens=args.max_new_tokens,
+        **({} if getattr(args, "min_confidence", None) is None else {"min_confidence": args.min_confidence}),
         speculation=not args.no_speculation,
         cache=not args.no_cache,
         kv_reuse=not args.no_kv_reuse,

@@ -24,7 +24,7 @@ from tabd.cache.typed import Shown, TypeThroughIndex, typed_length
 from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime.scheduler import FOREGROUND, Cancelled, Job, Scheduler
-from tabd.predictor.postprocess import wants_multiline
+from tabd.predictor.postprocess import gate, wants_multiline
 from tabd.predictor.types import GenSettings, Interrupted, Prediction
 
 SOURCES = ("cache", "typed", "inflight", "model", "none")
@@ -52,6 +52,7 @@ class Request:
     key: str  # "" when no model could be loaded: there is no key to look up
     t0: float  # monotonic start, for the request's latency
     after_accept: bool  # the state is one an accept of a shown suggestion reaches
+    min_confidence: float = 0.0  # gating for this request: 0 for an invoked one (the best guess anyway)
 
 
 @dataclass(frozen=True)
@@ -160,21 +161,27 @@ class CompletionService:
 
     # -- requests -------------------------------------------------------------
 
-    async def complete(self, doc: str, version: int, state: DocState) -> Answer:
+    def shown_part(self, text: str, confidence, min_confidence: float | None = None) -> str:
+        """What a request shows of a full suggestion: the part the model is sure of (confidence gating)."""
+        return gate(text, confidence, self.config.min_confidence if min_confidence is None else min_confidence)
+
+    async def complete(self, doc: str, version: int, state: DocState, invoked: bool = False) -> Answer:
         t0 = time.monotonic()
         answer_id = str(next(self._ids))
         ready = await self.ready()
         window = state.window(self.config.prefix_chars, self.config.suffix_chars)
         settings = self.settings_for(state)
         key = self.key_for(window, settings) if ready else ""
-        req = Request(answer_id, doc, version, state, window, key, t0, key in self._planned)
+        req = Request(answer_id, doc, version, state, window, key, t0, key in self._planned,
+                      0.0 if invoked else self.config.min_confidence)
         if not ready:
             return self._finish(req, Outcome("", "none", error=self.load_error))
 
         if self.config.cache:
             entry = self.cache.get(key)
             if entry is not None:
-                return self._serve(req, Outcome(entry.text, "cache", entry.depth, cache_ms=self._since(t0)))
+                text = self.shown_part(entry.text, entry.confidence, req.min_confidence)  # the cache keeps it whole
+                return self._serve(req, Outcome(text, "cache", entry.depth, cache_ms=self._since(t0)))
             hit = self.typed.lookup(window)
             if hit is not None:
                 shown, rest = hit
@@ -216,7 +223,8 @@ class CompletionService:
         comp.waiters -= 1
         queue_ms = (comp.job.started_at - comp.job.queued_at) * 1000 if comp.job.started_at else 0.0
         depth = comp.depth if source == "inflight" else 0
-        return self._serve(req, Outcome(prediction.text, source, depth, prediction, queue_ms))
+        text = self.shown_part(prediction.text, prediction.confidence, req.min_confidence)
+        return self._serve(req, Outcome(text, source, depth, prediction, queue_ms))
 
     def _serve(self, req: Request, out: Outcome) -> Answer:
         if self.config.cache and out.text:
@@ -296,7 +304,7 @@ class CompletionService:
             return
         prediction: Prediction = fut.result()
         if self.config.cache:
-            self.cache.put(comp.key, Entry(prediction.text, comp.depth))
+            self.cache.put(comp.key, Entry(prediction.text, comp.depth, prediction.confidence))
         if comp.prefetch:
             self.stats.prefetch["finished"] += 1
             self.events.emit(
@@ -305,9 +313,10 @@ class CompletionService:
                 decode_tokens=prediction.decode_tokens, prefill_ms=round(prediction.prefill_ms, 3),
                 decode_ms=round(prediction.decode_ms, 3), chars=len(prediction.text), queue_depth=self.scheduler.depth(),
             )
-            if prediction.text and self.config.cache:
-                self.typed.add(Shown(comp.window, prediction.text, comp.key, comp.depth))
-                self._prefetch_after(comp.doc, comp.state, prediction.text, comp.depth, comp.root, comp.chain)
+            shown = self.shown_part(prediction.text, prediction.confidence)  # speculation plans from what is shown
+            if shown and self.config.cache:
+                self.typed.add(Shown(comp.window, shown, comp.key, comp.depth))
+                self._prefetch_after(comp.doc, comp.state, shown, comp.depth, comp.root, comp.chain)
 
     def _cancel(self, comp: Computation, reason: str) -> None:
         if comp.job is not None and not comp.job.done():

@@ -1,0 +1,113 @@
+"""Confidence gating in the completion service: show the part the model is sure of.
+
+The backend is a scripted one (a Prediction with chosen per-token
+probabilities), because what is under test is what the service does with
+probabilities, whatever a real model would give; the decode side that
+produces them is tested in test_predictor.py against the real model.
+"""
+from __future__ import annotations
+
+import asyncio
+
+from tabd.cache.state import DocState
+from tabd.daemon.runtime.config import Config, apply_client_options
+from tabd.daemon.runtime.service import CompletionService
+from tabd.predictor.types import Prediction
+
+TEXT = "return self.value + 1"
+CONFIDENCE = ((6, 0.95), (11, 0.9), (17, 0.8), (19, 0.3), (21, 0.9))  # sure up to ".value", unsure of " +"
+
+
+class Scripted:
+    model_id = "scripted"
+
+    def __init__(self):
+        self.calls = 0
+
+    def predict(self, prefix, suffix, settings, should_stop=lambda: False, slot_id="default"):
+        self.calls += 1
+        if prefix.endswith("unsure: "):
+            return Prediction(text="maybe_this()", confidence=((5, 0.1), (12, 0.99)))
+        if prefix.endswith("self.value"):
+            return Prediction(text=" * 2", confidence=((2, 0.9), (4, 0.9)))
+        if prefix.endswith("    "):
+            return Prediction(text=TEXT, confidence=CONFIDENCE)
+        return Prediction(text="")
+
+
+def _run(coro):
+    return asyncio.run(coro)
+
+
+async def _complete(service, text, invoked=False):
+    return await service.complete("doc", 1, DocState.from_text(text, len(text), 4800, 1200), invoked)
+
+
+def _service(min_confidence: float, speculation: bool = False) -> tuple[CompletionService, Scripted]:
+    backend = Scripted()
+    config = Config(min_confidence=min_confidence, speculation=speculation).validate()
+    return CompletionService(config, lambda c: backend, None), backend
+
+
+def test_a_suggestion_is_cut_where_confidence_drops():
+    async def go():
+        service, _ = _service(0.5)
+        try:
+            return (await _complete(service, "def f(self):\n    ")).text
+        finally:
+            service.close()
+    assert _run(go()) == "return self.value"
+
+
+def test_nothing_is_shown_when_the_first_piece_is_unsure_but_an_invoked_request_gets_the_best_guess():
+    async def go():
+        service, _ = _service(0.5)
+        try:
+            auto = await _complete(service, "x = 1\nunsure: ")
+            invoked = await _complete(service, "x = 1\nunsure: ", invoked=True)
+            return auto, invoked
+        finally:
+            service.close()
+    auto, invoked = _run(go())
+    assert auto.text == "" and auto.source == "none"
+    assert invoked.text == "maybe_this()" and invoked.source == "cache"  # the cache kept the full text
+
+
+def test_the_cache_serves_a_less_strict_request_the_full_text_without_a_model_call():
+    async def go():
+        service, backend = _service(0.5)
+        try:
+            strict = await _complete(service, "def f(self):\n    ")
+            service.config.min_confidence = 0.0
+            loose = await _complete(service, "def f(self):\n    ")
+            return strict, loose, backend.calls
+        finally:
+            service.close()
+    strict, loose, calls = _run(go())
+    assert strict.text == "return self.value" and loose.text == TEXT
+    assert loose.source == "cache" and calls == 1
+
+
+def test_speculation_plans_from_the_text_that_was_shown():
+    async def go():
+        service, backend = _service(0.5, speculation=True)
+        try:
+            await _complete(service, "def f(self):\n    ")
+            await asyncio.sleep(0.5)  # the prefetch after "return self.value" runs on the model thread
+            after_shown = await _complete(service, "def f(self):\n    return self.value")
+            return after_shown
+        finally:
+            service.close()
+    answer = _run(go())
+    # the state after a Tab of the *shown* part was prefetched (a plan from the full text would have
+    # prefetched the state after "return self.value + 1" instead)
+    assert (answer.text, answer.source, answer.depth) == (" * 2", "cache", 1)
+
+
+def test_min_confidence_is_validated_as_an_initialization_option():
+    config, problems = apply_client_options(Config(), {"minConfidence": 1.5})
+    assert config.min_confidence == Config().min_confidence and "minConfidence" in problems[0]
+    config, problems = apply_client_options(Config(), {"minConfidence": 0.25})
+    assert config.min_confidence == 0.25 and not problems
+    config, problems = apply_client_options(Config(), {"minConfidence": "high"})
+    assert problems and config.min_confidence == Config().min_confidence
