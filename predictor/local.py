@@ -60,6 +60,7 @@ class LocalBackend:
         threads: int | None = None,
         trust_remote_code: bool = False,
         engine: str = "fast",
+        prefill_chunk: int | None = None,
     ) -> None:
         self.model_dir = str(model_dir or loader.DEFAULT_MODEL_DIR)
         self.threads = AdaptiveThreads(threads)
@@ -67,6 +68,8 @@ class LocalBackend:
         self.template = self._choose_template(fim)
         self.kv_reuse = kv_reuse
         self.engine_name, self.runner = self._choose_engine(engine)
+        self.parameters = sum(p.numel() for p in self.model.parameters())
+        self.prefill_chunk = max(1, prefill_chunk or generate.chunk_for(self.parameters))
         self.max_slots = max_slots
         self.max_kv_bytes = max_kv_bytes
         self.slots: dict[str, Slot] = {}
@@ -238,10 +241,9 @@ class LocalBackend:
         self._cut(slot, reused)
 
         t0 = time.perf_counter()
-        if should_stop():
-            raise Interrupted()
-        logits = generate.prefill(self.runner, ids[reused:], slot.cache)
-        slot.ids.extend(ids[reused:])
+        # chunk by chunk, each kept as it is run: a pre-empted or cancelled prefill leaves its work for the next
+        # request sharing the prefix (typically the same document one keystroke on)
+        logits = generate.prefill(self.runner, ids[reused:], slot.cache, self.prefill_chunk, should_stop, slot.ids.extend)
         t1 = time.perf_counter()
 
         heal = layout.heal
