@@ -9,7 +9,7 @@ import pytest
 from tabd.predictor.loader import DEFAULT_MODEL_DIR, check_model_dir
 from tabd.predictor.local import LocalBackend
 from tabd.predictor.templates import detect_family, template_for
-from tabd.predictor.types import GenSettings, ModelLoadError
+from tabd.predictor.types import GenSettings, Interrupted, ModelLoadError
 
 CODE = '''import json
 import os
@@ -49,6 +49,12 @@ def fresh():
     return LocalBackend(kv_reuse=False, engine="plain", threads=1)
 
 
+@pytest.fixture(scope="module")
+def chunked():
+    # prefill in chunks of 16 tokens (the embedded model's default is one chunk of 2048)
+    return LocalBackend(kv_reuse=True, engine="fast", threads=1, prefill_chunk=16)
+
+
 def edits():
     """(prefix, suffix) states of an editing session: appends, middle replacements, deletions, accepts."""
     cut = CODE.index("    def set")
@@ -64,7 +70,7 @@ def edits():
     yield prefix, suffix.replace("indent=2", "indent=4")  # an edit after the cursor
 
 
-def test_greedy_with_kv_reuse_equals_full_recompute(reuse, fresh):
+def test_greedy_with_kv_reuse_equals_full_recompute(reuse, fresh, chunked):
     settings = GenSettings(max_new_tokens=24)
     steps = 0
     for prefix, suffix in edits():
@@ -73,6 +79,8 @@ def test_greedy_with_kv_reuse_equals_full_recompute(reuse, fresh):
         b = fresh.predict(prefix, suffix, settings, slot_id="doc")
         assert tokens_a == fresh.last_tokens, f"step {steps}: reuse diverged from recompute"
         assert a.text == b.text
+        chunked.predict(prefix, suffix, settings, slot_id="doc")
+        assert chunked.last_tokens == tokens_a, f"step {steps}: chunked prefill diverged from one chunk"
         assert b.reused_tokens == 0
         # accept what was suggested, as Tab would, and go on from there
         if a.text:
@@ -92,6 +100,66 @@ def test_transformers_forward_with_the_in_place_cache_agrees():
         hf.predict(prefix, suffix, settings, slot_id="d")
         fast.predict(prefix, suffix, settings, slot_id="d")
         assert hf.last_tokens == fast.last_tokens
+
+
+def long_prompt() -> tuple[str, str]:
+    prefix = CODE * 3 + CODE[: CODE.index("        return self.data.get")] + "        return "
+    return prefix, CODE[CODE.index("\n\n    def set") :]
+
+
+def test_an_interrupted_prefill_keeps_its_chunks_for_the_next_request(chunked, reuse):
+    """Stopped before its third chunk, a prefill leaves two chunks in the slot; the retry runs only the rest
+    and suggests what an uninterrupted prefill does."""
+    settings = GenSettings(max_new_tokens=16)
+    prefix, suffix = long_prompt()
+    checks = []
+
+    def stop_at_third_chunk() -> bool:
+        checks.append(1)
+        return len(checks) >= 3
+
+    with pytest.raises(Interrupted):
+        chunked.predict(prefix, suffix, settings, stop_at_third_chunk, slot_id="i")
+    assert len(chunked.slots["i"].ids) == 2 * chunked.prefill_chunk
+    again = chunked.predict(prefix, suffix, settings, slot_id="i")
+    assert again.reused_tokens == 2 * chunked.prefill_chunk
+    want = reuse.predict(prefix, suffix, settings, slot_id="i-whole")
+    assert chunked.last_tokens == reuse.last_tokens and again.text == want.text
+
+
+def test_a_request_preempts_a_prefilling_prefetch_between_chunks(chunked):
+    """Through the real scheduler: a request submitted while a prefetch prefills runs after the chunk in
+    flight; the prefetch then resumes from the chunks it had run, not from the start."""
+    from tabd.daemon.runtime.scheduler import FOREGROUND, Scheduler
+
+    settings = GenSettings(max_new_tokens=8)
+    prefix, suffix = long_prompt()
+    scheduler, order, runs = Scheduler(), [], []
+    jobs = {}
+
+    def prefetch(stop):
+        calls = []
+
+        def should_stop() -> bool:
+            calls.append(1)
+            if len(calls) == 2 and "fg" not in jobs:  # the user types while the prefetch is in its second chunk
+                jobs["fg"] = scheduler.submit(lambda s: order.append("request") or chunked.predict(
+                    CODE[:300], "", settings, s, slot_id="other"), FOREGROUND)
+            return stop()
+
+        p = chunked.predict(prefix, suffix, settings, should_stop, slot_id="bg")
+        runs.append(p)
+        order.append("prefetch done")
+        return p
+
+    bg = scheduler.submit(prefetch, 1)
+    try:
+        result = bg.future.result(60)
+        jobs["fg"].future.result(60)
+    finally:
+        scheduler.stop()
+    assert order == ["request", "prefetch done"] and bg.preemptions == 1
+    assert result.reused_tokens == chunked.prefill_chunk  # the chunk before the request came was kept
 
 
 def test_reuse_runs_only_the_changed_tokens(reuse):

@@ -5,6 +5,7 @@ import threading
 import time
 
 import pytest
+import torch
 
 from tabd.daemon.runtime.scheduler import FOREGROUND, Cancelled, Scheduler
 from tabd.predictor.types import Interrupted
@@ -102,3 +103,59 @@ def test_errors_reach_the_waiter_and_the_worker_goes_on():
     late = s.submit(lambda stop: 1, FOREGROUND)
     with pytest.raises(Cancelled):
         late.future.result(1)
+
+
+class SlowRunner:
+    """A fake model whose every prefill chunk takes as long as the test says: it waits on `go` per chunk."""
+
+    def __init__(self) -> None:
+        self.chunks: list[tuple[str, int]] = []  # (who, first position) per chunk run
+        self.entered = threading.Semaphore(0)
+        self.go = threading.Semaphore(0)
+        self.who = ""
+
+    def forward_last(self, ids, cache):
+        self.entered.release()
+        self.go.acquire(timeout=5)
+        self.chunks.append((self.who, cache.length))
+        cache.length += len(ids)
+        return torch.zeros(4)
+
+
+def test_a_request_waits_at_most_the_prefill_chunk_in_flight():
+    from tabd.predictor.engine import generate
+
+    class Cache:
+        length = 0
+
+    runner, s = SlowRunner(), Scheduler()
+    kept: list[int] = []
+    prompt = list(range(1000))
+
+    def prefetch(stop):  # as predict does: start after what the cache holds, keep each chunk
+        runner.who = "bg"
+        generate.prefill(runner, prompt[len(kept):], cache, 100, stop, kept.extend)
+        return "bg"
+
+    def request(stop):
+        runner.who = "fg"
+        return generate.prefill(runner, [1, 2], Cache(), 100, stop) is not None and "fg"
+
+    cache = Cache()
+    bg = s.submit(prefetch, 1)
+    for _ in range(3):  # let three chunks run; the fourth is in flight when the request comes
+        runner.entered.acquire(timeout=5)
+        runner.go.release()
+    runner.entered.acquire(timeout=5)
+    fg = s.submit(request, FOREGROUND)
+    for _ in range(20):
+        runner.go.release()
+    try:
+        assert fg.future.result(5) == "fg" and bg.future.result(5) == "bg"
+    finally:
+        s.stop()
+    first_fg = runner.chunks.index(("fg", 0))
+    assert [who for who, _ in runner.chunks[:first_fg]] == ["bg"] * 4  # only the chunk in flight ran before it
+    bg_starts = [pos for who, pos in runner.chunks if who == "bg"]
+    assert bg_starts == list(range(0, 1000, 100))  # resumed at 400: no chunk run twice, none lost
+    assert bg.preemptions == 1
