@@ -19,6 +19,7 @@ from tabd.predictor import loader, postprocess
 from tabd.predictor.engine import generate
 from tabd.predictor.engine.cache import InPlaceCache
 from tabd.predictor.threads import AdaptiveThreads
+from tabd.predictor.lookup import copy_suggestion
 from tabd.predictor.templates import FimTemplate, detect_family, template_for
 from tabd.predictor.types import GenSettings, Interrupted, ModelLoadError, Prediction
 
@@ -272,15 +273,42 @@ class LocalBackend:
         raw = raw[len(heal) :] if raw.startswith(heal) else ""
         text = postprocess.finish(raw, line, settings.multiline, settings.max_lines)
         confidence = self._confidence(tokens, probs, heal, line, settings, len(text))
+        text, confidence, scored = self._copy_candidate(prefix, text, confidence, logits, slot, len(ids), layout, line,
+                                                        settings)
         return Prediction(
             text=text,
             prefill_tokens=len(ids) - reused,
             reused_tokens=reused,
-            decode_tokens=len(tokens),
+            decode_tokens=len(tokens) + scored,
             prefill_ms=(t1 - t0) * 1000,
             decode_ms=(t2 - t1) * 1000,
             confidence=confidence,
         )
+
+    def _copy_candidate(self, prefix, text, confidence, logits, slot, prompt_len, layout, line, settings):
+        """(text, confidence, tokens scored): the copy candidate when the model is sure of more of it than of its own guess.
+
+        Code repeats itself; a small model copies less well than it judges a copy.
+        The candidate is scored teacher-forced from the prompt's logits, so it costs
+        one decode step per token, and only when it could win.
+        """
+        t = settings.lookup_min_p
+        candidate = copy_suggestion(prefix) if t > 0 else ""
+        own = postprocess.gate(text, confidence, t)
+        if not candidate or candidate == text or len(candidate) <= len(own):
+            return text, confidence, 0
+        cand_text = postprocess.finish(candidate, line, settings.multiline, settings.max_lines)
+        if len(cand_text) <= len(own):
+            return text, confidence, 0
+        heal = layout.heal
+        cand_ids = self._encode(heal + cand_text)
+        self._cut(slot, prompt_len)
+        probs = generate.score_tokens(self.runner, logits, slot.cache, cand_ids, t, self._allowed_first(heal))
+        slot.ids.extend(cand_ids[: max(0, len(probs) - 1)])  # the tokens fed (the last scored one is not)
+        cand_conf = self._confidence(cand_ids, probs, heal, line, settings, len(cand_text))
+        if len(postprocess.gate(cand_text, cand_conf, t)) > len(own):
+            return cand_text, cand_conf, len(probs)
+        return text, confidence, len(probs)
 
     def _confidence(self, tokens: list[int], probs: list[float], heal: str, line, settings: GenSettings,
                     limit: int) -> tuple[tuple[int, float], ...]:

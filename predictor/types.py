@@ -9,10 +9,13 @@ class GenSettings:
     max_new_tokens: int = 48
     multiline: bool = False  # a block body rather than the rest of one line
     max_lines: int = 8
+    # copy candidates: what followed the last occurrence of the text before the cursor, shown instead of the
+    # model's own guess when the model is at least this sure of more of it (0: off)
+    lookup_min_p: float = 0.3
 
     def tag(self) -> str:
         """The part of the cache key that generation settings decide."""
-        return f"greedy;n={self.max_new_tokens};ml={int(self.multiline)};l={self.max_lines}"
+        return f"greedy;n={self.max_new_tokens};ml={int(self.multiline)};l={self.max_lines};lk={self.lookup_min_p}"
 
 
 @dataclass(frozen=True)

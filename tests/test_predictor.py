@@ -230,3 +230,34 @@ def test_templates_are_chosen_from_special_tokens():
     with pytest.raises(ValueError):
         template_for("qwen2.5-coder", "spm")
     assert template_for("tabd").pieces("P", "S") == [("<tabd_suf>", True), ("S", False), ("<tabd_pre>", True), ("P", False)]
+
+
+def test_teacher_forced_scores_equal_the_probabilities_recorded_while_decoding():
+    """score_tokens over the greedy tokens gives back decode's own per-token probabilities (what gating cuts by)."""
+    from tabd.predictor.engine import generate
+
+    backend = LocalBackend(DEFAULT_MODEL_DIR, device="cpu", threads=1)
+    prefix = "import os\n\n\ndef read(path):\n    with open(path) as fh:\n        return fh."
+    layout = backend.layout(prefix, "\n", 16)
+    cache = backend._new_cache(len(layout.ids) + 32)
+    logits = generate.prefill(backend.runner, layout.ids, cache)
+    probs: list[float] = []
+    tokens = generate.decode_n_tokens(backend.runner, logits.clone(), cache, 8, lambda t: True, lambda t: None,
+                                      backend._allowed_first(layout.heal), probs)
+    assert len(tokens) == len(probs) == 8 and all(0 < p <= 1 for p in probs)
+    cache2 = backend._new_cache(len(layout.ids) + 32)
+    logits2 = generate.prefill(backend.runner, layout.ids, cache2)
+    scored = generate.score_tokens(backend.runner, logits2, cache2, tokens, 0.0, backend._allowed_first(layout.heal))
+    assert [round(p, 4) for p in scored] == [round(p, 4) for p in probs]
+
+
+def test_a_copy_candidate_is_shown_only_where_the_model_is_sure_of_more_of_it():
+    backend = LocalBackend(DEFAULT_MODEL_DIR, device="cpu", threads=1)
+    prefix = "def handler_1(request):\n    value = request.get('key')\n    return value\n\n\ndef handler_2(request):\n    value = req"
+    off = backend.predict(prefix, "\n", GenSettings(lookup_min_p=0.0))
+    on = backend.predict(prefix, "\n", GenSettings(lookup_min_p=0.3))
+    from tabd.predictor.postprocess import gate
+
+    # whichever is shown, at the verification threshold it is at least as long as the model's own sure part
+    assert len(gate(on.text, on.confidence, 0.3)) >= len(gate(off.text, off.confidence, 0.3))
+    assert on.text in (off.text, "uest.get('key')")

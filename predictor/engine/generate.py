@@ -87,6 +87,29 @@ def greedy_p(logits: torch.Tensor, allowed: torch.Tensor | None = None) -> tuple
     return best, float(torch.exp(logits[best] - torch.logsumexp(logits, 0)))
 
 
+@torch.inference_mode()
+def score_tokens(model, logits: torch.Tensor, cache, tokens: list[int], min_p: float,
+                 first_allowed: torch.Tensor | None = None) -> list[float]:
+    """The model's probability of each of `tokens` in turn (teacher-forced), feeding each into the cache.
+
+    Stops after the first token below min_p: nothing after it can be shown.
+    """
+    probs: list[float] = []
+    for i, token in enumerate(tokens):
+        if i == 0 and first_allowed is not None:
+            if not bool((first_allowed == token).any()):
+                return probs
+            sub = logits[first_allowed]
+            p = float(torch.exp(logits[token] - torch.logsumexp(sub, 0)))
+        else:
+            p = float(torch.exp(logits[token] - torch.logsumexp(logits, 0)))
+        probs.append(p)
+        if p < min_p or i == len(tokens) - 1:
+            return probs
+        logits = forward_last(model, [token], cache)
+    return probs
+
+
 def decode_n_tokens(
     model,
     logits: torch.Tensor,
