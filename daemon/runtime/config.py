@@ -23,6 +23,7 @@ class Config:
     prefix_chars: int = 2400
     suffix_chars: int = 600
     max_new_tokens: int = 48
+    lookup_min_p: float = 0.3  # copy candidates shown where the model is at least this sure of more of them (0: off)
     min_confidence: float = 0.0  # confidence gating: a suggestion is cut before the first token the model is less sure of
     cache_entries: int = 2048
     cache_bytes: int = 8 << 20
@@ -48,9 +49,10 @@ class Config:
                 raise ConfigError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
             if not lo <= value <= hi:
                 raise ConfigError(f"{name} must be between {lo} and {hi}, got {value}")
-        mc = self.min_confidence
-        if isinstance(mc, bool) or not isinstance(mc, (int, float)) or not 0 <= mc <= 1:
-            raise ConfigError(f"min_confidence must be a number between 0 and 1, got {mc!r}")
+        for name in ("min_confidence", "lookup_min_p"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+                raise ConfigError(f"{name} must be a number between 0 and 1, got {value!r}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ConfigError(f"device must be auto, cpu or cuda, got {self.device!r}")
         if self.threads is not None and (not isinstance(self.threads, int) or not 1 <= self.threads <= 256):
@@ -70,6 +72,7 @@ CLIENT_OPTIONS: dict[str, tuple[str, tuple[type, ...]]] = {
     "suffixChars": ("suffix_chars", (int,)),
     "maxNewTokens": ("max_new_tokens", (int,)),
     "minConfidence": ("min_confidence", (float, int)),
+    "lookupMinP": ("lookup_min_p", (float, int)),
     "threads": ("threads", (int,)),
 }
 

@@ -24,6 +24,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                    help="fast: hand-written forward, one-token steps in native code (built with the system C compiler; "
                         "torch where there is none); torch: the hand-written forward in torch only; hf: transformers' forward")
     g.add_argument("--max-new-tokens", type=int, default=48)
+    g.add_argument("--lookup-min-p", type=float, default=None, metavar="P",
+                   help="copy candidates (what followed the last occurrence of the text before the cursor) replace the "
+                        "model's guess where it is at least P sure of more of them (0: off; default 0.3)")
     g.add_argument("--min-confidence", type=float, default=None, metavar="P",
                    help="confidence gating: show a suggestion up to the first token the model gives less than P "
                         "(0..1; 0 shows everything; default: the calibrated value). Alt+\\ / an invoked request "
@@ -43,6 +46,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         threads=args.threads,
         max_new_tokens=args.max_new_tokens,
         **({} if getattr(args, "min_confidence", None) is None else {"min_confidence": args.min_confidence}),
+        **({} if getattr(args, "lookup_min_p", None) is None else {"lookup_min_p": args.lookup_min_p}),
         speculation=not args.no_speculation,
         cache=not args.no_cache,
         kv_reuse=not args.no_kv_reuse,

@@ -154,7 +154,8 @@ class CompletionService:
         line_before, line_after = state.current_line()
         lines = state.before.rsplit("\n", 2)
         previous = lines[-2] if len(lines) >= 2 else ""
-        return GenSettings(self.config.max_new_tokens, wants_multiline(line_before, line_after, previous))
+        return GenSettings(self.config.max_new_tokens, wants_multiline(line_before, line_after, previous),
+                           lookup_min_p=self.config.lookup_min_p)
 
     def key_for(self, window: Window, settings: GenSettings) -> str:
         return state_key(self.model_id, settings.tag(), window)
