@@ -53,15 +53,32 @@ def choose_placement(device: str = "auto") -> Placement:
     return Placement(device, "bfloat16" if device == "cuda" else "float32")
 
 
-def load(path: str | os.PathLike, device: str = "auto", trust_remote_code: bool = False):
-    """(model, tokenizer, placement) for a local model directory."""
+def load(path: str | os.PathLike, device: str = "auto", trust_remote_code: bool = False, fast: bool = False):
+    """(model, tokenizer, placement) for a local model directory.
+
+    With `fast`, a Llama-shaped directory is read without transformers (predictor/fastload.py: seconds less at
+    start-up); anything else, and every directory when not `fast`, loads through transformers.
+    """
+    d = check_model_dir(path, trust_remote_code)
+    placement = choose_placement(device)
+    if fast and not trust_remote_code:
+        from tabd.predictor import fastload
+
+        try:
+            loaded = fastload.load(d, placement.device, placement.dtype)
+        except Exception as exc:  # corrupt safetensors, a config that is not JSON, ...
+            raise ModelLoadError(f"cannot load the model in {d}: {type(exc).__name__}: {exc}") from None
+        if loaded is not None:
+            return (*loaded, placement)
+    return _load_transformers(d, placement, trust_remote_code)
+
+
+def _load_transformers(d: Path, placement: Placement, trust_remote_code: bool):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # stderr is the editor's log: no progress bars in it
-    d = check_model_dir(path, trust_remote_code)
-    placement = choose_placement(device)
     try:
         tokenizer = AutoTokenizer.from_pretrained(d, trust_remote_code=trust_remote_code, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(

@@ -17,7 +17,6 @@ import torch
 
 from tabd.predictor import loader, postprocess
 from tabd.predictor.engine import generate
-from tabd.predictor.engine.cache import InPlaceCache
 from tabd.predictor.threads import AdaptiveThreads
 from tabd.predictor.lookup import copy_suggestion
 from tabd.predictor.templates import FimTemplate, detect_family, template_for
@@ -65,7 +64,8 @@ class LocalBackend:
     ) -> None:
         self.model_dir = str(model_dir or loader.DEFAULT_MODEL_DIR)
         self.threads = AdaptiveThreads(threads)
-        self.model, self.tokenizer, self.placement = loader.load(self.model_dir, device, trust_remote_code)
+        self.model, self.tokenizer, self.placement = loader.load(
+            self.model_dir, device, trust_remote_code, fast=engine in ("fast", "torch"))
         self.template = self._choose_template(fim)
         self.kv_reuse = kv_reuse
         self.engine_name, self.runner = self._choose_engine(engine)
@@ -112,6 +112,8 @@ class LocalBackend:
             try:
                 runner = FastLlama(self.model, native=name == "fast")
             except (ValueError, AttributeError):
+                if not hasattr(self.model, "forward"):  # read without transformers, which the hf engine needs
+                    self.model, self.tokenizer, self.placement = loader.load(self.model_dir, self.placement.device)
                 return "hf", self.model  # not Llama-shaped: transformers' forward with the in-place cache
             self.native_why = runner.native_why
             return ("fast" if runner.native is not None else "torch"), runner
@@ -180,6 +182,8 @@ class LocalBackend:
         if self.engine_name in ("fast", "torch"):
             return self.runner.new_cache(capacity)
         if self.engine_name == "hf":
+            from tabd.predictor.engine.cache import InPlaceCache  # it imports transformers: only for this engine
+
             return InPlaceCache(self.model.config.num_hidden_layers, capacity)
         from transformers import DynamicCache
 

@@ -12,9 +12,6 @@ import statistics
 import time
 from pathlib import Path
 
-import torch
-
-from tabd.predictor.engine import generate
 from tabd.predictor.types import GenSettings
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
@@ -28,6 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _decode(model, logits, cache, n: int) -> list[int]:
+    from tabd.predictor.engine import generate  # torch: only when the section runs, not for `tabd bench --help`
+
     return generate.decode_n_tokens(model, logits, cache, n, lambda toks: True, lambda t: None)
 
 
@@ -36,6 +35,8 @@ def _ms(t0: float) -> float:
 
 
 def measure(backend, context: int, decode: int, rounds: int) -> dict:
+    from tabd.predictor.engine import generate
+
     model = backend.runner
     layers = backend.model.config.num_hidden_layers
     text = "".join(p.read_text() for p in sorted(SAMPLES.glob("*.py"))) or "x = 1\n"
@@ -94,6 +95,8 @@ def prefetch_fraction(backend) -> float:
 
 
 def run_section(args: argparse.Namespace) -> dict:
+    import torch
+
     from tabd.predictor.local import LocalBackend
 
     backend = LocalBackend(getattr(args, "model", None), device=getattr(args, "device", "auto") or "auto",

@@ -1,0 +1,106 @@
+"""The fast loader (predictor/fastload.py) against transformers' own loading: same tokens, same suggestions."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from tabd.predictor import fastload, loader
+from tabd.predictor.local import LocalBackend
+from tabd.predictor.types import GenSettings, ModelLoadError
+
+from test_predictor import CODE, edits
+
+TEXTS = [CODE, "x = 'é ü 中文 🙂'\n\tdef  f():\r\n  pass", "<tabd_pre>a<tabd_suf>b<tabd_mid>", "", "   ", "\n\n\n"]
+
+
+def test_the_embedded_model_loads_without_transformers_modeling():
+    model, tokenizer, _ = loader.load(loader.DEFAULT_MODEL_DIR, "cpu", fast=True)
+    assert isinstance(model, fastload.FastModel) and isinstance(tokenizer, fastload.FastTokenizer)
+    backend = LocalBackend(engine="fast", threads=1)
+    assert isinstance(backend.model, fastload.FastModel) and backend.engine_name in ("fast", "torch")
+
+
+def test_the_tokenizer_encodes_and_decodes_as_transformers_does():
+    from transformers import AutoTokenizer
+
+    ref = AutoTokenizer.from_pretrained(loader.DEFAULT_MODEL_DIR, local_files_only=True)
+    fast = fastload.FastTokenizer.from_dir(loader.DEFAULT_MODEL_DIR)
+    for text in TEXTS:
+        ids = ref.encode(text, add_special_tokens=False)
+        assert fast.encode(text, add_special_tokens=False) == ids
+        assert fast.decode(ids) == ref.decode(ids)
+    assert len(fast) == len(ref)
+    assert fast.eos_token_id == ref.eos_token_id and fast.unk_token_id == ref.unk_token_id
+    assert set(fast.all_special_tokens) == set(ref.all_special_tokens)
+    assert fast.get_added_vocab() == ref.get_added_vocab()
+    for token in ("<tabd_pre>", "<tabd_mid>", "no such token"):
+        assert fast.convert_tokens_to_ids(token) == ref.convert_tokens_to_ids(token)
+
+
+def test_fast_loaded_engine_suggests_what_the_transformers_loaded_engine_does():
+    fast = LocalBackend(engine="fast", threads=1)
+    ref = LocalBackend(engine="plain", threads=1)  # transformers' loader and forward: the reference
+    assert not isinstance(ref.model, fastload.FastModel)
+    settings = GenSettings(max_new_tokens=16)
+    for prefix, suffix in list(edits())[:8]:
+        a = fast.predict(prefix, suffix, settings, slot_id="d")
+        b = ref.predict(prefix, suffix, settings, slot_id="d")
+        assert fast.last_tokens == ref.last_tokens and a.text == b.text
+
+
+def _qwen2_dir(tmp_path, bias_seed: int = 1):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    cfg = Qwen2Config(vocab_size=8192, hidden_size=128, intermediate_size=200, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=1, max_position_embeddings=512,
+                      tie_word_embeddings=False, rope_theta=50000.0)
+    model = Qwen2ForCausalLM(cfg).eval()
+    with torch.no_grad():
+        gen = torch.Generator().manual_seed(bias_seed)
+        for layer in model.model.layers:  # the init leaves biases at 0, which would not test them
+            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                proj.bias.copy_(torch.randn(proj.bias.shape, generator=gen) * 0.5)
+    d = tmp_path / "qwen2"
+    model.save_pretrained(d)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(loader.DEFAULT_MODEL_DIR / name, d / name)
+    return d
+
+
+def test_a_qwen2_checkpoint_with_bias_and_an_untied_head_loads_fast_and_agrees(tmp_path):
+    d = _qwen2_dir(tmp_path)
+    fast = LocalBackend(str(d), engine="torch", threads=1)
+    ref = LocalBackend(str(d), engine="plain", threads=1)
+    assert isinstance(fast.model, fastload.FastModel) and fast.engine_name == "torch"
+    ids = fast.tokenizer.encode(CODE, add_special_tokens=False)[:300]
+    assert ids == ref.tokenizer.encode(CODE, add_special_tokens=False)[:300]
+    with torch.no_grad():  # a random model's argmax hides small errors (a wrong rope base): compare the logits
+        want = ref.model(input_ids=torch.tensor([ids])).logits[0, -1]
+    got = fast.runner.forward_last(ids, fast.runner.new_cache(len(ids)))
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    settings = GenSettings(max_new_tokens=12)
+    for prefix, suffix in list(edits())[:4]:
+        fast.predict(prefix, suffix, settings, slot_id="d")
+        ref.predict(prefix, suffix, settings, slot_id="d")
+        assert fast.last_tokens == ref.last_tokens
+
+
+def test_what_the_fast_loader_does_not_know_goes_to_transformers(tmp_path):
+    d = _qwen2_dir(tmp_path)
+    config = json.loads((d / "config.json").read_text())
+    config["rope_scaling"] = config["rope_parameters"] = {"rope_type": "linear", "factor": 2.0, "rope_theta": 50000.0}
+    (d / "config.json").write_text(json.dumps(config))
+    model, _, _ = loader.load(d, "cpu", fast=True)
+    assert not isinstance(model, fastload.FastModel)
+
+
+def test_corrupt_weights_are_a_clear_error(tmp_path):
+    d = tmp_path / "m"
+    shutil.copytree(loader.DEFAULT_MODEL_DIR, d)
+    (d / "model.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(ModelLoadError, match="cannot load the model"):
+        loader.load(d, "cpu", fast=True)
