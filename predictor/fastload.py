@@ -166,6 +166,11 @@ class FastModel:
         self.model = SimpleNamespace(embed_tokens=_module(embed), norm=_module(weights["model.norm.weight"]), layers=layers,
                                      rotary_emb=_Rotary(config.rope_theta, config.head_dim))
         self.lm_head = _module(head)
+        self._tensors = list({id(t): t for t in (*weights.values(), head)}.values())
+
+    def parameters(self):
+        """Each weight tensor once (a tied head is the embedding), as nn.Module.parameters() counts them."""
+        return iter(self._tensors)
 
 
 def tokenizer_for(d: Path, model_type: str):
