@@ -15,14 +15,13 @@ from lsprotocol import types
 from pygls.capabilities import ServerCapabilitiesBuilder
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
-from pygls.workspace.position_codec import PositionCodec
 
 from tabd.cache.state import DocState
 from tabd.daemon.runtime.config import Config, apply_client_options
 from tabd.daemon.runtime.events import EventLog, LogFile
 from tabd.daemon.runtime.lifecycle import start_parent_watch
 from tabd.daemon.runtime.service import Answer, CompletionService
-from tabd.lsp.documents import DocumentError, DocumentStore
+from tabd.lsp.documents import Document, DocumentError, DocumentStore
 from tabd.lsp.protocol import TabdProtocol, serve_stdio, serve_tcp
 
 logger = logging.getLogger(__name__)
@@ -47,7 +46,7 @@ class TabdServer(LanguageServer):
         self.backend_factory = backend_factory
         self.events = events
         self.documents = DocumentStore()
-        self.codec = PositionCodec()
+        self.encoding = "utf-16"  # the position encoding negotiated in initialize
         self.service: CompletionService | None = None
         self.recorder: Any = None  # has .record(dict); set by `tabd serve --record`
         self.started = time.monotonic()
@@ -111,13 +110,16 @@ class TabdServer(LanguageServer):
     def state_at(self, uri: str, position: types.Position) -> tuple[str, int, DocState, int]:
         """(doc id, version, state, offset) for a request position; DocumentError if unknown."""
         doc = self.documents.get(uri)
-        offset = doc.offset_at(position.line, position.character, self.codec)
-        c = self.config
-        state = DocState.from_text(doc.text, offset, c.prefix_chars * 2, c.suffix_chars * 2)
-        return doc_id(uri), doc.version, state, offset
+        offset = doc.offset_at(position.line, position.character, self.encoding)
+        return doc_id(uri), doc.version, self.state_of(doc, offset), offset
+
+    def state_of(self, doc: Document, offset: int) -> DocState:
+        """The state the service sees: a bounded window of text either side of the offset."""
+        before, after = doc.around(offset, self.config.prefix_chars * 2, self.config.suffix_chars * 2)
+        return DocState(offset, before, after)
 
     def position_of(self, uri: str, offset: int) -> types.Position:
-        line, character = self.documents.get(uri).position_at(offset, self.codec)
+        line, character = self.documents.get(uri).position_at(offset, self.encoding)
         return types.Position(line=line, character=character)
 
     async def answer_at(self, uri: str, position: types.Position, invoked: bool = False) -> tuple[Answer, types.Position]:
@@ -148,7 +150,7 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
         if ls.config.log and ls.config.log != before.log and not ls.open_client_log(ls.config.log):
             ls.config.log = before.log
         encoding = ServerCapabilitiesBuilder.choose_position_encoding(params.capabilities)
-        ls.codec = PositionCodec(encoding)
+        ls.encoding = str(getattr(encoding, "value", encoding))
         ls.service = CompletionService(ls.config, ls.backend_factory, ls.events)
         ls.parent_watch = start_parent_watch(params.process_id, lambda: ls.protocol.request_exit(1))
 
@@ -183,18 +185,17 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
             if isinstance(change, types.TextDocumentContentChangePartial):
                 r = change.range
                 try:
-                    cursor = doc.apply((r.start.line, r.start.character), (r.end.line, r.end.character), change.text, ls.codec)
+                    cursor = doc.apply((r.start.line, r.start.character), (r.end.line, r.end.character), change.text, ls.encoding)
                 except DocumentError as exc:
                     logger.warning("change to %s skipped: %s", doc_id(uri), exc)
                     continue
                 ls.record("change", uri=uri, range=_range_dict(r), text=change.text)
             else:
-                cursor = doc.apply(None, None, change.text, ls.codec)
+                cursor = doc.apply(None, None, change.text, ls.encoding)
                 ls.record("change", uri=uri, text=change.text)
         doc.version = params.text_document.version
         if ls.service is not None:
-            c = ls.config
-            state = DocState.from_text(doc.text, cursor, c.prefix_chars * 2, c.suffix_chars * 2) if cursor is not None else None
+            state = ls.state_of(doc, cursor) if cursor is not None else None
             ls.service.document_changed(doc_id(uri), state)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
@@ -266,7 +267,7 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
             doc = ls.documents.get(uri)
         except DocumentError as exc:
             raise JsonRpcInvalidParams(str(exc)) from None
-        return {"uri": uri, "version": doc.version, "text": doc.text, "lines": len(doc.starts)}
+        return {"uri": uri, "version": doc.version, "text": doc.text, "lines": doc.line_count}
 
     return server
 

@@ -16,9 +16,8 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pygls.workspace.position_codec import PositionCodec
-
-from tabd.lsp.documents import Document, DocumentError, line_starts
+from tabd.lsp.documents import Document, DocumentError
+from tabd.lsp.positions import Text, line_starts
 from test_transport import RawServer
 
 # -- the reference model: LSP's rules written the slow, obvious way ----------------------------
@@ -108,13 +107,13 @@ def session_st(draw, encoding: str, max_edits: int = 8):
 # -- lsp/documents.py directly -------------------------------------------------------------------
 
 
-def apply_to(doc: Document, change: dict, codec: PositionCodec) -> None:
+def apply_to(doc: Document, change: dict, encoding: str) -> None:
     if "range" not in change:
-        doc.apply(None, None, change["text"], codec)
+        doc.apply(None, None, change["text"], encoding)
         return
     r = change["range"]
     try:
-        doc.apply((r["start"]["line"], r["start"]["character"]), (r["end"]["line"], r["end"]["character"]), change["text"], codec)
+        doc.apply((r["start"]["line"], r["start"]["character"]), (r["end"]["line"], r["end"]["character"]), change["text"], encoding)
     except DocumentError:
         pass  # reversed range: skipped, as the reference does
 
@@ -124,22 +123,24 @@ def apply_to(doc: Document, change: dict, codec: PositionCodec) -> None:
 @given(data=st.data())
 def test_document_apply_matches_the_reference(encoding, data):
     start, notifications = data.draw(session_st(encoding))
-    codec = PositionCodec(encoding)
-    doc, text = Document.new("file:///t.py", start, 1), start
+    block_lines = data.draw(st.sampled_from([1, 2, 3, 128]))  # small blocks: edits across block boundaries
+    doc, text = Document("file:///t.py", Text(start, block_lines), 1, ""), start
     for batch in notifications:
         for change in batch:
-            apply_to(doc, change, codec)
+            apply_to(doc, change, encoding)
             text = ref_apply(text, change, encoding)
             assert doc.text == text
-            assert doc.starts == [0] + line_starts(doc.text)  # incremental line starts stay exact
+            assert doc.content.all_line_starts() == [0] + line_starts(text)  # incremental line starts stay exact
+            doc.content._joined = None  # read the blocks themselves, not the small-text copy
+            assert doc.text == text
 
 
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-8"])
 @settings(max_examples=500, deadline=None)
 @given(text=text_st, data=st.data())
 def test_offsets_and_positions_round_trip_and_clamp(encoding, text, data):
-    codec = PositionCodec(encoding)
-    doc = Document.new("file:///t.py", text, 1)
+    codec = encoding
+    doc = Document("file:///t.py", Text(text, data.draw(st.sampled_from([1, 2, 128]))), 1, "")
     p = data.draw(position_st(text, encoding))
     offset = doc.offset_at(p["line"], p["character"], codec)
     assert offset == ref_offset(text, p["line"], p["character"], encoding)
@@ -152,7 +153,7 @@ def test_offsets_and_positions_round_trip_and_clamp(encoding, text, data):
 
 
 def test_known_clamps():
-    codec = PositionCodec("utf-16")
+    codec = "utf-16"
     doc = Document.new("u", "a😀b\r\nx\u2028y\fz\rend", 1)
     assert doc.offset_at(0, 2, codec) == 1  # inside the surrogate pair: the emoji's start
     assert doc.offset_at(0, 3, codec) == 2
@@ -226,3 +227,18 @@ def test_server_edge_cases(servers):
     ]
     for start, notifications in cases:
         through_server(s, start, notifications, "utf-16")
+
+
+@pytest.mark.slow
+def test_bench_bigdoc_measures_both_documents_through_lsp():
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "tabd.daemon", "bench", "bigdoc", "--json", "--bigdoc-lines", "3000",
+                          "--bigdoc-rounds", "3"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads(out.stdout)["bigdoc"]
+    assert report["big"]["lines"] == 3000 and report["small"]["lines"] == 300
+    assert report["ratio_p50"] > 0
+    assert report["sources"]["cache"] >= 2 * 2 * 3  # every counted request is a cache hit: document work, not the model

@@ -1,4 +1,4 @@
-"""`tabd bench [kv|replay|remote|soak|engines|quality|start] [--json]`: side-by-side figures measured in one run.
+"""`tabd bench [kv|replay|remote|soak|engines|quality|start|bigdoc] [--json]`: side-by-side figures measured in one run.
 
 Each section lives in its own module with `add_arguments(parser)` (optional) and
 `run_section(args) -> dict`; the dict is printed under the section's name.
@@ -14,12 +14,13 @@ SECTIONS: dict[str, str] = {
     "kv": "tabd.predictor.bench.kv",
     "replay": "tabd.daemon.bench.replay",
     "soak": "tabd.daemon.bench.soak",
+    "bigdoc": "tabd.daemon.bench.bigdoc",
     "engines": "tabd.predictor.bench.engines",
     "remote": "tabd.predictor.bench.remote",
     "quality": "tabd.daemon.bench.quality",
     "start": "tabd.daemon.bench.start",
 }
-DEFAULT_ALL = ("kv", "replay", "remote")  # soak, engines and quality take long; name them to run them
+DEFAULT_ALL = ("kv", "replay", "remote")  # soak, engines, quality and bigdoc take long or are narrow; name them to run them
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -15,6 +15,7 @@ from tabd.daemon.runtime.backends import make_backend
 from tabd.daemon.runtime.config import ConfigError
 from tabd.daemon.runtime.options import add_model_arguments, config_from_args
 from tabd.daemon.runtime.service import CompletionService
+from tabd.lsp import positions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,14 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def offset_of(text: str, line: int, character: int) -> int:
-    """Offset of (line, character), clamped to the line and the document."""
-    if line < 0 or character < 0:
-        raise ValueError(f"negative position ({line}, {character})")
-    lines = text.split("\n")
-    if line >= len(lines):
-        return len(text)
-    start = sum(len(part) + 1 for part in lines[:line])
-    return start + min(character, len(lines[line].rstrip("\r")))
+    """Offset of (line, character in code points), clamped to the line and the document."""
+    return positions.offset_at(text, line, character, "utf-32")
 
 
 async def complete_once(config, text: str, offset: int) -> dict:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from lsprotocol import types
 
+from tabd.lsp import positions
+
 SAMPLES = Path(__file__).resolve().parents[2] / "predictor" / "samples"
 
 
@@ -38,10 +40,8 @@ def _cursor_after(text: str, marker: str) -> int:
 
 
 def _position(text: str, offset: int) -> types.Position:
-    before = text[:offset]
-    line = before.count("\n")
-    column = before[before.rfind("\n") + 1 :]
-    return types.Position(line=line, character=len(column.encode("utf-16-le")) // 2)
+    line, character = positions.position_at(text, offset)
+    return types.Position(line=line, character=character)
 
 
 async def mechanism(path: Path) -> int:

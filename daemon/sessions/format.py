@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from tabd.lsp import positions
+
 FORMAT_VERSION = 1
 OPS = ("open", "change", "close", "accept", "dismiss")
 
@@ -45,58 +47,27 @@ class Session:
         return sum(1 for e in self.events if e["op"] == "change")
 
 
-# ---------------------------------------------------------------- UTF-16 text helpers
+# ---------------------------------------------------------------- positions (LSP dicts over lsp/positions.py)
 
 
 def utf16_len(text: str) -> int:
-    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
-
-
-def line_starts(text: str) -> list[int]:
-    starts = [0]
-    for i, ch in enumerate(text):
-        if ch == "\n":
-            starts.append(i + 1)
-    return starts
+    return positions.units(text, "utf-16")
 
 
 def offset_at(text: str, position: dict[str, int]) -> int:
     """The string index of an LSP position; raises ValueError when it is outside `text`."""
-    line, character = int(position["line"]), int(position["character"])
-    if line < 0 or character < 0:
-        raise ValueError(f"negative position {line}:{character}")
-    start = 0
-    for _ in range(line):
-        nl = text.find("\n", start)
-        if nl < 0:
-            raise ValueError(f"line {line} is past the end of the document")
-        start = nl + 1
-    end = text.find("\n", start)
-    end = len(text) if end < 0 else end
-    units = 0
-    index = start
-    while units < character:
-        if index >= end:
-            raise ValueError(f"character {character} is past the end of line {line}")
-        units += 2 if ord(text[index]) > 0xFFFF else 1
-        index += 1
-    if units != character:
-        raise ValueError(f"character {character} splits a surrogate pair on line {line}")
-    return index
+    return positions.offset_at(text, int(position["line"]), int(position["character"]), strict=True)
 
 
 def position_at(text: str, offset: int) -> dict[str, int]:
-    line = text.count("\n", 0, offset)
-    line_start = text.rfind("\n", 0, offset) + 1
-    return {"line": line, "character": utf16_len(text[line_start:offset])}
+    line, character = positions.position_at(text, offset)
+    return {"line": line, "character": character}
 
 
 def advance(position: dict[str, int], inserted: str) -> dict[str, int]:
     """The position just after `inserted` when it is inserted at `position`."""
-    newlines = inserted.count("\n")
-    if not newlines:
-        return {"line": position["line"], "character": position["character"] + utf16_len(inserted)}
-    return {"line": position["line"] + newlines, "character": utf16_len(inserted[inserted.rfind("\n") + 1:])}
+    line, character = positions.advance(position["line"], position["character"], inserted)
+    return {"line": line, "character": character}
 
 
 def apply_change(text: str, rng: dict[str, Any], new_text: str) -> str:

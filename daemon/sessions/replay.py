@@ -27,7 +27,8 @@ from typing import Any, Sequence
 from lsprotocol import types as lsp
 
 from tabd.daemon.sessions.driver import DaemonDied, Driver, Pending, ReplayError, ReplayOptions, insert_text
-from tabd.daemon.sessions.format import Session, advance, utf16_len
+from tabd.daemon.sessions.format import Session, advance, position_at
+from tabd.lsp.positions import offset_at
 from tabd.daemon.sessions.measure import Measurements
 
 WORD = re.compile(r"\s*(?:\w+|[^\w\s]+)|\s+")
@@ -235,10 +236,6 @@ def run_replay(sessions: Sequence[Session], options: ReplayOptions) -> Measureme
     return asyncio.run(replay_sessions(sessions, options))
 
 
-def utf16_width(text: str) -> int:  # re-exported for callers that count accepted chars in LSP units
-    return utf16_len(text)
-
-
 # ---------------------------------------------------------------- sessions that accept by construction
 
 
@@ -254,7 +251,7 @@ async def _echo_events(text: str, uri: str, language: str, anchors: Sequence[tup
         for anchor, indent in anchors:
             doc = replayer.docs[uri]
             line = anchor + inserted_lines
-            cursor = {"line": line, "character": utf16_len(doc.text.split("\n")[line])}
+            cursor = position_at(doc.text, offset_at(doc.text, line, sys.maxsize))  # the line's end
             pieces = ["\n" + indent]  # Enter with auto-indent, then whatever the model says, `rounds` times
             t += 1.0
             for _ in range(rounds + 1):
