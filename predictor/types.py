@@ -9,9 +9,9 @@ class GenSettings:
     max_new_tokens: int = 48
     multiline: bool = False  # a block body rather than the rest of one line
     max_lines: int = 8
-    # copy candidates: what followed the last occurrence of the text before the cursor, shown instead of the
-    # model's own guess when the model is at least this sure of more of it (0: off)
-    lookup_min_p: float = 0.3
+    # copy candidates: what followed the last occurrence of the text before the cursor is shown instead of the
+    # model's own guess, as far as the model's joint probability of the copied text stays at least this (0: off)
+    lookup_min_p: float = 0.001
 
     def tag(self) -> str:
         """The part of the cache key that generation settings decide."""

@@ -251,13 +251,20 @@ def test_teacher_forced_scores_equal_the_probabilities_recorded_while_decoding()
     assert [round(p, 4) for p in scored] == [round(p, 4) for p in probs]
 
 
-def test_a_copy_candidate_is_shown_only_where_the_model_is_sure_of_more_of_it():
+def test_a_copy_candidate_is_shown_as_far_as_the_model_verifies_it():
+    from tabd.predictor.lookup import copy_suggestion
+    from tabd.predictor.postprocess import gate
+
     backend = LocalBackend(DEFAULT_MODEL_DIR, device="cpu", threads=1)
     prefix = "def handler_1(request):\n    value = request.get('key')\n    return value\n\n\ndef handler_2(request):\n    value = req"
     off = backend.predict(prefix, "\n", GenSettings(lookup_min_p=0.0))
-    on = backend.predict(prefix, "\n", GenSettings(lookup_min_p=0.3))
-    from tabd.predictor.postprocess import gate
-
-    # whichever is shown, at the verification threshold it is at least as long as the model's own sure part
-    assert len(gate(on.text, on.confidence, 0.3)) >= len(gate(off.text, off.confidence, 0.3))
-    assert on.text in (off.text, "uest.get('key')")
+    on = backend.predict(prefix, "\n", GenSettings(lookup_min_p=0.001))
+    candidate = copy_suggestion(prefix)
+    assert candidate == "uest.get('key')"
+    assert on.text in (off.text, candidate)
+    if on.text == candidate:  # shown: the verified part passes any gate, and an invoked request sees it all
+        shown = gate(on.text, on.confidence, 0.9)
+        assert shown and candidate.startswith(shown)
+        assert gate(on.text, on.confidence, 0.0) == candidate
+    # never verified at a joint probability of 1: the model's own guess is all there is
+    assert backend.predict(prefix, "\n", GenSettings(lookup_min_p=1.0)).text == off.text

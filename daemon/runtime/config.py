@@ -23,7 +23,7 @@ class Config:
     prefix_chars: int = 2400
     suffix_chars: int = 600
     max_new_tokens: int = 48
-    lookup_min_p: float = 0.3  # copy candidates shown where the model is at least this sure of more of them (0: off)
+    lookup_min_p: float = 0.001  # copy candidates shown as far as the model's joint probability of them stays >= this (0: off)
     min_confidence: float = 0.0  # confidence gating: a suggestion is cut before the first token the model is less sure of
     cache_entries: int = 2048
     cache_bytes: int = 8 << 20

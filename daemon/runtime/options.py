@@ -26,7 +26,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--max-new-tokens", type=int, default=48)
     g.add_argument("--lookup-min-p", type=float, default=None, metavar="P",
                    help="copy candidates (what followed the last occurrence of the text before the cursor) replace the "
-                        "model's guess where it is at least P sure of more of them (0: off; default 0.3)")
+                        "model's guess as far as the model's joint probability of the copied text stays >= P "
+                        "(0: off; default 0.001)")
     g.add_argument("--min-confidence", type=float, default=None, metavar="P",
                    help="confidence gating: show a suggestion up to the first token the model gives less than P "
                         "(0..1; 0 shows everything; default: the calibrated value). Alt+\\ / an invoked request "

@@ -88,13 +88,15 @@ def greedy_p(logits: torch.Tensor, allowed: torch.Tensor | None = None) -> tuple
 
 
 @torch.inference_mode()
-def score_tokens(model, logits: torch.Tensor, cache, tokens: list[int], min_p: float,
+def score_tokens(model, logits: torch.Tensor, cache, tokens: list[int], min_joint: float,
                  first_allowed: torch.Tensor | None = None) -> list[float]:
     """The model's probability of each of `tokens` in turn (teacher-forced), feeding each into the cache.
 
-    Stops after the first token below min_p: nothing after it can be shown.
+    Stops once the joint probability of the tokens so far falls below min_joint:
+    nothing after that point can be shown.
     """
     probs: list[float] = []
+    joint = 1.0
     for i, token in enumerate(tokens):
         if i == 0 and first_allowed is not None:
             if not bool((first_allowed == token).any()):
@@ -104,7 +106,8 @@ def score_tokens(model, logits: torch.Tensor, cache, tokens: list[int], min_p: f
         else:
             p = float(torch.exp(logits[token] - torch.logsumexp(logits, 0)))
         probs.append(p)
-        if p < min_p or i == len(tokens) - 1:
+        joint *= p
+        if joint < min_joint or i == len(tokens) - 1:
             return probs
         logits = forward_last(model, [token], cache)
     return probs
