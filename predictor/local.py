@@ -17,6 +17,7 @@ import torch
 
 from tabd.predictor import loader, postprocess
 from tabd.predictor.engine import generate
+from tabd.predictor.engine.runner import Runner, TransformersRunner
 from tabd.predictor.threads import AdaptiveThreads
 from tabd.predictor.lookup import copy_suggestion
 from tabd.predictor.templates import FimTemplate, detect_family, template_for
@@ -100,7 +101,7 @@ class LocalBackend:
                 raise ModelLoadError(str(exc)) from None
         return template_for(detect_family(self._special_tokens()))
 
-    def _choose_engine(self, name: str):
+    def _choose_engine(self, name: str) -> tuple[str, Runner]:
         """The forward pass to run: ("fast", FastLlama) for Llama-shaped models, with one-token steps in native
         code where a C compiler is ("torch": the same in torch alone); else transformers' forward ("hf"/"plain")."""
         if name not in ENGINES:
@@ -114,10 +115,10 @@ class LocalBackend:
             except (ValueError, AttributeError):
                 if not hasattr(self.model, "forward"):  # read without transformers, which the hf engine needs
                     self.model, self.tokenizer, self.placement = loader.load(self.model_dir, self.placement.device)
-                return "hf", self.model  # not Llama-shaped: transformers' forward with the in-place cache
+                return "hf", TransformersRunner(self.model)  # not Llama-shaped: transformers' forward, in-place cache
             self.native_why = runner.native_why
             return ("fast" if runner.native is not None else "torch"), runner
-        return name, self.model
+        return name, TransformersRunner(self.model, in_place=name == "hf")
 
     def _stop_ids(self) -> set[int]:
         ids = set()
@@ -178,16 +179,7 @@ class LocalBackend:
     # -- slots ----------------------------------------------------------------
 
     def _new_cache(self, length: int):
-        capacity = min(self.context, length + 64)
-        if self.engine_name in ("fast", "torch"):
-            return self.runner.new_cache(capacity)
-        if self.engine_name == "hf":
-            from tabd.predictor.engine.cache import InPlaceCache  # it imports transformers: only for this engine
-
-            return InPlaceCache(self.model.config.num_hidden_layers, capacity)
-        from transformers import DynamicCache
-
-        return DynamicCache(config=self.model.config)
+        return self.runner.new_cache(min(self.context, length + 64))
 
     def _slot_for(self, slot_id: str, ids: list[int]) -> tuple[Slot, int]:
         """The slot to run in, and how many of `ids` its cache already holds."""
@@ -221,10 +213,7 @@ class LocalBackend:
         drop = len(slot.ids) - n
         if drop <= 0:
             return
-        if hasattr(slot.cache, "truncate"):
-            slot.cache.truncate(n)
-        else:
-            slot.cache.crop(-drop)
+        slot.cache.truncate(n)
         del slot.ids[n:]
 
     # -- the request ------------------------------------------------------------

@@ -117,6 +117,8 @@ class _Call:
 class RemoteBackend:
     """Greedy FIM completion from a server speaking the OpenAI completions API."""
 
+    engine_name = "remote"
+
     def __init__(
         self,
         url: str,
@@ -164,18 +166,16 @@ class RemoteBackend:
 
     @classmethod
     def from_config(cls, config: Any) -> "RemoteBackend":
-        extra = config.extra
-        url = extra.get("url")
+        url = config.url
         if not url:
             raise RemoteError("--backend openai needs --url, e.g. --url http://127.0.0.1:8080")
         api_key = None
-        env = extra.get("api_key_env")
+        env = config.api_key_env
         if env:
             api_key = os.environ.get(env)
             if not api_key:
                 raise RemoteError(f"--api-key-env {env}: the environment variable {env} is not set or empty")
-        timeout = float(extra.get("timeout") or 20.0)
-        return cls(url, extra.get("remote_model"), config.fim, api_key, total_timeout=timeout)
+        return cls(url, config.remote_model, config.fim, api_key, total_timeout=float(config.timeout))
 
     # -- what the server is ------------------------------------------------------
 

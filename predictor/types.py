@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Protocol
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,20 @@ class ContextChunk:
 
     path: str
     text: str
+
+
+class Backend(Protocol):
+    """What the daemon asks a model for: local (LocalBackend), remote (RemoteBackend) or the copy baseline."""
+
+    model_id: str  # part of every cache key: a different model, a different key
+    engine_name: str  # reported in tabd/stats
+
+    def predict(self, prefix: str, suffix: str, settings: GenSettings, should_stop: Callable[[], bool] = ...,
+                slot_id: str = "default") -> Prediction:
+        """The suggestion at the cursor between prefix and suffix; Interrupted when should_stop() says so."""
+
+    def kv_bytes(self) -> int:
+        """Bytes of keys and values kept for reuse (0 where the server keeps its own)."""
 
 
 class Interrupted(Exception):

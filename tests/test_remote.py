@@ -216,8 +216,7 @@ async def test_server_down_gives_an_empty_suggestion_and_an_error_event():
     from tabd.daemon.runtime.events import EventLog
     from tabd.daemon.runtime.service import CompletionService
 
-    config = Config(fim="tabd")
-    config.extra.update(backend="openai", url=f"http://127.0.0.1:{free_port()}")
+    config = Config(fim="tabd", backend="openai", url=f"http://127.0.0.1:{free_port()}")
     events = EventLog()
     seen: list[dict] = []
     events.add_sink(seen.append)
@@ -330,6 +329,26 @@ def test_a_silent_server_times_out_bounded(scripted):
     with pytest.raises(RemoteError, match=r"timeout"):
         remote.predict("x = ", "", GenSettings(8))
     assert time.monotonic() - t0 < 2.5
+
+
+def test_the_timeout_option_bounds_a_silent_server(scripted):
+    import argparse
+
+    from tabd.daemon.runtime.backends import make_backend
+    from tabd.daemon.runtime.config import ConfigError
+    from tabd.daemon.runtime.options import add_model_arguments, config_from_args
+
+    handler, url = scripted
+    handler.mode = "sleep"
+    parser = argparse.ArgumentParser()
+    add_model_arguments(parser)
+    config = config_from_args(parser.parse_args(["--backend", "openai", "--url", url, "--fim", "tabd", "--timeout", "0.7"]))
+    with pytest.raises(RemoteError, match=r"no complete answer within 0.7 s \(timeout\)"):
+        make_backend(config).predict("x = ", "", GenSettings(8))
+    assert config_from_args(parser.parse_args([])).timeout == 20.0
+    for bad in ("0", "-1", "601", "nan"):
+        with pytest.raises(ConfigError, match="timeout must be"):
+            config_from_args(parser.parse_args(["--timeout", bad]))
 
 
 def test_no_template_known_says_what_to_pass(scripted):

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as exc:
         print(f"tabd serve-model: {exc}", file=sys.stderr)
         return 2
-    if config.extra.get("backend") == "openai":
+    if config.backend == "openai":
         print("tabd serve-model: serves the local engine; --backend openai makes no sense here", file=sys.stderr)
         return 2
 

@@ -1,17 +1,16 @@
 """Which predictor backend a Config asks for."""
 from __future__ import annotations
 
-from typing import Any
-
 from tabd.daemon.runtime.config import Config
+from tabd.predictor.types import Backend
 
 
-def make_backend(config: Config) -> Any:
-    if config.extra.get("backend") == "openai":
+def make_backend(config: Config) -> Backend:
+    if config.backend == "openai":
         from tabd.predictor.remote import RemoteBackend
 
         return RemoteBackend.from_config(config)
-    if config.extra.get("backend") == "copy":
+    if config.backend == "copy":
         from tabd.predictor.lookup import CopyBackend
 
         return CopyBackend()
@@ -24,5 +23,5 @@ def make_backend(config: Config) -> Any:
         kv_reuse=config.kv_reuse,
         threads=config.threads,
         trust_remote_code=config.trust_remote_code,
-        engine=config.extra.get("engine", "fast"),
+        engine=config.engine,
     )

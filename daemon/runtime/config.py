@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -32,7 +32,13 @@ class Config:
     log_text: bool = False
     record: str | None = None
     trust_remote_code: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    backend: str = "local"  # local, openai (a remote OpenAI-compatible server) or copy (the no-model baseline)
+    engine: str = "fast"  # the local forward: fast, torch, hf or plain (see predictor/local.py)
+    url: str | None = None  # --backend openai: the server
+    api_key_env: str | None = None  # --backend openai: the environment variable holding its API key
+    remote_model: str | None = None  # --backend openai: the model name sent to it
+    parallel: int = 1  # model requests at once (a remote engine may batch them)
+    timeout: float = 20.0  # seconds a remote request may take, first byte to last
 
     def validate(self) -> "Config":
         checks = [
@@ -42,6 +48,7 @@ class Config:
             ("max_new_tokens", 1, 512),
             ("cache_entries", 1, 1_000_000),
             ("cache_bytes", 1024, 1 << 34),
+            ("parallel", 1, 32),
         ]
         for name, lo, hi in checks:
             value = getattr(self, name)
@@ -53,6 +60,12 @@ class Config:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
                 raise ConfigError(f"{name} must be a number between 0 and 1, got {value!r}")
+        if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)) or not 0 < self.timeout <= 600:
+            raise ConfigError(f"timeout must be a number of seconds above 0 and at most 600, got {self.timeout!r}")
+        choices = {"backend": ("local", "openai", "copy"), "engine": ("fast", "torch", "hf", "plain")}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ConfigError(f"device must be auto, cpu or cuda, got {self.device!r}")
         if self.threads is not None and (not isinstance(self.threads, int) or not 1 <= self.threads <= 256):

@@ -16,7 +16,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--url", help="server URL for --backend openai, e.g. http://127.0.0.1:8080")
     g.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key for --backend openai")
     g.add_argument("--remote-model", metavar="NAME", help="model name to send to the remote server")
-    g.add_argument("--parallel", type=int, default=1, help="model requests at once (for a remote engine that batches; default 1)")
+    g.add_argument("--parallel", type=int, default=1, help="model requests at once (for a remote engine that batches; 1-32, default 1)")
+    g.add_argument("--timeout", type=float, default=20.0, metavar="SECONDS",
+                   help="--backend openai: how long one request may take before it answers empty (default 20)")
     g.add_argument("--fim", metavar="FAMILY[:LAYOUT]", help="override the FIM template (tabd, qwen2.5-coder, starcoder2, deepseek-coder, codellama, plain)")
     g.add_argument("--depth", type=int, default=2, help="how many accepts ahead to prefetch (default 2)")
     g.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
@@ -55,11 +57,13 @@ def config_from_args(args: argparse.Namespace) -> Config:
         log=getattr(args, "log", None),
         log_text=getattr(args, "log_text", False),
         record=getattr(args, "record", None),
-    )
-    config.extra.update(
-        backend=args.backend, url=args.url, api_key_env=args.api_key_env, remote_model=args.remote_model,
-        parallel=max(1, min(getattr(args, "parallel", 1) or 1, 32)),
+        backend=args.backend,
         engine=getattr(args, "engine", "fast") or "fast",
+        url=args.url,
+        api_key_env=args.api_key_env,
+        remote_model=args.remote_model,
+        parallel=getattr(args, "parallel", 1),
+        timeout=getattr(args, "timeout", 20.0),
     )
     return config.validate()
 

@@ -13,7 +13,7 @@ import statistics
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 from tabd.cache.inflight import InflightTable
 from tabd.cache.key import short_key, state_key
@@ -25,7 +25,7 @@ from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime.scheduler import FOREGROUND, Cancelled, Job, Scheduler
 from tabd.predictor.postprocess import gate, wants_multiline
-from tabd.predictor.types import GenSettings, Interrupted, Prediction
+from tabd.predictor.types import Backend, GenSettings, Interrupted, Prediction
 
 SOURCES = ("cache", "typed", "inflight", "model", "none")
 
@@ -115,7 +115,7 @@ def _p50(values) -> float:
 
 
 class CompletionService:
-    def __init__(self, config: Config, backend_factory: Callable[[Config], Any], events: EventLog | None = None) -> None:
+    def __init__(self, config: Config, backend_factory: Callable[[Config], Backend], events: EventLog | None = None) -> None:
         self.config = config
         self.events = events or EventLog()
         self.cache = CompletionCache(config.cache_entries, config.cache_bytes)
@@ -123,7 +123,7 @@ class CompletionService:
         self.inflight: InflightTable[Computation] = InflightTable()
         self.scheduler = Scheduler(workers=self._workers(config))
         self.stats = Stats()
-        self.backend: Any = None
+        self.backend: Backend | None = None
         self.load_error: str | None = None
         self._ids = itertools.count(1)
         self._shown: OrderedDict[str, tuple[str, str]] = OrderedDict()  # answer id -> (doc, text)
@@ -134,7 +134,7 @@ class CompletionService:
 
     # -- model ----------------------------------------------------------------
 
-    def _load(self, factory: Callable[[Config], Any]) -> None:
+    def _load(self, factory: Callable[[Config], Backend]) -> None:
         try:
             self.backend = factory(self.config)
             self.model_id = self.backend.model_id
@@ -408,19 +408,17 @@ class CompletionService:
             "accepts": s.accepts,
             "dismisses": s.dismisses,
             "cache": {"entries": len(self.cache), "bytes": self.cache.bytes, "bound_bytes": self.cache.max_bytes},
-            "kv_bytes": self.backend.kv_bytes() if self.backend is not None and hasattr(self.backend, "kv_bytes") else 0,
+            "kv_bytes": self.backend.kv_bytes() if self.backend is not None else 0,
             "queue_depth": self.scheduler.depth(),
             "model": self.model_id,
-            "engine": getattr(self.backend, "engine_name", None) if self.backend is not None else None,
+            "engine": self.backend.engine_name if self.backend is not None else None,
             "error": self.load_error,
         }
 
     @staticmethod
     def _workers(config: Config) -> int:
         """Model requests at once: a remote engine may batch them; the local one has one model and one KV store."""
-        if config.extra.get("backend") != "openai":
-            return 1
-        return max(1, int(config.extra.get("parallel") or 1))
+        return config.parallel if config.backend == "openai" else 1
 
     def close(self) -> None:
         self.scheduler.stop()

@@ -11,17 +11,17 @@ from typing import Callable
 
 import torch
 
+from tabd.predictor.engine.runner import Runner, greedy_p
 from tabd.predictor.types import Interrupted
+
+__all__ = ["Runner", "chunk_for", "decode_n_tokens", "decode_one_token", "forward_last", "greedy", "greedy_p", "prefill",
+           "score_tokens"]
 
 
 @torch.inference_mode()
-def forward_last(model, ids: list[int], cache) -> torch.Tensor:
+def forward_last(model: Runner, ids: list[int], cache) -> torch.Tensor:
     """Logits at the last position after running `ids` on top of `cache`."""
-    if hasattr(model, "forward_last"):  # the hand-written fast path
-        return model.forward_last(ids, cache)
-    x = torch.tensor([ids], dtype=torch.long, device=model.device)
-    out = model(input_ids=x, cache=cache, use_cache=True, logits_to_keep=1)
-    return out.logits[0, -1]
+    return model.forward_last(ids, cache)
 
 
 PREFILL_CHUNK = 256  # tokens per prefill chunk at 0.5B parameters: the longest a foreground request waits
@@ -77,16 +77,6 @@ def greedy(logits: torch.Tensor, allowed: torch.Tensor | None = None) -> int:
     return greedy_p(logits, allowed)[0]
 
 
-def greedy_p(logits: torch.Tensor, allowed: torch.Tensor | None = None) -> tuple[int, float]:
-    """The greedy token and its probability (renormalised over `allowed` when the choice is restricted)."""
-    if allowed is not None:
-        sub = logits[allowed]
-        i = int(torch.argmax(sub))
-        return int(allowed[i]), float(torch.exp(sub[i] - torch.logsumexp(sub, 0)))
-    best = int(torch.argmax(logits))
-    return best, float(torch.exp(logits[best] - torch.logsumexp(logits, 0)))
-
-
 @torch.inference_mode()
 def score_tokens(model, logits: torch.Tensor, cache, tokens: list[int], min_joint: float,
                  first_allowed: torch.Tensor | None = None) -> list[float]:
@@ -139,9 +129,6 @@ def decode_n_tokens(
             probs.append(p)
         if len(tokens) >= n or not go_on(tokens):
             return tokens
-        if hasattr(model, "decode_greedy"):  # the fast path picks the token without handing logits back
-            next_token, p = model.decode_greedy(token, cache)
-        else:
-            next_token, p = greedy_p(decode_one_token(model, token, cache))
+        next_token, p = model.decode_greedy(token, cache)  # the native step picks it without handing logits back
         on_feed(token)
         token = next_token

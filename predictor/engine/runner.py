@@ -1,0 +1,76 @@
+"""The runner seam: what generate.py runs a model through, and the adapter for transformers' own forward.
+
+A runner gives logits after some ids on top of a KV cache, one greedy step,
+and a fresh cache that can be cut back. FastLlama (model.py) is one;
+TransformersRunner wraps a transformers causal LM as another, with our
+in-place cache ("hf") or transformers' DynamicCache ("plain"). generate.py and
+local.py call these methods, never asking which runner they have.
+"""
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import torch
+
+
+class KVCache(Protocol):
+    def truncate(self, length: int) -> None:
+        """Keep the keys and values of the first `length` tokens only."""
+
+
+class Runner(Protocol):
+    def forward_last(self, ids: list[int], cache: Any) -> torch.Tensor:
+        """Logits at the last position after running `ids` on top of `cache`."""
+
+    def decode_greedy(self, token: int, cache: Any) -> tuple[int, float]:
+        """Feed `token`; the greedy next token and its probability."""
+
+    def new_cache(self, capacity: int) -> KVCache:
+        """An empty cache for up to `capacity` tokens."""
+
+
+def greedy_p(logits: torch.Tensor, allowed: torch.Tensor | None = None) -> tuple[int, float]:
+    """The greedy token and its probability (renormalised over `allowed` when the choice is restricted)."""
+    if allowed is not None:
+        sub = logits[allowed]
+        i = int(torch.argmax(sub))
+        return int(allowed[i]), float(torch.exp(sub[i] - torch.logsumexp(sub, 0)))
+    best = int(torch.argmax(logits))
+    return best, float(torch.exp(logits[best] - torch.logsumexp(logits, 0)))
+
+
+class TransformersRunner:
+    """A transformers causal LM as a Runner: its own forward, with the in-place cache or a DynamicCache."""
+
+    def __init__(self, model: Any, in_place: bool = True) -> None:
+        self.model = model
+        self.in_place = in_place
+
+    @torch.inference_mode()
+    def forward_last(self, ids: list[int], cache: Any) -> torch.Tensor:
+        x = torch.tensor([ids], dtype=torch.long, device=self.model.device)
+        out = self.model(input_ids=x, cache=cache, use_cache=True, logits_to_keep=1)
+        return out.logits[0, -1]
+
+    def decode_greedy(self, token: int, cache: Any) -> tuple[int, float]:
+        return greedy_p(self.forward_last([token], cache))
+
+    def new_cache(self, capacity: int) -> KVCache:
+        if self.in_place:
+            from tabd.predictor.engine.cache import InPlaceCache  # it imports transformers: only for this runner
+
+            return InPlaceCache(self.model.config.num_hidden_layers, capacity)
+        return _dynamic_cache(self.model.config)
+
+
+def _dynamic_cache(config: Any) -> KVCache:
+    """transformers' DynamicCache, with truncate() as crop() (which takes the number of tokens to drop, negated)."""
+    from transformers import DynamicCache
+
+    class TruncatingCache(DynamicCache):
+        def truncate(self, length: int) -> None:
+            drop = self.get_seq_length() - length
+            if drop > 0:
+                self.crop(-drop)
+
+    return TruncatingCache(config=config)
