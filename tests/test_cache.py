@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from tabd.cache.inflight import InflightTable
 from tabd.cache.key import state_key
-from tabd.cache.planner import first_word, plan_after
+from tabd.cache.planner import next_line, next_word, plan_after
 from tabd.cache.state import DocState, Window
 from tabd.cache.store import CompletionCache, Entry, entry_bytes
 from tabd.cache.typed import Shown, TypeThroughIndex, typed_length
@@ -95,20 +95,35 @@ def test_inflight_table_keeps_one_handle_per_key():
     assert table.get("k") is None and len(table) == 0
 
 
-def test_planner_plans_full_and_first_word_accepts_up_to_depth():
+def test_planner_plans_whole_word_and_line_accepts_up_to_depth():
     s = state_at("def f():\n    ", len("def f():\n    "))
     plans = plan_after(s, "return a + b", 0, 2)
-    assert [p.inserted for p in plans] == ["return a + b", "return"]
+    assert [p.inserted for p in plans] == ["return a + b", "return"]  # one line: the line accept is the whole
     assert plans[0].state.before.endswith("return a + b") and plans[0].depth == 1
-    assert plans[1].partial
+    assert plans[1].partial and plans[1].kinds == ("word",)
     assert plan_after(s, "return a + b", 2, 2) == []
-    deeper = plan_after(plans[0].state, "\n    x = 1", 1, 2)
-    assert [p.inserted for p in deeper] == ["\n    x = 1"]  # word accepts only for what the user sees
+    two_lines = plan_after(s, "x = 1\n    return x", 0, 2)
+    assert [(p.inserted, p.branch) for p in two_lines] == [("x = 1\n    return x", "all"), ("x", "word"), ("x = 1\n", "line")]
+    deeper = plan_after(plans[0].state, "\n    x = 1", 1, 2, kinds=("all",))
+    assert [p.inserted for p in deeper] == ["\n    x = 1"]  # partial accepts only for what the user sees
+    assert deeper[0].branch == "all.all"
     assert plan_after(s, "", 0, 2) == []
 
 
-def test_first_word_is_what_a_word_accept_inserts():
-    assert first_word("foo.bar(1)") == "foo"
-    assert first_word("  return x") == "  return"
-    assert first_word("(a, b)") == "("
-    assert first_word("x") == "x"
+def test_the_planner_asks_the_policy_for_each_branch():
+    class OnlyLines:
+        def wants(self, doc, kinds, depth):
+            return kinds == ("line",)
+
+    s = state_at("", 0)
+    assert [p.branch for p in plan_after(s, "a b\nc", 0, OnlyLines(), doc="d")] == ["line"]
+
+
+def test_next_word_is_what_vscodes_word_accept_inserts():
+    assert next_word("foo.bar(1)") == "foo"
+    assert next_word("  return x") == "  "  # the blanks before a word, then the word
+    assert next_word("return x") == "return"
+    assert next_word("(a, b)") == "("
+    assert next_word("x") == "x"
+    assert next_word("\n    return z") == "\n    "  # the case: Neovim and the daemon now agree
+    assert next_line("(a, b):\n    return") == "(a, b):\n"

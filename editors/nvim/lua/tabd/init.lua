@@ -365,22 +365,96 @@ local function insert_text(buf, row, col, end_row, end_col, text)
   return new_row, new_col
 end
 
--- The first word of a suggestion: leading blanks plus a run of word
--- characters or of punctuation; a line break takes the next line's indent.
-function M.first_word(text)
-  local nl = text:match("^\r?\n[ \t]*")
-  if nl then
-    return nl
-  end
-  return text:match("^[ \t]*[%w_\128-\255]+") or text:match("^[ \t]*[^%w_%s\128-\255]+") or text:match("^[ \t]+") or text
+-- The word and line accept rules: VS Code's acceptNextWord / acceptNextLine, as the
+-- daemon plans its prefetches (cache/planner.py) and the VS Code extension mirrors
+-- them (editors/vscode/src/logic.ts); tests/test_accept_rule.py holds all three to it.
+-- Word: the leftmost word (a number like -1.5e3, or a run of characters that are
+-- neither whitespace nor one of USUAL_SEPARATORS); if it starts the text, up to its
+-- end, else up to its start; but never past the end of the first whitespace run.
+local USUAL_SEPARATORS = "`~!@#$%^&*()-=+[{]}\\|;:'\",.<>/?"
+-- JavaScript's \s beyond ASCII, as UTF-8
+local UNICODE_SPACE = {}
+for _, cp in ipairs({ 0xa0, 0x1680, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000, 0xfeff }) do
+  UNICODE_SPACE[vim.fn.nr2char(cp)] = true
+end
+for cp = 0x2000, 0x200a do
+  UNICODE_SPACE[vim.fn.nr2char(cp)] = true
 end
 
+local function utf8_chars(text)
+  local out = {}
+  for ch in text:gmatch("[%z\1-\127\192-\255][\128-\191]*") do
+    out[#out + 1] = ch
+  end
+  return out
+end
+
+local function is_space(ch)
+  return ch:find("^[ \t\n\v\f\r]$") ~= nil or UNICODE_SPACE[ch] == true
+end
+
+local function is_word_char(ch)
+  return not is_space(ch) and not (#ch == 1 and USUAL_SEPARATORS:find(ch, 1, true))
+end
+
+local function is_digit(ch)
+  return ch ~= nil and ch:find("^%d$") ~= nil
+end
+
+-- The end (exclusive) of `-?\d*\.\d\w*` matched at i, or nil.
+local function number_at(c, i)
+  local j = i
+  if c[j] == "-" then
+    j = j + 1
+  end
+  while is_digit(c[j]) do
+    j = j + 1
+  end
+  if c[j] ~= "." or not is_digit(c[j + 1]) then
+    return nil
+  end
+  j = j + 2
+  while c[j] ~= nil and c[j]:find("^[%w_]$") do
+    j = j + 1
+  end
+  return j
+end
+
+function M.first_word(text)
+  local c = utf8_chars(text)
+  local until_ = #c
+  for i = 1, #c do
+    local stop = number_at(c, i)
+    if not stop and is_word_char(c[i]) then
+      stop = i + 1
+      while c[stop] ~= nil and is_word_char(c[stop]) do
+        stop = stop + 1
+      end
+    end
+    if stop then
+      until_ = (i == 1) and (stop - 1) or (i - 1)
+      break
+    end
+  end
+  for i = 1, #c do
+    if is_space(c[i]) then
+      local j = i
+      while c[j + 1] ~= nil and is_space(c[j + 1]) do
+        j = j + 1
+      end
+      if j < until_ then
+        until_ = j
+      end
+      break
+    end
+  end
+  return table.concat(c, "", 1, until_)
+end
+
+-- Line: up to and including the first line break; all of it when there is none.
 function M.first_line(text)
   local nl = text:find("\n", 1, true)
-  if nl == 1 then
-    return text:match("^\n[ \t]*")
-  end
-  return nl and text:sub(1, nl - 1) or text
+  return nl and text:sub(1, nl) or text
 end
 
 -- Accept `part` (a prefix of the ghost text) or all of it.
