@@ -342,7 +342,7 @@ def test_the_timeout_option_bounds_a_silent_server(scripted):
     handler.mode = "sleep"
     parser = argparse.ArgumentParser()
     add_model_arguments(parser)
-    config = config_from_args(parser.parse_args(["--backend", "openai", "--url", url, "--fim", "tabd", "--timeout", "0.7"]))
+    config = config_from_args(parser.parse_args(["--backend", "openai", "--url", url, "--fim", "tabd", "--remote-timeout", "0.7"]))
     with pytest.raises(RemoteError, match=r"no complete answer within 0.7 s \(timeout\)"):
         make_backend(config).predict("x = ", "", GenSettings(8))
     assert config_from_args(parser.parse_args([])).timeout == 20.0

@@ -17,7 +17,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key for --backend openai")
     g.add_argument("--remote-model", metavar="NAME", help="model name to send to the remote server")
     g.add_argument("--parallel", type=int, default=1, help="model requests at once (for a remote engine that batches; 1-32, default 1)")
-    g.add_argument("--timeout", type=float, default=20.0, metavar="SECONDS",
+    g.add_argument("--remote-timeout", type=float, default=20.0, metavar="SECONDS",
                    help="--backend openai: how long one request may take before it answers empty (default 20)")
     g.add_argument("--fim", metavar="FAMILY[:LAYOUT]", help="override the FIM template (tabd, qwen2.5-coder, starcoder2, deepseek-coder, codellama, plain)")
     g.add_argument("--depth", type=int, default=2, help="how many accepts ahead to prefetch (default 2)")
@@ -63,7 +63,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         api_key_env=args.api_key_env,
         remote_model=args.remote_model,
         parallel=getattr(args, "parallel", 1),
-        timeout=getattr(args, "timeout", 20.0),
+        timeout=getattr(args, "remote_timeout", 20.0),  # not --timeout: replay has its own (one answer's wait)
     )
     return config.validate()
 
