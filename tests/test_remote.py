@@ -348,7 +348,7 @@ def test_the_timeout_option_bounds_a_silent_server(scripted):
     assert config_from_args(parser.parse_args([])).timeout == 20.0
     for bad in ("0", "-1", "601", "nan"):
         with pytest.raises(ConfigError, match="timeout must be"):
-            config_from_args(parser.parse_args(["--timeout", bad]))
+            config_from_args(parser.parse_args(["--remote-timeout", bad]))
 
 
 def test_no_template_known_says_what_to_pass(scripted):
