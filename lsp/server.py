@@ -31,6 +31,8 @@ ACCEPT = "tabd.accept"
 DISMISS = "tabd.dismiss"
 STATS = "tabd/stats"
 DOCUMENT = "tabd/document"  # the server's copy of a document, for clients and tests to check sync
+CONTEXT = "tabd/context"  # the workspace context a document's prompts start with (debug; the log has counts only)
+FOCUS = "tabd/focus"  # notification {uri, position}: the user moved there; warm the KV up before the first request
 REQUEST_TIMEOUT_S = 30.0  # a loaded model that takes longer than this answers empty rather than never
 
 
@@ -53,6 +55,7 @@ class TabdServer(LanguageServer):
         self.pending_messages: list[str] = []
         self.closers: list[Callable[[], None]] = []  # files opened because of initializationOptions
         self.parent_watch: asyncio.Task | None = None
+        self.roots: list[str] = []  # workspace folder paths, for the `# path` lines of context chunks
 
     def start_io(self, stdin=None, stdout=None) -> int:  # type: ignore[override]
         """Serve on stdio with our transport (see lsp/protocol.py); the process exit code."""
@@ -152,6 +155,7 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
         encoding = ServerCapabilitiesBuilder.choose_position_encoding(params.capabilities)
         ls.encoding = str(getattr(encoding, "value", encoding))
         ls.service = CompletionService(ls.config, ls.backend_factory, ls.events)
+        ls.roots = workspace_roots(params)
         ls.parent_watch = start_parent_watch(params.process_id, lambda: ls.protocol.request_exit(1))
 
     @server.feature(types.INITIALIZED)
@@ -171,6 +175,8 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
         d = params.text_document
         ls.documents.open(d.uri, d.text, d.version, d.language_id)
         ls.record("open", uri=d.uri, language=d.language_id, text=d.text)
+        if ls.service is not None:
+            ls.service.document_opened(doc_id(d.uri), context_path(d.uri, ls.roots), d.text)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: TabdServer, params: types.DidChangeTextDocumentParams) -> None:
@@ -197,6 +203,7 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
         if ls.service is not None:
             state = ls.state_of(doc, cursor) if cursor is not None else None
             ls.service.document_changed(doc_id(uri), state)
+            ls.service.document_text(doc_id(uri), doc.text, cursor, state)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: TabdServer, params: types.DidCloseTextDocumentParams) -> None:
@@ -258,6 +265,29 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
             raise JsonRpcInvalidParams("the server is not initialized")
         return ls.service.stats_dict()
 
+    @server.feature(FOCUS)
+    def focus(ls: TabdServer, params: Any) -> None:
+        uri, position = getattr(params, "uri", None), getattr(params, "position", None)
+        line, character = getattr(position, "line", None), getattr(position, "character", None)
+        if ls.service is None or not isinstance(uri, str) or not isinstance(line, int) or not isinstance(character, int):
+            logger.warning("tabd/focus expects {uri, position: {line, character}}")
+            return
+        try:
+            _, _, state, _ = ls.state_at(uri, types.Position(line=max(0, line), character=max(0, character)))
+        except DocumentError as exc:
+            logger.warning("tabd/focus: %s", exc)
+            return
+        ls.service.focus(doc_id(uri), state)
+
+    @server.feature(CONTEXT)
+    def context(ls: TabdServer, params: Any) -> dict:
+        uri = getattr(params, "uri", None) if params is not None else None
+        if ls.service is None or not isinstance(uri, str):
+            raise JsonRpcInvalidParams("tabd/context expects {uri} after initialize")
+        snap = ls.service.workspace.current(doc_id(uri))
+        return {"uri": uri, "digest": snap.digest, "tokens": snap.tokens,
+                "chunks": [{"path": c.path, "kind": c.kind, "line": c.line, "text": c.text} for c in snap.chunks]}
+
     @server.feature(DOCUMENT)
     def document(ls: TabdServer, params: Any) -> dict:
         uri = getattr(params, "uri", None) if params is not None else None
@@ -270,6 +300,33 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
         return {"uri": uri, "version": doc.version, "text": doc.text, "lines": doc.line_count}
 
     return server
+
+
+def workspace_roots(params: types.InitializeParams) -> list[str]:
+    """Filesystem paths of the client's workspace folders (or its root), longest first."""
+    uris = [f.uri for f in params.workspace_folders or []] or ([params.root_uri] if params.root_uri else [])
+    roots = [path for path in (_fs_path(u) for u in uris) if path]
+    return sorted(roots, key=len, reverse=True)
+
+
+def context_path(uri: str, roots: list[str]) -> str:
+    """The path a context chunk names: relative to a workspace folder, or below site-packages, else the last three parts."""
+    path = _fs_path(uri) or uri
+    for root in roots:
+        if path.startswith(root.rstrip("/") + "/"):
+            return path[len(root.rstrip("/")) + 1:]
+    parts = path.strip("/").split("/")
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts[:-1]:
+            return "/".join(parts[len(parts) - parts[::-1].index(marker):])
+    return "/".join(parts[-3:])
+
+
+def _fs_path(uri: str) -> str:
+    from urllib.parse import unquote, urlparse
+
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme == "file" else ""
 
 
 def _command_args(args: tuple, name: str) -> tuple[str, dict]:

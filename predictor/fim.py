@@ -12,6 +12,11 @@ sequence (each piece tokenized on its own, as the daemon does):
 where the optional workspace context is a run of chunks, each written as
 `# path\\n` + its text + `\\n`, followed by `<tabd_eot>`: the separator the
 model already knows from between files in its plain-text rows.
+
+Families whose models were trained on repository context get their own tokens
+(REPO_TOKENS): Qwen2.5-Coder reads `<|repo_name|>name\\n` then
+`<|file_sep|>path\\ntext` per file; StarCoder2 `<file_sep>path\\ntext` per file
+and a closing `<file_sep>`. Other families get the chunks as plain text.
 """
 from __future__ import annotations
 
@@ -32,6 +37,14 @@ FAMILIES: dict[str, tuple[str, str, str, tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
+# family -> (repository-name token, file-separator token); "" where the family has none
+REPO_TOKENS: dict[str, tuple[str, str]] = {
+    "qwen2.5-coder": ("<|repo_name|>", "<|file_sep|>"),
+    "starcoder2": ("", "<file_sep>"),
+}
+REPO_NAME = "workspace"  # what `<|repo_name|>` is followed by: the daemon knows files, not repositories
+
+
 def chunk_text(chunk: ContextChunk) -> str:
     """One context chunk as the model reads it: a path comment, then the text."""
     text = chunk.text if chunk.text.endswith("\n") else chunk.text + "\n"
@@ -43,3 +56,22 @@ def tabd_context_pieces(chunks: Sequence[ContextChunk]) -> list[tuple[str, bool]
     if not chunks:
         return []
     return [("".join(chunk_text(c) for c in chunks), False), (EOT, True)]
+
+
+def repo_context_pieces(family: str, chunks: Sequence[ContextChunk]) -> list[tuple[str, bool]]:
+    """(text, is_special) pieces of the context block for a family with its own repository tokens."""
+    if not chunks:
+        return []
+    repo, sep = REPO_TOKENS[family]
+    pieces: list[tuple[str, bool]] = [(repo, True), (REPO_NAME + "\n", False)] if repo else []
+    for c in chunks:
+        text = c.text if c.text.endswith("\n") else c.text + "\n"
+        pieces += [(sep, True), (f"{c.path}\n{text}", False)]
+    if not repo:
+        pieces.append((sep, True))  # StarCoder2: the file being completed follows a separator of its own
+    return pieces
+
+
+def plain_context_pieces(chunks: Sequence[ContextChunk]) -> list[tuple[str, bool]]:
+    """The chunks as text, for families that know no repository tokens."""
+    return [("".join(chunk_text(c) for c in chunks), False)] if chunks else []

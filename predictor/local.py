@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 
@@ -21,7 +21,7 @@ from tabd.predictor.engine.runner import Runner, TransformersRunner
 from tabd.predictor.threads import AdaptiveThreads
 from tabd.predictor.lookup import copy_suggestion
 from tabd.predictor.templates import FimTemplate, detect_family, template_for
-from tabd.predictor.types import GenSettings, Interrupted, ModelLoadError, Prediction
+from tabd.predictor.types import ContextChunk, GenSettings, Interrupted, ModelLoadError, Prediction
 
 ENGINES = ("fast", "torch", "hf", "plain")
 
@@ -45,6 +45,7 @@ def common_prefix(a: list[int], b: list[int]) -> int:
 class PromptLayout:
     ids: list[int]
     heal: str  # text of the prefix's last token, backed off so the model can re-choose it
+    context_tokens: int = 0  # ids[:context_tokens] are the workspace context
 
 
 class LocalBackend:
@@ -84,6 +85,7 @@ class LocalBackend:
         self.stop_ids = self._stop_ids()
         self._vocab_text: list[str] | None = None
         self.last_tokens: list[int] = []
+        self._context_ids: tuple[tuple, list[int]] = ((), [])  # the last context's ids: it changes rarely
         self.model_id = f"{self.model_dir}|{self.template.name}"  # the engine is not part of it: all give the same tokens
 
     # -- set-up ---------------------------------------------------------------
@@ -144,8 +146,23 @@ class LocalBackend:
         tid = self.tokenizer.convert_tokens_to_ids(token)
         return [tid] if isinstance(tid, int) else self._encode(token)
 
-    def layout(self, prefix: str, suffix: str, max_new_tokens: int) -> PromptLayout:
-        """Prompt token ids for (prefix, suffix), trimmed to the context, with the last prefix token backed off."""
+    def context_ids(self, chunks: Sequence[ContextChunk]) -> list[int]:
+        """Token ids of the template's context block for `chunks` (each piece tokenized on its own, as in training)."""
+        key = tuple(chunks)
+        if self._context_ids[0] != key:
+            ids: list[int] = []
+            for text, special in self.template.context_pieces(key):
+                ids += (self._special(text) if special else self._encode(text)) if text else []
+            self._context_ids = (key, ids)
+        return self._context_ids[1]
+
+    def layout(self, prefix: str, suffix: str, max_new_tokens: int, context: Sequence[ContextChunk] = ()) -> PromptLayout:
+        """Prompt token ids for (prefix, suffix) after the context, trimmed to the model's context, last prefix token backed off.
+
+        The workspace context goes first, so typing and accepting at the cursor only ever append to the
+        sequence. When the whole does not fit, the context is dropped before the prefix is cut.
+        """
+        head = self.context_ids(context) if context else []
         budget = self.context - max_new_tokens - 8
         prefix_ids = self._encode(prefix)
         suffix_ids = self._encode(suffix)
@@ -159,7 +176,9 @@ class LocalBackend:
             suffix_ids = suffix_ids[:suffix_budget]
         if len(prefix_ids) + len(suffix_ids) > budget:
             prefix_ids = prefix_ids[len(prefix_ids) + len(suffix_ids) - budget :]
-        ids: list[int] = []
+        if len(head) + len(prefix_ids) + len(suffix_ids) > budget:
+            head = []
+        ids: list[int] = list(head)
         for text, special in self.template.pieces("\0P", "\0S"):
             if special:
                 ids += self._special(text) if text else []
@@ -167,7 +186,7 @@ class LocalBackend:
                 ids += prefix_ids
             else:
                 ids += suffix_ids
-        return PromptLayout(ids, heal)
+        return PromptLayout(ids, heal, len(head))
 
     def _allowed_first(self, heal: str) -> torch.Tensor | None:
         if not heal:
@@ -225,19 +244,14 @@ class LocalBackend:
         settings: GenSettings,
         should_stop: Callable[[], bool] = lambda: False,
         slot_id: str = "default",
+        context: Sequence[ContextChunk] = (),
     ) -> Prediction:
         self.threads.adjust()
         line = postprocess.CursorLine.of(prefix, suffix)
-        layout = self.layout(prefix, suffix, settings.max_new_tokens)
+        layout = self.layout(prefix, suffix, settings.max_new_tokens, context)
         ids = layout.ids
-        slot, reused = self._slot_for(slot_id, ids)
-        reused = min(reused, len(ids) - 1)  # the model must run at least one token to give logits
-        self._cut(slot, reused)
-
         t0 = time.perf_counter()
-        # chunk by chunk, each kept as it is run: a pre-empted or cancelled prefill leaves its work for the next
-        # request sharing the prefix (typically the same document one keystroke on)
-        logits = generate.prefill(self.runner, ids[reused:], slot.cache, self.prefill_chunk, should_stop, slot.ids.extend)
+        slot, reused, logits = self._prefill(slot_id, ids, should_stop)
         t1 = time.perf_counter()
 
         heal = layout.heal
@@ -276,7 +290,35 @@ class LocalBackend:
             prefill_ms=(t1 - t0) * 1000,
             decode_ms=(t2 - t1) * 1000,
             confidence=confidence,
+            context_tokens=layout.context_tokens,
         )
+
+    def _prefill(self, slot_id: str, ids: list[int], should_stop: Callable[[], bool]):
+        """(slot, tokens reused, logits at the end) after running the part of `ids` the slot's cache lacks."""
+        slot, reused = self._slot_for(slot_id, ids)
+        reused = min(reused, len(ids) - 1)  # the model must run at least one token to give logits
+        self._cut(slot, reused)
+        # chunk by chunk, each kept as it is run: a pre-empted or cancelled prefill leaves its work for the next
+        # request sharing the prefix (typically the same document one keystroke on)
+        logits = generate.prefill(self.runner, ids[reused:], slot.cache, self.prefill_chunk, should_stop, slot.ids.extend)
+        return slot, reused, logits
+
+    def warm(
+        self,
+        prefix: str,
+        suffix: str,
+        settings: GenSettings,
+        should_stop: Callable[[], bool] = lambda: False,
+        slot_id: str = "default",
+        context: Sequence[ContextChunk] = (),
+    ) -> Prediction:
+        """Prefill the prompt predict() would run, decode nothing (llama.vim's n_predict 0): its next call is a KV hit."""
+        self.threads.adjust()
+        layout = self.layout(prefix, suffix, settings.max_new_tokens, context)
+        t0 = time.perf_counter()
+        _, reused, _ = self._prefill(slot_id, layout.ids, should_stop)
+        return Prediction("", prefill_tokens=len(layout.ids) - reused, reused_tokens=reused,
+                          prefill_ms=(time.perf_counter() - t0) * 1000, context_tokens=layout.context_tokens)
 
     def _copy_candidate(self, prefix, text, confidence, logits, slot, prompt_len, layout, line, settings):
         """(text, confidence, tokens scored): the copy candidate where the model verifies it, else the model's own.

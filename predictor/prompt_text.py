@@ -10,14 +10,65 @@ from __future__ import annotations
 
 import re
 
+from typing import Sequence
+
+from tabd.predictor.fim import REPO_NAME, REPO_TOKENS
 from tabd.predictor.templates import FAMILIES, FimTemplate, template_for
+from tabd.predictor.types import ContextChunk
 
 _P, _S = "\0P", "\0S"
 
 
-def fim_prompt(template: FimTemplate, prefix: str, suffix: str) -> str:
-    """The prompt string for (prefix, suffix) laid out by `template`."""
-    return "".join(text for text, _ in template.pieces(prefix, suffix))
+def fim_prompt(template: FimTemplate, prefix: str, suffix: str, context: Sequence[ContextChunk] = ()) -> str:
+    """The prompt string for (prefix, suffix) laid out by `template`, workspace context first."""
+    return "".join(text for text, _ in template.context_pieces(context) + template.pieces(prefix, suffix))
+
+
+def split_context(template: FimTemplate, prompt: str) -> tuple[list[ContextChunk], str]:
+    """(context chunks, the FIM prompt after them); ([], prompt) when the prompt has no context block.
+
+    The chunks come back as few as lay out the same text: the model reads the
+    same string, so the same tokens, whatever the boundaries between chunks were.
+    """
+    first = next((text for text, special in template.pieces(_P, _S) if special and text), "")
+    at = prompt.find(first) if first else -1
+    if at <= 0:
+        return [], prompt
+    head, rest = prompt[:at], prompt[at:]
+    chunks = _parse_head(template, head)
+    if not chunks or "".join(t for t, _ in template.context_pieces(chunks)) != head:
+        return [], prompt
+    return chunks, rest
+
+
+def _one_chunk(text: str) -> list[ContextChunk]:
+    """`# path\\n` + text as one chunk."""
+    if not text.startswith("# ") or "\n" not in text:
+        return []
+    line, _, body = text.partition("\n")
+    return [ContextChunk(line[2:], body)]
+
+
+def _parse_head(template: FimTemplate, head: str) -> list[ContextChunk]:
+    if template.family == "tabd":
+        eot = template.stop_toks[0]
+        return _one_chunk(head[: -len(eot)]) if head.endswith(eot) else []
+    if template.family not in REPO_TOKENS:
+        return _one_chunk(head)
+    repo, sep = REPO_TOKENS[template.family]
+    lead = f"{repo}{REPO_NAME}\n" if repo else ""
+    if not head.startswith(lead + sep):
+        return []
+    parts = head[len(lead) + len(sep):].split(sep)
+    if not repo and parts and parts[-1] == "":
+        parts.pop()
+    chunks = []
+    for part in parts:
+        path, nl, text = part.partition("\n")
+        if not nl:
+            return []
+        chunks.append(ContextChunk(path, text))
+    return chunks
 
 
 def parse_fim_prompt(template: FimTemplate, prompt: str) -> tuple[str, str] | None:

@@ -22,14 +22,15 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import httpx
 
 from tabd.predictor import postprocess
 from tabd.predictor.prompt_text import fim_prompt, guess_template
 from tabd.predictor.templates import FimTemplate, template_for
-from tabd.predictor.types import GenSettings, Interrupted, Prediction
+from tabd.predictor.fim import chunk_text
+from tabd.predictor.types import ContextChunk, GenSettings, Interrupted, Prediction
 
 SERVER_FIM = "server"  # --fim server: the server applies the model's own FIM template
 
@@ -261,20 +262,25 @@ class RemoteBackend:
 
     # -- the request -------------------------------------------------------------
 
-    def _body(self, prefix: str, suffix: str, settings: GenSettings, slot_id: str) -> tuple[str, dict]:
+    def _body(self, prefix: str, suffix: str, settings: GenSettings, slot_id: str,
+              context: Sequence[ContextChunk] = ()) -> tuple[str, dict]:
+        """The route and JSON body; workspace context where the server takes it (input_extra), else as prompt text."""
         info = self.info or ServerInfo()
         if self.route == "infill":
             body = {"input_prefix": prefix, "input_suffix": suffix, "prompt": "", "n_predict": settings.max_new_tokens,
                     "temperature": 0, "top_k": 1, "stream": True, "cache_prompt": True}
+            if context:  # llama-server lays these out with the model's own repository tokens, before the FIM prefix
+                body["input_extra"] = [{"filename": c.path, "text": c.text} for c in context]
             return "/infill", body
         body: dict[str, Any] = {"max_tokens": settings.max_new_tokens, "temperature": 0, "stream": True}
         if self.model:
             body["model"] = self.model
         if self.route == "suffix":
-            body.update(prompt=prefix, suffix=suffix or "\n")  # Ollama takes an empty suffix for "no FIM"
+            head = "".join(chunk_text(c) for c in context)
+            body.update(prompt=head + prefix, suffix=suffix or "\n")  # Ollama takes an empty suffix for "no FIM"
         else:
             assert self.template is not None
-            body["prompt"] = fim_prompt(self.template, prefix, suffix)
+            body["prompt"] = fim_prompt(self.template, prefix, suffix, context)
         if info.owned_by == "tabd":
             # serve-model stops by the local rule and answers the raw text, so clean-up here matches local exactly
             body["tabd"] = {"multiline": settings.multiline, "max_lines": settings.max_lines}
@@ -292,6 +298,7 @@ class RemoteBackend:
         settings: GenSettings,
         should_stop: Callable[[], bool] = lambda: False,
         slot_id: str = "default",
+        context: Sequence[ContextChunk] = (),
     ) -> Prediction:
         line = postprocess.CursorLine.of(prefix, suffix)
 
@@ -302,7 +309,7 @@ class RemoteBackend:
             raise Interrupted()
         self._check_up()
         self._resolve_or_raise()
-        path, body = self._body(prefix, suffix, settings, slot_id)
+        path, body = self._body(prefix, suffix, settings, slot_id, context)
         t0 = time.perf_counter()
         raw, first_at, chunks, stats = self._stream(path, body, should_stop, done)
         t2 = time.perf_counter()
@@ -315,7 +322,37 @@ class RemoteBackend:
             decode_tokens=int(stats.get("decode_tokens", chunks)),
             prefill_ms=float(stats.get("prefill_ms", (t1 - t0) * 1000)),
             decode_ms=float(stats.get("decode_ms", (t2 - t1) * 1000)),
+            context_tokens=int(stats.get("context_tokens", 0)),
         )
+
+    def warm(
+        self,
+        prefix: str,
+        suffix: str,
+        settings: GenSettings,
+        should_stop: Callable[[], bool] = lambda: False,
+        slot_id: str = "default",
+        context: Sequence[ContextChunk] = (),
+    ) -> Prediction:
+        """Have the server prefill the prompt so the next request reuses it; a no-op where a server cannot.
+
+        llama-server takes n_predict 0 (llama.vim's warm-up); `tabd serve-model` decodes one token;
+        other servers cache prefixes by themselves or not at all, so nothing is sent.
+        """
+        self._check_up()
+        self._resolve_or_raise()
+        info = self.info or ServerInfo()
+        if self.route != "infill" and info.owned_by not in ("tabd", "llamacpp"):
+            return Prediction("")
+        path, body = self._body(prefix, suffix, settings, slot_id, context)
+        key = "n_predict" if self.route == "infill" else "max_tokens"
+        body[key] = 1 if info.owned_by == "tabd" else 0
+        t0 = time.perf_counter()
+        _, _, _, stats = self._stream(path, body, should_stop, lambda text: True)
+        return Prediction("", prefill_tokens=int(stats.get("prefill_tokens", 0)),
+                          reused_tokens=int(stats.get("reused_tokens", 0)),
+                          prefill_ms=float(stats.get("prefill_ms", (time.perf_counter() - t0) * 1000)),
+                          context_tokens=int(stats.get("context_tokens", 0)))
 
     def _check_up(self) -> None:
         if time.monotonic() < self._down_until:

@@ -23,7 +23,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tabd.predictor.prompt_text import parse_fim_prompt
+from tabd.predictor.prompt_text import parse_fim_prompt, split_context
 from tabd.predictor.types import GenSettings, Interrupted, Prediction
 
 
@@ -69,11 +69,12 @@ class Engine:
 
     def complete(self, parsed: tuple, req: dict, gone) -> dict:
         """Run one parsed /v1/completions request; `gone()` says the client hung up."""
-        prefix, suffix, settings, stops, tabd = parsed
+        prefix, suffix, settings, stops, tabd, context = parsed
         with self.lock:
             if gone():
                 raise Interrupted()
-            prediction: Prediction = self.backend.predict(prefix, suffix, settings, gone, slot_id=str(req.get("user") or "default"))
+            prediction: Prediction = self.backend.predict(prefix, suffix, settings, gone, slot_id=str(req.get("user") or "default"),
+                                                          context=context)
             text = raw_text(self.backend, prefix, suffix, settings.max_new_tokens) if tabd else prediction.text
         text, stopped = cut_at_stops(text, stops)
         ran_out = prediction.decode_tokens >= settings.max_new_tokens and not stopped
@@ -88,11 +89,11 @@ class Engine:
             "tabd": {
                 "prefill_tokens": prediction.prefill_tokens, "reused_tokens": prediction.reused_tokens,
                 "decode_tokens": prediction.decode_tokens, "prefill_ms": round(prediction.prefill_ms, 3),
-                "decode_ms": round(prediction.decode_ms, 3),
+                "decode_ms": round(prediction.decode_ms, 3), "context_tokens": prediction.context_tokens,
             },
         }
 
-    def parse(self, req: dict) -> tuple[str, str, GenSettings, list[str], bool]:
+    def parse(self, req: dict) -> tuple[str, str, GenSettings, list[str], bool, list]:
         model = req.get("model")
         if model not in (None, "", self.name):
             raise RequestError(404, f"The model `{model}` does not exist; this server serves `{self.name}`.", "model", "model_not_found")
@@ -115,19 +116,25 @@ class Engine:
         stops = [stops] if isinstance(stops, str) else stops
         if not isinstance(stops, list) or len(stops) > 8 or not all(isinstance(s, str) for s in stops):
             raise RequestError(400, "stop must be a string or a list of at most 8 strings", "stop")
+        context: list = []
         if req.get("suffix") is not None:
             if not isinstance(req["suffix"], str):
                 raise RequestError(400, "suffix must be a string", "suffix")
             prefix, suffix = prompt, req["suffix"]
         else:
-            prefix, suffix = parse_fim_prompt(self.backend.template, prompt) or (prompt, "")
+            # workspace context at the head goes to the engine as context, so its tokens are laid out as the local backend's
+            context, rest = split_context(self.backend.template, prompt)
+            parsed = parse_fim_prompt(self.backend.template, rest)
+            if parsed is None:
+                context, parsed = [], (prompt, "")
+            prefix, suffix = parsed
         tabd = req.get("tabd")
         if isinstance(tabd, dict):
             multiline, max_lines = bool(tabd.get("multiline", False)), tabd.get("max_lines", 8)
             if isinstance(max_lines, bool) or not isinstance(max_lines, int) or not 1 <= max_lines <= 1000:
                 raise RequestError(400, "tabd.max_lines must be an integer between 1 and 1000", "tabd")
-            return prefix, suffix, GenSettings(max_tokens, multiline, max_lines), stops, True
-        return prefix, suffix, GenSettings(max_tokens, True, 1000), stops, False
+            return prefix, suffix, GenSettings(max_tokens, multiline, max_lines), stops, True, context
+        return prefix, suffix, GenSettings(max_tokens, True, 1000), stops, False, context
 
 
 def client_gone(sock: socket.socket) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from tabd.predictor.fim import FAMILIES, tabd_context_pieces
+from tabd.predictor.fim import FAMILIES, REPO_TOKENS, plain_context_pieces, repo_context_pieces, tabd_context_pieces
 from tabd.predictor.types import ContextChunk
 
 
@@ -41,7 +41,11 @@ class FimTemplate:
 
     def context_pieces(self, chunks: Sequence[ContextChunk]) -> list[tuple[str, bool]]:
         """Pieces that put workspace context before `pieces()`; empty without chunks."""
-        return tabd_context_pieces(chunks) if self.family == "tabd" else []
+        if self.family == "tabd":
+            return tabd_context_pieces(chunks)
+        if self.family in REPO_TOKENS:
+            return repo_context_pieces(self.family, chunks)
+        return plain_context_pieces(chunks)
 
 
 def _deepseek_pieces(prefix: str, suffix: str) -> list[tuple[str, bool]]:

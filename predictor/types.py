@@ -30,6 +30,7 @@ class Prediction:
     # (end of the suggestion's text after this token, the model's probability of the token), in decode order;
     # empty where the engine gives no probabilities (then nothing is gated)
     confidence: tuple[tuple[int, float], ...] = ()
+    context_tokens: int = 0  # prompt tokens of workspace context at the head of the prompt
 
 
 @dataclass(frozen=True)

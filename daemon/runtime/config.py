@@ -39,6 +39,13 @@ class Config:
     remote_model: str | None = None  # --backend openai: the model name sent to it
     parallel: int = 1  # model requests at once (a remote engine may batch them)
     timeout: float = 20.0  # seconds a remote request may take, first byte to last
+    # workspace context before the prompt (cache/context.py): budget, bounds, and the pause after which it may change
+    context_tokens: int = 320
+    context_chunks: int = 64
+    context_bytes: int = 512 << 10
+    context_lines: int = 32
+    context_idle_ms: int = 1000
+    warmup: bool = True  # prefill the prompt at the cursor on open, focus and context change
 
     def validate(self) -> "Config":
         checks = [
@@ -49,6 +56,11 @@ class Config:
             ("cache_entries", 1, 1_000_000),
             ("cache_bytes", 1024, 1 << 34),
             ("parallel", 1, 32),
+            ("context_tokens", 0, 8192),
+            ("context_chunks", 1, 4096),
+            ("context_bytes", 1024, 64 << 20),
+            ("context_lines", 4, 256),
+            ("context_idle_ms", 50, 60_000),
         ]
         for name, lo, hi in checks:
             value = getattr(self, name)
@@ -87,6 +99,12 @@ CLIENT_OPTIONS: dict[str, tuple[str, tuple[type, ...]]] = {
     "minConfidence": ("min_confidence", (float, int)),
     "lookupMinP": ("lookup_min_p", (float, int)),
     "threads": ("threads", (int,)),
+    "contextTokens": ("context_tokens", (int,)),
+    "contextChunks": ("context_chunks", (int,)),
+    "contextBytes": ("context_bytes", (int,)),
+    "contextLines": ("context_lines", (int,)),
+    "contextIdleMs": ("context_idle_ms", (int,)),
+    "warmup": ("warmup", (bool,)),
 }
 
 

@@ -38,6 +38,17 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--no-cache", action="store_true", help="no completion cache, type-through or in-flight reuse")
     g.add_argument("--no-kv-reuse", action="store_true", help="recompute the whole prompt on every request")
     g.add_argument("--trust-remote-code", action="store_true", help="allow a model directory's own Python code")
+    c = parser.add_argument_group("workspace context")
+    c.add_argument("--context-tokens", type=int, default=320,
+                   help="tokens of context from other open files, recent edits, imports and enclosing headers put "
+                        "before the prompt (default 320; 0: none)")
+    c.add_argument("--no-context", action="store_true", help="no workspace context (same as --context-tokens 0)")
+    c.add_argument("--context-chunks", type=int, default=64, help="chunks the context store holds, all files together (default 64)")
+    c.add_argument("--context-bytes", type=int, default=512 << 10, help="bytes of chunk text the store holds (default 524288)")
+    c.add_argument("--context-lines", type=int, default=32, help="lines per chunk of an open file (default 32)")
+    c.add_argument("--context-idle-ms", type=int, default=1000,
+                   help="pause (no edit, no request) after which the context may change (default 1000)")
+    c.add_argument("--no-warmup", action="store_true", help="no background prefill on open, focus or context change")
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
@@ -58,6 +69,12 @@ def config_from_args(args: argparse.Namespace) -> Config:
         log_text=getattr(args, "log_text", False),
         record=getattr(args, "record", None),
         backend=args.backend,
+        context_tokens=0 if getattr(args, "no_context", False) else getattr(args, "context_tokens", 320),
+        context_chunks=getattr(args, "context_chunks", 64),
+        context_bytes=getattr(args, "context_bytes", 512 << 10),
+        context_lines=getattr(args, "context_lines", 32),
+        context_idle_ms=getattr(args, "context_idle_ms", 1000),
+        warmup=not getattr(args, "no_warmup", False),
         engine=getattr(args, "engine", "fast") or "fast",
         url=args.url,
         api_key_env=args.api_key_env,

@@ -15,6 +15,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Callable
 
+from tabd.cache.context import EMPTY, Snapshot
 from tabd.cache.inflight import InflightTable
 from tabd.cache.key import short_key, state_key
 from tabd.cache.planner import plan_after
@@ -24,6 +25,7 @@ from tabd.cache.typed import Shown, TypeThroughIndex, typed_length
 from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime.scheduler import FOREGROUND, Cancelled, Job, Scheduler
+from tabd.daemon.runtime.workspace import Warmer, Workspace, chunks_of, context_options, reuse_of
 from tabd.predictor.postprocess import gate, wants_multiline
 from tabd.predictor.types import Backend, GenSettings, Interrupted, Prediction
 
@@ -53,6 +55,7 @@ class Request:
     t0: float  # monotonic start, for the request's latency
     after_accept: bool  # the state is one an accept of a shown suggestion reaches
     min_confidence: float = 0.0  # gating for this request: 0 for an invoked one (the best guess anyway)
+    context: Snapshot = EMPTY  # the workspace context before the prompt
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,7 @@ class Computation:
     job: Job | None = None
     waiters: int = 0
     cancel_reason: str = ""  # why _cancel stopped it, for the waiters' cancel events
+    context: Snapshot = EMPTY  # the workspace context before the prompt
 
     @property
     def prefetch(self) -> bool:
@@ -103,6 +107,10 @@ class Stats:
     dismisses: int = 0
     last_source: str = ""
     last_latency_ms: float = 0.0
+    # prompt tokens [reused, total] per kind of model run: what share of each prompt the kept KV covered
+    reuse: dict[str, list[int]] = field(default_factory=lambda: {"request": [0, 0], "prefetch": [0, 0], "warmup": [0, 0]})
+    last_context_tokens: int = 0
+    last_reuse: float = 0.0
 
 
 def _retrieve(future: asyncio.Future) -> None:
@@ -129,6 +137,9 @@ class CompletionService:
         self._shown: OrderedDict[str, tuple[str, str]] = OrderedDict()  # answer id -> (doc, text)
         self._planned: OrderedDict[str, None] = OrderedDict()  # keys of states reached by accepting
         self._foreground: dict[str, Computation] = {}  # doc -> its latest request's computation
+        self._last_shown: dict[str, tuple[Window, str]] = {}  # doc -> (window, text) of its latest suggestion
+        self.workspace = Workspace(context_options(config), config.prefix_chars, config.suffix_chars, self._context_changed)
+        self.warmer = Warmer(self.scheduler, self.events, self.workspace, self._count_reuse)
         self._loaded = self.scheduler.submit(lambda stop: self._load(backend_factory), -1, "load")
         self.model_id = "loading"
 
@@ -157,8 +168,8 @@ class CompletionService:
         return GenSettings(self.config.max_new_tokens, wants_multiline(line_before, line_after, previous),
                            lookup_min_p=self.config.lookup_min_p)
 
-    def key_for(self, window: Window, settings: GenSettings) -> str:
-        return state_key(self.model_id, settings.tag(), window)
+    def key_for(self, window: Window, settings: GenSettings, context: Snapshot = EMPTY) -> str:
+        return state_key(self.model_id, settings.tag(), window, context.digest)
 
     # -- requests -------------------------------------------------------------
 
@@ -172,9 +183,11 @@ class CompletionService:
         ready = await self.ready()
         window = state.window(self.config.prefix_chars, self.config.suffix_chars)
         settings = self.settings_for(state)
-        key = self.key_for(window, settings) if ready else ""
+        self.workspace.requested(doc, state)
+        context = self.workspace.snapshot(doc, state, window)
+        key = self.key_for(window, settings, context) if ready else ""
         req = Request(answer_id, doc, version, state, window, key, t0, key in self._planned,
-                      0.0 if invoked else self.config.min_confidence)
+                      0.0 if invoked else self.config.min_confidence, context)
         if not ready:
             return self._finish(req, Outcome("", "none", error=self.load_error))
 
@@ -195,7 +208,7 @@ class CompletionService:
         previous = self._foreground.get(doc)
         if previous is not None and previous.key != key:
             self._cancel(previous, "superseded")  # its waiters get an empty answer at once
-        comp = self._start(key, doc, state, window, settings, depth=0)
+        comp = self._start(key, doc, state, window, settings, depth=0, context=context)
         self._foreground[doc] = comp
         return await self._await(req, comp, "model")
 
@@ -231,7 +244,8 @@ class CompletionService:
         if self.config.cache and out.text:
             self.typed.add(Shown(req.window, out.text, req.key, out.depth))
         if out.text:
-            self._plan(req.doc, req.state, req.window, out.text)
+            self._last_shown[req.doc] = (req.window, out.text)
+            self._plan(req.doc, req.state, req.window, out.text, req.context)
         return self._finish(req, out)
 
     def _finish(self, req: Request, out: Outcome) -> Answer:
@@ -243,6 +257,8 @@ class CompletionService:
             while len(self._shown) > 256:
                 self._shown.popitem(last=False)
         p = out.prediction or Prediction("")
+        if out.prediction is not None and out.source == "model":
+            self._count_reuse("request", p)
         self.events.emit(
             "completion", id=req.id, doc=req.doc, version=req.version, source=shown_source, origin=out.source,
             depth=out.depth, latency_ms=round(latency, 3), queue_ms=round(out.queue_ms, 3),
@@ -250,6 +266,7 @@ class CompletionService:
             prefill_tokens=p.prefill_tokens, reused_tokens=p.reused_tokens, decode_tokens=p.decode_tokens,
             chars=len(out.text), key=short_key(req.key) if req.key else "", after_accept=req.after_accept,
             queue_depth=self.scheduler.depth(),
+            context_tokens=p.context_tokens, context_chunks=len(req.context.chunks), reuse=reuse_of(p),
             **({"from_key": short_key(out.from_key)} if out.from_key else {}),
             **({"error": out.error[:200]} if out.error else {}),
             **({"text": out.text} if self.config.log_text and out.text else {}),
@@ -269,13 +286,14 @@ class CompletionService:
 
     # -- model work -------------------------------------------------------------
 
-    def _start(self, key, doc, state, window, settings, depth, root=None, chain="") -> Computation:
-        comp = Computation(key, doc, state, window, settings, depth, root, chain)
+    def _start(self, key, doc, state, window, settings, depth, root=None, chain="", context: Snapshot = EMPTY) -> Computation:
+        comp = Computation(key, doc, state, window, settings, depth, root, chain, context=context)
         backend = self.backend
+        extra = {"context": chunks_of(context)} if context.chunks else {}  # backends without context take no such argument
 
         def run(should_stop):
             try:
-                return backend.predict(window.prefix, window.suffix, settings, should_stop, slot_id=doc)
+                return backend.predict(window.prefix, window.suffix, settings, should_stop, slot_id=doc, **extra)
             except Interrupted:
                 if comp.job is None or not comp.job.cancelled:  # stopped for a request, not for good: requeued
                     self._preempted(comp)  # on the model thread, as the scheduler requeues it
@@ -308,8 +326,10 @@ class CompletionService:
             self.cache.put(comp.key, Entry(prediction.text, comp.depth, prediction.confidence))
         if comp.prefetch:
             self.stats.prefetch["finished"] += 1
+            self._count_reuse("prefetch", prediction)
             self.events.emit(
                 "prefetch", outcome="finished", depth=comp.depth, key=short_key(comp.key), doc=comp.doc,
+                context_tokens=prediction.context_tokens, reuse=reuse_of(prediction),
                 prefill_tokens=prediction.prefill_tokens, reused_tokens=prediction.reused_tokens,
                 decode_tokens=prediction.decode_tokens, prefill_ms=round(prediction.prefill_ms, 3),
                 decode_ms=round(prediction.decode_ms, 3), chars=len(prediction.text), queue_depth=self.scheduler.depth(),
@@ -317,7 +337,7 @@ class CompletionService:
             shown = self.shown_part(prediction.text, prediction.confidence)  # speculation plans from what is shown
             if shown and self.config.cache:
                 self.typed.add(Shown(comp.window, shown, comp.key, comp.depth))
-                self._prefetch_after(comp.doc, comp.state, shown, comp.depth, comp.root, comp.chain)
+                self._prefetch_after(comp.doc, comp.state, shown, comp.depth, comp.root, comp.chain, comp.context)
 
     def _cancel(self, comp: Computation, reason: str) -> None:
         if comp.job is not None and not comp.job.done():
@@ -330,14 +350,14 @@ class CompletionService:
 
     # -- speculation ------------------------------------------------------------
 
-    def _plan(self, doc: str, state: DocState, window: Window, text: str) -> None:
-        self._remember_planned(state.insert(text), partial=False)  # so a Tab is recognised, speculation or not
+    def _plan(self, doc: str, state: DocState, window: Window, text: str, context: Snapshot = EMPTY) -> None:
+        self._remember_planned(state.insert(text), partial=False, context=context)  # so a Tab is recognised, speculation or not
         if self.config.speculation and self.config.depth > 0:
-            self._prefetch_after(doc, state, text, 0, window, "")
+            self._prefetch_after(doc, state, text, 0, window, "", context)
 
-    def _remember_planned(self, state: DocState, partial: bool) -> str:
+    def _remember_planned(self, state: DocState, partial: bool, context: Snapshot = EMPTY) -> str:
         window = state.window(self.config.prefix_chars, self.config.suffix_chars)
-        key = self.key_for(window, self.settings_for(state))
+        key = self.key_for(window, self.settings_for(state), context)
         if not partial:
             self._planned[key] = None
             self._planned.move_to_end(key)
@@ -345,15 +365,16 @@ class CompletionService:
                 self._planned.popitem(last=False)
         return key
 
-    def _prefetch_after(self, doc, state, text, depth, root, chain) -> None:
+    def _prefetch_after(self, doc, state, text, depth, root, chain, context: Snapshot = EMPTY) -> None:
         for plan in plan_after(state, text, depth, self.config.depth, self.config.partial_accept_prefetch):
-            key = self._remember_planned(plan.state, plan.partial)
+            key = self._remember_planned(plan.state, plan.partial, context)
             if key in self.cache or self.inflight.get(key) is not None:
                 continue
             window = plan.state.window(self.config.prefix_chars, self.config.suffix_chars)
             self.stats.prefetch["started"] += 1
             self.events.emit("prefetch", outcome="started", depth=plan.depth, key=short_key(key), doc=doc)
-            self._start(key, doc, plan.state, window, self.settings_for(plan.state), plan.depth, root, chain + plan.inserted)
+            self._start(key, doc, plan.state, window, self.settings_for(plan.state), plan.depth, root, chain + plan.inserted,
+                        context)
 
     def document_changed(self, doc: str, state: DocState | None) -> None:
         """Cancel work the new document state (None: the document is gone) can no longer use."""
@@ -372,6 +393,44 @@ class CompletionService:
 
     def document_closed(self, doc: str) -> None:
         self.document_changed(doc, None)
+        self._last_shown.pop(doc, None)
+        self.workspace.closed(doc)
+
+    # -- workspace context and KV warm-up ---------------------------------------------
+
+    def document_opened(self, doc: str, path: str, text: str) -> None:
+        self.workspace.opened(doc, path, text)
+
+    def document_text(self, doc: str, text: str, offset: int | None, state: DocState | None) -> None:
+        """The document's whole text after an edit at `offset`: what the context store chunks, at a pause."""
+        self.workspace.changed(doc, text, offset, state)
+
+    def focus(self, doc: str, state: DocState) -> Snapshot:
+        return self.workspace.focus(doc, state)
+
+    def _count_reuse(self, kind: str, p: Prediction) -> None:
+        total = self.stats.reuse[kind]
+        total[0] += p.reused_tokens
+        total[1] += p.reused_tokens + p.prefill_tokens
+        if kind != "warmup":
+            self.stats.last_context_tokens, self.stats.last_reuse = p.context_tokens, reuse_of(p)
+
+    def _context_changed(self, doc: str, state: DocState, window: Window, context: Snapshot) -> None:
+        """A new context for `doc`, or a move there: prefill its prompt in the background (foreground pre-empts it).
+
+        When a suggestion is on screen here, its after-accept states are prefetched under the new
+        context instead, so a Tab after the pause is still answered from memory (and warms the KV too).
+        """
+        if self.backend is None:
+            return
+        for _, comp in self.inflight.items():
+            if comp.doc == doc and comp.prefetch and comp.context.digest != context.digest:
+                self._cancel(comp, "context")
+        shown = self._last_shown.get(doc)
+        if shown is not None and shown[0] == window and self.config.speculation and self.config.depth > 0:
+            self._prefetch_after(doc, state, shown[1], 0, window, "", context)
+        elif self.config.warmup:
+            self.warmer.submit(self.backend, doc, window, self.settings_for(state), context)
 
     # -- accept / dismiss / stats -------------------------------------------------
 
@@ -413,6 +472,9 @@ class CompletionService:
             "model": self.model_id,
             "engine": self.backend.engine_name if self.backend is not None else None,
             "error": self.load_error,
+            "context": {**self.workspace.stats_dict(), "last_tokens": s.last_context_tokens},
+            "prompt_reuse": {**{kind: round(r / t, 4) if t else 0.0 for kind, (r, t) in s.reuse.items()},
+                             "last": round(s.last_reuse, 4)},
         }
 
     @staticmethod
@@ -421,4 +483,5 @@ class CompletionService:
         return config.parallel if config.backend == "openai" else 1
 
     def close(self) -> None:
+        self.workspace.close()
         self.scheduler.stop()

@@ -1,0 +1,216 @@
+"""The workspace context as the service uses it: one snapshot per document, changed only when the user pauses or moves.
+
+The model's kept KV sequence starts with the context, so a context that moved
+on every keystroke would make every request a full prefill. Here a document's
+snapshot is picked at its first request (or focus), and picked again only on
+an idle timer — after `idle_ms` without edits or requests — when other
+documents changed or the prompt window moved since. A new snapshot is handed to
+`on_change`, which prefills the new prompt in the background (KV warm-up).
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from tabd.cache.context import EMPTY, ContextOptions, ContextStore, Snapshot
+from tabd.cache.state import DocState, Window
+from tabd.daemon.runtime.config import Config
+from tabd.daemon.runtime.events import EventLog
+from tabd.daemon.runtime.scheduler import Job, Scheduler
+from tabd.predictor.types import ContextChunk, GenSettings, Interrupted, Prediction
+
+WARMUP_PRIORITY = 1  # with the first prefetches: any request pre-empts it
+
+
+def context_options(config: Config) -> ContextOptions:
+    return ContextOptions(tokens=config.context_tokens, max_chunks=config.context_chunks, max_bytes=config.context_bytes,
+                          chunk_lines=config.context_lines, idle_ms=config.context_idle_ms)
+
+
+def chunks_of(context: Snapshot) -> list[ContextChunk]:
+    """The snapshot as the predictor takes it."""
+    return [ContextChunk(path, text) for path, text in context.pairs()]
+
+
+def reuse_of(p: Prediction) -> float:
+    """The share of the prompt whose keys and values were kept from before."""
+    total = p.reused_tokens + p.prefill_tokens
+    return round(p.reused_tokens / total, 4) if total else 0.0
+
+
+@dataclass
+class ContextStats:
+    changes: int = 0  # snapshots replaced by a different context
+    picks: int = 0  # snapshots picked (first request, focus, idle)
+    warmups: dict[str, int] = field(default_factory=lambda: {"started": 0, "finished": 0, "cancelled": 0, "preempted": 0})
+
+
+class Workspace:
+    """Documents, their context snapshots and the idle timer that may change them."""
+
+    def __init__(self, options: ContextOptions, prefix_chars: int, suffix_chars: int,
+                 on_change: Callable[[str, DocState, Window, Snapshot], None]) -> None:
+        self.options = options
+        self.store = ContextStore(options)
+        self.prefix_chars, self.suffix_chars = prefix_chars, suffix_chars
+        self.on_change = on_change
+        self.snapshots: dict[str, Snapshot] = {}
+        self.states: dict[str, DocState] = {}  # last known cursor state per document
+        self.active: str | None = None  # the document the user last touched
+        self.stats = ContextStats()
+        self._timer: asyncio.TimerHandle | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.options.tokens > 0
+
+    # -- what the editor did ------------------------------------------------------
+
+    def opened(self, doc: str, path: str, text: str) -> None:
+        self.store.open(doc, path, text)
+        self.states[doc] = DocState.from_text(text, 0, self.prefix_chars * 2, self.suffix_chars * 2)
+        self.snapshots.pop(doc, None)
+        self._touch(doc)
+
+    def changed(self, doc: str, text: str, offset: int | None, state: DocState | None) -> None:
+        self.store.update(doc, text, offset)
+        if state is not None:
+            self.states[doc] = state
+        self._touch(doc)
+
+    def closed(self, doc: str) -> None:
+        self.store.close(doc)
+        self.snapshots.pop(doc, None)
+        self.states.pop(doc, None)
+        if self.active == doc:
+            self.active = None
+        elif self.active is not None:
+            self._touch(self.active)  # its context may hold the closed file's chunks: pick again at the pause
+
+    def requested(self, doc: str, state: DocState) -> None:
+        self.states[doc] = state
+        self._touch(doc)
+
+    def focus(self, doc: str, state: DocState) -> Snapshot:
+        """The user moved here (a new document or a jump): pick now, and warm up even if the context is the same."""
+        self.states[doc] = state
+        self.active = doc
+        return self._refresh(doc, force=True)
+
+    # -- snapshots ----------------------------------------------------------------------
+
+    def snapshot(self, doc: str, state: DocState, window: Window) -> Snapshot:
+        """The context a request for `doc` uses: the kept snapshot, or a first pick."""
+        snap = self.snapshots.get(doc)
+        if snap is None:
+            snap = self.snapshots[doc] = self._pick(doc, state, window)
+        return snap
+
+    def current(self, doc: str) -> Snapshot:
+        return self.snapshots.get(doc, EMPTY)
+
+    def _pick(self, doc: str, state: DocState, window: Window) -> Snapshot:
+        self.stats.picks += 1
+        if not self.enabled:
+            return Snapshot(generation=self.store.generation, anchor=window.start)
+        return self.store.select(doc, state.offset, window.prefix, window.suffix, window.start)
+
+    def _refresh(self, doc: str, force: bool = False) -> Snapshot:
+        state = self.states.get(doc)
+        if state is None:
+            return EMPTY
+        window = state.window(self.prefix_chars, self.suffix_chars)
+        old = self.snapshots.get(doc)
+        if not force and old is not None and old.generation == self.store.generation and old.anchor == window.start:
+            return old  # nothing the context depends on moved: keep it, and the KV that starts with it
+        new = self.snapshots[doc] = self._pick(doc, state, window)
+        if old is not None and new.digest != old.digest:
+            self.stats.changes += 1
+        if force or old is None or new.digest != old.digest:
+            self.on_change(doc, state, window, new)
+        return new
+
+    # -- the idle timer -----------------------------------------------------------------
+
+    def _touch(self, doc: str) -> None:
+        self.active = doc
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop (a plain function test): no timer
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_later(self.options.idle_ms / 1000, self._idle)
+
+    def _idle(self) -> None:
+        self._timer = None
+        if self.active is not None:
+            self._refresh(self.active)
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def stats_dict(self) -> dict:
+        held_chunks, held_bytes = self.store.held()
+        snap = self.current(self.active) if self.active else EMPTY
+        return {
+            "enabled": self.enabled,
+            "tokens_budget": self.options.tokens,
+            "active": {"chunks": len(snap.chunks), "tokens": snap.tokens, "digest": snap.digest},
+            "documents": len(self.store.docs),
+            "skipped": len(self.store.skipped),
+            "held": {"chunks": held_chunks, "bytes": held_bytes,
+                     "bound_chunks": self.options.max_chunks, "bound_bytes": self.options.max_bytes},
+            "picks": self.stats.picks,
+            "changes": self.stats.changes,
+            "warmups": dict(self.stats.warmups),
+        }
+
+
+class Warmer:
+    """Background prefills of a document's prompt (llama.vim's n_predict 0), one per document at a time."""
+
+    def __init__(self, scheduler: Scheduler, events: EventLog, workspace: Workspace,
+                 count: Callable[[str, Prediction], None]) -> None:
+        self.scheduler, self.events, self.workspace, self.count = scheduler, events, workspace, count
+        self.jobs: dict[str, Job] = {}
+
+    def submit(self, backend: Any, doc: str, window: Window, settings: GenSettings, context: Snapshot) -> None:
+        if not hasattr(backend, "warm"):
+            return  # a backend that cannot prefill without decoding: the next request pays, as before
+        previous = self.jobs.pop(doc, None)
+        if previous is not None and not previous.done():
+            self.scheduler.cancel(previous)
+        extra = {"context": chunks_of(context)} if context.chunks else {}
+        warmups = self.workspace.stats.warmups
+        job: Job | None = None
+
+        def run(should_stop):
+            try:
+                return backend.warm(window.prefix, window.suffix, settings, should_stop, slot_id=doc, **extra)
+            except Interrupted:
+                if job is None or not job.cancelled:
+                    warmups["preempted"] += 1  # requeued by the scheduler; its chunks already run are kept
+                raise
+
+        job = self.jobs[doc] = self.scheduler.submit(run, WARMUP_PRIORITY, f"warmup:{doc}")
+        warmups["started"] += 1
+        loop = asyncio.get_running_loop()
+        job.future.add_done_callback(lambda fut: loop.call_soon_threadsafe(self._done, doc, job, fut))
+
+    def _done(self, doc: str, job: Job, fut) -> None:
+        if self.jobs.get(doc) is job:
+            del self.jobs[doc]
+        warmups = self.workspace.stats.warmups
+        if fut.cancelled() or fut.exception() is not None:
+            warmups["cancelled"] += 1
+            return
+        p: Prediction = fut.result()
+        warmups["finished"] += 1
+        self.count("warmup", p)
+        self.events.emit("warmup", doc=doc, prefill_tokens=p.prefill_tokens, reused_tokens=p.reused_tokens,
+                         prefill_ms=round(p.prefill_ms, 3), context_tokens=p.context_tokens,
+                         context_chunks=len(self.workspace.current(doc).chunks))
