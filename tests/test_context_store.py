@@ -1,0 +1,135 @@
+"""The context store alone: bounds, bad input, what it picks and what it leaves out; and the layouts it feeds."""
+from __future__ import annotations
+
+from tabd.cache.context import ContextOptions, ContextStore, enclosing_headers, import_block, unusable
+from tabd.daemon.runtime.config import Config, apply_client_options
+from tabd.predictor.prompt_text import fim_prompt, parse_fim_prompt, split_context
+from tabd.predictor.templates import template_for
+from tabd.predictor.types import ContextChunk
+
+HELPER = "def parse_header(line):\n    name, _, value = line.partition(':')\n    return name.strip(), value.strip()\n"
+
+
+def window_of(text: str, chars: int = 2400) -> tuple[int, str]:
+    start = max(0, len(text) - chars)
+    return start, text[start:]
+
+
+def pick(store: ContextStore, doc: str, text: str):
+    start, prefix = window_of(text)
+    return store.select(doc, len(text), prefix, "", start)
+
+
+def test_an_alike_open_file_is_picked_and_an_unrelated_one_is_not():
+    store = ContextStore()
+    store.open("h", "pkg/headers.py", HELPER)
+    store.open("z", "pkg/zoo.py", "class Giraffe:\n    neck_length = 3\n")
+    store.open("a", "pkg/app.py", "def handle(request):\n    key, value = parse_header(request.first")
+    snap = pick(store, "a", store.text_of("a"))
+    assert [c.path for c in snap.chunks] == ["pkg/headers.py"]
+    assert snap.digest and snap.tokens > 0
+
+
+def test_huge_file_is_chunked_within_the_bounds():
+    options = ContextOptions(max_chunks=10, max_bytes=8192)
+    store = ContextStore(options)
+    store.open("big", "big.py", "def f_%d(x):\n    return x\n" * 200_000)  # ~5 MB
+    store.open("h", "h.py", HELPER)
+    chunks = store.chunks()
+    held_chunks, held_bytes = store.held()
+    assert 0 < held_chunks <= 10 and held_bytes <= 8192
+    assert len(chunks) == held_chunks
+    assert any(c.doc == "h" for c in chunks)  # one huge file leaves room for the others
+
+
+def test_binary_and_non_utf8_documents_are_skipped():
+    store = ContextStore()
+    store.open("bin", "blob.py", "\x00\x01\x02ELF" * 100 + "parse_header")
+    store.open("bad", "bad.py", "parse_header = 1\n" + "\ud800" * 10)  # lone surrogates: not UTF-8
+    store.open("rep", "rep.py", "parse_header\n" + "\ufffd" * 50)  # decoded with replacement characters
+    store.open("a", "a.py", "x = parse_header(")
+    assert set(store.skipped) == {"bin", "bad", "rep"}
+    assert pick(store, "a", "x = parse_header(").chunks == ()
+    assert unusable(HELPER) is None
+
+
+def test_closing_drops_the_documents_chunks():
+    store = ContextStore()
+    store.open("h", "h.py", HELPER)
+    store.open("a", "a.py", "x = parse_header(line")
+    assert pick(store, "a", "x = parse_header(line").chunks
+    generation = store.generation
+    store.close("h")
+    assert store.generation > generation  # the service picks again at the next pause
+    assert pick(store, "a", "x = parse_header(line").chunks == ()
+    assert all(c.doc != "h" for c in store.chunks())
+
+
+def test_chunks_repeating_the_window_are_left_out():
+    store = ContextStore()
+    store.open("h", "h.py", HELPER)
+    text = HELPER + "\nparse_header(x"  # the helper is inside the window already
+    store.open("a", "a.py", text)
+    assert all(c.doc != "h" for c in pick(store, "a", text).chunks)
+
+
+def test_the_budget_bounds_the_context():
+    store = ContextStore(ContextOptions(tokens=60))
+    for i in range(10):
+        store.open(f"h{i}", f"h{i}.py", HELPER.replace("parse_header", f"parse_header{i}") + "# parse_header\n")
+    store.open("a", "a.py", "x = parse_header(")
+    snap = pick(store, "a", "x = parse_header(")
+    assert 0 < snap.tokens <= 60
+    assert ContextStore(ContextOptions(tokens=0)).select("a", 0, "", "", 0).chunks == ()
+
+
+def test_far_imports_and_enclosing_headers_of_the_current_file():
+    body = "        total += 1\n" * 400
+    text = "import os\nfrom collections import OrderedDict\n\n\nclass Counter:\n    def count(self, items):\n" + body + "        return Order"
+    store = ContextStore()
+    store.open("a", "a.py", text)
+    snap = pick(store, "a", text)
+    kinds = {c.kind: c.text for c in snap.chunks}
+    assert kinds["imports"] == "import os\nfrom collections import OrderedDict\n"
+    assert kinds["scope"] == "class Counter:\n    def count(self, items):\n"
+    # within the window they would repeat it: nothing
+    short = "import os\n\nclass C:\n    def f(self):\n        return o"
+    assert enclosing_headers(short, len(short), 0) == ""
+    assert import_block("x = 1\n") is None
+
+
+def test_an_edit_in_the_same_region_does_not_change_the_generation():
+    store = ContextStore()
+    store.open("a", "a.py", "x = 1\n" * 1000)
+    g = store.generation
+    store.update("a", "x = 1\n" * 1000 + "y", 100)
+    g1 = store.generation
+    store.update("a", "x = 1\n" * 1000 + "yy", 101)  # the next keystroke
+    assert store.generation == g1 > g
+    store.update("a", "x = 1\n" * 1000 + "yy", 5000)  # somewhere else
+    assert store.generation == g1 + 1
+
+
+def test_bad_context_options_are_reported_and_the_defaults_kept():
+    config, problems = apply_client_options(Config(), {"contextTokens": -5, "contextChunks": "many", "contextIdleMs": 10,
+                                                       "contextLines": 16, "warmup": False})
+    assert config.context_tokens == 320 and config.context_chunks == 64 and config.context_idle_ms == 1000
+    assert config.context_lines == 16 and config.warmup is False
+    assert len(problems) == 3 and all("context" in p for p in problems)
+
+
+def test_every_family_lays_context_out_first_and_serve_model_parses_it_back():
+    chunks = [ContextChunk("pkg/a.py", "A = 1\n"), ContextChunk("pkg/b.py", "# a comment\ndef b():\n    pass")]
+    expected_head = {
+        "tabd": "# pkg/a.py\nA = 1\n# pkg/b.py\n# a comment\ndef b():\n    pass\n<tabd_eot>",
+        "qwen2.5-coder": "<|repo_name|>workspace\n<|file_sep|>pkg/a.py\nA = 1\n<|file_sep|>pkg/b.py\n# a comment\ndef b():\n    pass\n",
+        "starcoder2": "<file_sep>pkg/a.py\nA = 1\n<file_sep>pkg/b.py\n# a comment\ndef b():\n    pass\n<file_sep>",
+    }
+    for family, head in expected_head.items():
+        template = template_for(family)
+        prompt = fim_prompt(template, "x = ", "\n", chunks)
+        assert prompt.startswith(head)
+        got, rest = split_context(template, prompt)
+        assert "".join(t for t, _ in template.context_pieces(got)) == head
+        assert parse_fim_prompt(template, rest) == ("x = ", "\n")
+    assert split_context(template_for("tabd"), fim_prompt(template_for("tabd"), "x", "")) == ([], "<tabd_suf><tabd_pre>x")
