@@ -64,6 +64,11 @@ class Snapshot:
     tokens: int = 0  # estimated
     generation: int = -1  # the store's generation it was picked at
     anchor: int = -1  # prompt window start it was picked for
+    suffix: str = ""  # ...and the window's suffix, which typing at the cursor never changes
+
+    def moved_from(self, start: int, suffix: str) -> bool:
+        """A window elsewhere: the text after the cursor and the window's start both differ (a jump, not typing)."""
+        return suffix != self.suffix and start != self.anchor
 
     def pairs(self) -> list[tuple[str, str]]:
         return [(c.path, c.text) for c in self.chunks]
@@ -335,7 +340,7 @@ class ContextStore:
         """The context for `doc` with the cursor at `offset` and this prompt window."""
         o = self.options
         if o.tokens <= 0:
-            return Snapshot(generation=self.generation, anchor=window_start)
+            return Snapshot(generation=self.generation, anchor=window_start, suffix=suffix)
         local = identifiers(prefix[-1500:] + suffix[:500])
         window_lines = {ln.strip() for ln in (prefix + suffix).split("\n") if ln.strip()}
         scored: list[tuple[float, int, Chunk]] = []
@@ -357,16 +362,16 @@ class ContextStore:
                 continue
             chosen.append(chunk)
             used += chunk.cost
-        return make_snapshot(chosen, self.generation, window_start)
+        return make_snapshot(chosen, self.generation, window_start, suffix)
 
 
-def make_snapshot(chunks: list[Chunk], generation: int, anchor: int) -> Snapshot:
+def make_snapshot(chunks: list[Chunk], generation: int, anchor: int, suffix: str = "") -> Snapshot:
     if not chunks:
-        return Snapshot(generation=generation, anchor=anchor)
+        return Snapshot(generation=generation, anchor=anchor, suffix=suffix)
     h = hashlib.blake2b(digest_size=8)
     for c in chunks:
         for part in (c.path, c.text):
             data = part.encode("utf-8", "surrogatepass")
             h.update(len(data).to_bytes(8, "little"))
             h.update(data)
-    return Snapshot(tuple(chunks), h.hexdigest(), sum(c.cost for c in chunks), generation, anchor)
+    return Snapshot(tuple(chunks), h.hexdigest(), sum(c.cost for c in chunks), generation, anchor, suffix)

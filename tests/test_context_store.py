@@ -133,3 +133,26 @@ def test_every_family_lays_context_out_first_and_serve_model_parses_it_back():
         assert "".join(t for t, _ in template.context_pieces(got)) == head
         assert parse_fim_prompt(template, rest) == ("x = ", "\n")
     assert split_context(template_for("tabd"), fim_prompt(template_for("tabd"), "x", "")) == ([], "<tabd_suf><tabd_pre>x")
+
+
+def test_typing_keeps_the_snapshot_and_a_jump_picks_again():
+    from tabd.cache.state import DocState
+    from tabd.daemon.runtime.workspace import Workspace
+
+    changed = []
+    ws = Workspace(ContextOptions(), 2400, 600, lambda *a: changed.append(a))
+    text = "x = parse_header(line)\n" * 400
+    ws.opened("h", "h.py", HELPER)
+    ws.opened("a", "a.py", text)
+
+    def snap_at(offset: int, doc_text: str = text):
+        state = DocState.from_text(doc_text, offset, 4800, 1200)
+        return ws.snapshot("a", state, state.window(2400, 600))
+
+    first = snap_at(5000)
+    ws.opened("z", "z.py", "def parse_header_fast(line):\n    return line\n")  # a new file: only the idle timer may use it
+    typed = text[:5000] + "parse_h" + text[5000:]
+    assert snap_at(5007, typed) is first  # a keystroke at the cursor: the same context, the same KV head
+    far = snap_at(1000)  # a jump: the text after the cursor and the window start both differ
+    assert far is not first and far.anchor != first.anchor
+    assert changed == []  # a request's own pick needs no warm-up: the request runs its prompt anyway

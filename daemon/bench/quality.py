@@ -37,6 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="also replay the tab user at each --min-confidence (the calibration table)")
     g.add_argument("--quality-no-baseline", action="store_true", help="skip the copy baseline")
     g.add_argument("--quality-no-model-figures", action="store_true", help="skip the model-level figures")
+    g.add_argument("--quality-cross-file", action="store_true",
+                   help="cross-file mode: third-party modules typed with the modules they import open, with and without "
+                        "workspace context (daemon/bench/crossfile.py), and the warm-up figures")
 
 
 def held_out_sample(count: int, seed: int, min_chars: int = 2_000, max_chars: int = 40_000) -> list[tuple[str, str]]:
@@ -127,6 +130,10 @@ def run_section(args: argparse.Namespace) -> dict[str, Any]:
 
     calibrate = thresholds(getattr(args, "quality_thresholds", ""))
     flags = server_flags(args)
+    if getattr(args, "quality_cross_file", False):
+        from tabd.daemon.bench.crossfile import run_cross_file
+
+        return {"cross_file": run_cross_file(args, flags)}
     with tempfile.TemporaryDirectory(prefix="tabd-quality-") as tmp:
         workdir = Path(tmp)
         files = files_to_type(args, workdir)

@@ -101,10 +101,18 @@ class Workspace:
     # -- snapshots ----------------------------------------------------------------------
 
     def snapshot(self, doc: str, state: DocState, window: Window) -> Snapshot:
-        """The context a request for `doc` uses: the kept snapshot, or a first pick."""
+        """The context a request for `doc` uses: the kept snapshot, or a pick where there is none or the cursor jumped.
+
+        Typing, deleting and accepting at the cursor keep the text after it, so they keep the snapshot
+        (and the planned after-accept keys stay valid); a click or a jump elsewhere changes it and the
+        window's start, and that request's prompt is new anyway.
+        """
         snap = self.snapshots.get(doc)
-        if snap is None:
-            snap = self.snapshots[doc] = self._pick(doc, state, window)
+        if snap is None or snap.moved_from(window.start, window.suffix):
+            new = self.snapshots[doc] = self._pick(doc, state, window)
+            if snap is not None and new.digest != snap.digest:
+                self.stats.changes += 1
+            snap = new
         return snap
 
     def current(self, doc: str) -> Snapshot:
@@ -113,7 +121,7 @@ class Workspace:
     def _pick(self, doc: str, state: DocState, window: Window) -> Snapshot:
         self.stats.picks += 1
         if not self.enabled:
-            return Snapshot(generation=self.store.generation, anchor=window.start)
+            return Snapshot(generation=self.store.generation, anchor=window.start, suffix=window.suffix)
         return self.store.select(doc, state.offset, window.prefix, window.suffix, window.start)
 
     def _refresh(self, doc: str, force: bool = False) -> Snapshot:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 LOG_VERSION = 1
-EVENTS = ("completion", "prefetch", "accept", "dismiss", "cancel", "error")
+EVENTS = ("completion", "prefetch", "accept", "dismiss", "cancel", "error", "warmup")
 SOURCES = ("cache", "typed", "inflight", "model", "none")
 HIT_SOURCES = ("cache", "typed", "inflight")
 OUTCOMES = ("started", "finished", "cancelled", "preempted")

@@ -1,0 +1,214 @@
+"""Cross-file figures: a module of a third-party distribution typed while the modules it imports are open.
+
+The distributions come from the site-packages of the Python this runs on (none
+of them is trained on). Each case's session opens the target's sibling modules
+(open events of files never typed in), then types spans of the target as the
+typist does. It is replayed through a real `tabd serve` with and without
+workspace context, the Tab user first, and the server's log gives the prompt
+reuse of keystroke requests and after-accept prefetches. A second part measures
+warm-up: `tabd/focus` at a new place, then the first request there, against a
+keystroke request.
+
+    tabd bench quality --quality-cross-file [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+PACKAGES = ("flask", "click", "jinja2", "itsdangerous", "attr", "jsonschema", "packaging", "docker", "blinker",
+            "parso", "jedi", "networkx", "prompt_toolkit", "werkzeug", "markupsafe")
+RELATIVE = re.compile(r"^\s*from\s+\.(\w+)\s+import\b|^\s*from\s+\.\s+import\s+(\w+)", re.M)
+
+
+def site_packages() -> Path:
+    """The base interpreter's site-packages: third-party code this machine has, never trained on."""
+    v = sys.version_info
+    return Path(sys.base_prefix) / "lib" / f"python{v.major}.{v.minor}" / "site-packages"
+
+
+def cross_file_cases(count: int = 4, seed: int = 11, root: Path | None = None, max_open: int = 3,
+                     min_chars: int = 3_000, max_chars: int = 25_000) -> list[tuple[Path, list[Path]]]:
+    """(target, files open beside it) for `count` distributions: a module and the sibling modules it imports."""
+    root = root or site_packages()
+    rng = random.Random(seed)
+    cases: list[tuple[Path, list[Path]]] = []
+    packages = [p for p in PACKAGES if (root / p).is_dir()]
+    rng.shuffle(packages)
+    for name in packages:
+        pkg = root / name
+        targets = []
+        for path in sorted(pkg.glob("*.py")):
+            text = path.read_text(encoding="utf-8", errors="replace")
+            if not min_chars <= len(text) <= max_chars:
+                continue
+            siblings = [pkg / f"{m}.py" for pair in RELATIVE.findall(text) for m in pair if m]
+            siblings = list(dict.fromkeys(s for s in siblings if s.is_file() and s != path))
+            if siblings:
+                targets.append((path, siblings[:max_open]))
+        if targets:
+            cases.append(rng.choice(targets))
+        if len(cases) >= count:
+            break
+    return cases
+
+
+def cross_file_session(target: Path, others: list[Path], seed: int = 11, spans: int = 3,
+                       max_chars: int = 400) -> tuple[str, list[dict[str, Any]]]:
+    """(language, events): open `others` (never typed in), then type `spans` spans of `target` with them open."""
+    from tabd.daemon.sessions.typist import TypingStyle, candidate_spans, choose_spans, file_events, language_of
+
+    rng = random.Random(seed)
+    events: list[dict[str, Any]] = []
+    for i, other in enumerate(others):
+        text = other.read_text(encoding="utf-8").replace("\r\n", "\n")
+        events.append({"t": round(0.01 * i, 3), "op": "open", "uri": other.resolve().as_uri(),
+                       "language": language_of(str(other)), "text": text})
+    text = target.read_text(encoding="utf-8").replace("\r\n", "\n")
+    chosen = choose_spans(candidate_spans(text, str(target), max_chars=max_chars), spans, rng)
+    typed, t = file_events(text, target.resolve().as_uri(), language_of(str(target)), chosen, rng, TypingStyle(), 0.5)
+    events += typed
+    events += [{"t": round(t + 0.1 + 0.01 * i, 3), "op": "close", "uri": o.resolve().as_uri()} for i, o in enumerate(others)]
+    return language_of(str(target)), events
+
+
+def write_sessions(cases, workdir: Path, seed: int, spans: int) -> list[Path]:
+    from tabd.daemon.sessions.format import write_session
+
+    out = []
+    for n, (target, others) in enumerate(cases):
+        language, events = cross_file_session(target, others, seed + n, spans)
+        path = workdir / f"cross-{n}.jsonl"
+        write_session(path, events, language)
+        out.append(path)
+    return out
+
+
+def _median(values: list[float]) -> float:
+    return round(statistics.median(values), 4) if values else 0.0
+
+
+def reuse_figures(log: Path) -> dict[str, Any]:
+    """Prompt reuse from a serve log: keystroke requests (model runs, not after accept) and after-accept prefetches."""
+    keys, prefetch = [], []
+    for line in log.read_text().splitlines():
+        e = json.loads(line)
+        total = e.get("reused_tokens", 0) + e.get("prefill_tokens", 0)
+        if not total:
+            continue
+        if e.get("event") == "completion" and e.get("origin") == "model" and not e.get("after_accept"):
+            keys.append((e["reused_tokens"], total, e.get("context_tokens", 0)))
+        elif e.get("event") == "prefetch" and e.get("outcome") == "finished" and e.get("depth") == 1:
+            prefetch.append((e["reused_tokens"], total, e.get("context_tokens", 0)))
+
+    def row(rows):
+        return {"runs": len(rows), "median": _median([r / t for r, t, _ in rows]),
+                "aggregate": round(sum(r for r, _, _ in rows) / max(1, sum(t for _, t, _ in rows)), 4),
+                "context_tokens_median": _median([c for _, _, c in rows])}
+    return {"keystroke": row(keys), "after_accept_prefetch": row(prefetch)}
+
+
+def replay(sessions: list[Path], user: str, flags: list[str], log: Path, progress: bool) -> dict[str, Any]:
+    from tabd.daemon.sessions.driver import ReplayOptions
+    from tabd.daemon.sessions.format import read_session
+    from tabd.daemon.sessions.replay import run_replay
+
+    options = ReplayOptions(speed=0.0, think_ms=250.0, server_args=[*flags, "--log", str(log)], accept=user,
+                            progress=progress)
+    measured = run_replay([read_session(s) for s in sessions], options)
+    if measured.error:
+        raise RuntimeError(f"cross-file replay ({user} user) failed: {measured.error}")
+    s = measured.summary()
+    return {"saved_share": s["saved_share"], "accepted": s["accepted"], "shown": s["shown"], "keystrokes": s["keystrokes"],
+            "after_accept_hit_rate": s["after_accept"]["hit_rate"],
+            "after_accept_p50_ms": s["latency_ms"]["after_accept"]["p50"], "reuse": reuse_figures(log)}
+
+
+def run_cross_file(args: argparse.Namespace, flags: list[str]) -> dict[str, Any]:
+    seed, count = getattr(args, "quality_seed", 11), getattr(args, "quality_count", 4)
+    cases = cross_file_cases(count, seed)
+    if not cases:
+        raise RuntimeError(f"no cross-file cases: none of {', '.join(PACKAGES)} in {site_packages()}")
+    progress = not getattr(args, "json", False)
+    flags = [f for f in flags if f != "--no-context"]
+    out: dict[str, Any] = {"cases": [{"target": str(t.relative_to(site_packages())),
+                                      "open": [str(o.relative_to(site_packages())) for o in others]} for t, others in cases]}
+    with tempfile.TemporaryDirectory(prefix="tabd-cross-") as tmp:
+        workdir = Path(tmp)
+        sessions = write_sessions(cases, workdir, seed, getattr(args, "quality_spans", 3))
+        for user in ("tab", "words"):
+            with_ctx = replay(sessions, user, flags, workdir / f"{user}-ctx.jsonl", progress)
+            without = replay(sessions, user, [*flags, "--no-context"], workdir / f"{user}-none.jsonl", progress)
+            ratio = with_ctx["saved_share"] / without["saved_share"] if without["saved_share"] else None
+            out[user] = {"with_context": with_ctx, "without_context": without,
+                         "saved_share_ratio": round(ratio, 3) if ratio is not None else None}
+        out["warmup"] = asyncio.run(warmup_figures(cases, flags))
+    return out
+
+
+async def warmup_figures(cases, flags: list[str], places: int = 6) -> dict[str, Any]:
+    """Latency of the first request at a newly focused place after warm-up, a cold one, and a keystroke request."""
+    from lsprotocol import types as lsp
+
+    from tabd.daemon.sessions.driver import Driver, ReplayOptions
+
+    d = Driver(ReplayOptions(speed=0.0, server_args=[*flags, "--no-cache", "--no-speculation"], progress=False))
+    await d.start()
+    cold, warm, keystroke = [], [], []
+    try:
+        files = [p for target, others in cases for p in [target, *others]][: places]
+        for path in files:
+            uri, text = path.resolve().as_uri(), path.read_text(encoding="utf-8")
+            d._open({"uri": uri, "text": text}, "python")
+            lines = text.split("\n")
+            a, b = len(lines) // 3, 2 * len(lines) // 3  # two places far apart in the file
+            cold.append(await _timed(d, uri, a, len(lines[a])))
+            for _ in range(3):  # keystrokes at the first place
+                d._did_change(uri, {"start": {"line": a, "character": len(lines[a])},
+                                    "end": {"line": a, "character": len(lines[a])}}, "x")
+                lines[a] += "x"
+                keystroke.append(await _timed(d, uri, a, len(lines[a])))
+            d.client.protocol.notify("tabd/focus", {"uri": uri, "position": {"line": b, "character": len(lines[b])}})
+            await _warmed(d)
+            warm.append(await _timed(d, uri, b, len(lines[b])))
+            d.client.text_document_did_close(lsp.DidCloseTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=uri)))
+            d.docs.pop(uri, None)
+    finally:
+        await asyncio.wait_for(d.stop(), 30)
+    k = statistics.median(keystroke)
+    return {"places": len(warm), "keystroke_ms_p50": round(k, 2), "after_warmup_ms_p50": round(statistics.median(warm), 2),
+            "cold_ms_p50": round(statistics.median(cold), 2),
+            "after_warmup_over_keystroke": round(statistics.median(warm) / k, 3),
+            "cold_over_keystroke": round(statistics.median(cold) / k, 3)}
+
+
+async def _timed(d, uri: str, line: int, character: int) -> float:
+    from lsprotocol import types as lsp
+
+    params = lsp.InlineCompletionParams(
+        context=lsp.InlineCompletionContext(trigger_kind=lsp.InlineCompletionTriggerKind.Automatic),
+        text_document=lsp.TextDocumentIdentifier(uri=uri), position=lsp.Position(line=line, character=character))
+    t0 = time.perf_counter()
+    await asyncio.wait_for(d.client.text_document_inline_completion_async(params), 60)
+    return (time.perf_counter() - t0) * 1000
+
+
+async def _warmed(d, timeout: float = 30.0) -> None:
+    """Until every warm-up started has ended."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        stats = await asyncio.wait_for(d.client.protocol.send_request_async("tabd/stats", {}), 30)
+        w = stats.context.warmups if hasattr(stats, "context") else stats["context"]["warmups"]
+        w = w._asdict() if hasattr(w, "_asdict") else w
+        if w["started"] and w["finished"] + w["cancelled"] >= w["started"]:
+            return
+        await asyncio.sleep(0.02)
