@@ -18,6 +18,9 @@ import hashlib
 import re
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
+from typing import Callable, Union
+
+TextSource = Union[str, Callable[[], str]]  # the text, or how to get it when it is needed (not per keystroke)
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 IMPORT_LINE = re.compile(r"\s*(import\s|from\s+\S+\s+import\b|#include\b|use\s|using\s|require\b|package\s|const\s+\w+\s*=\s*require\()")
@@ -83,6 +86,12 @@ class _Doc:
     text: str | None  # None: skipped (binary-looking or not UTF-8)
     chunks: list[Chunk] | None = None  # None: to be chunked again
     edits: deque = field(default_factory=deque)  # offsets of recent edit regions, newest last
+    fetch: Callable[[], str] | None = None  # set by an edit: the current text, read when a pick needs it
+
+    def current(self) -> str | None:
+        if self.fetch is not None and self.text is not None:
+            self.text, self.fetch = self.fetch(), None
+        return self.text
 
 
 def identifiers(text: str) -> frozenset:
@@ -242,14 +251,21 @@ class ContextStore:
         self.docs.move_to_end(doc)
         self.generation += 1
 
-    def update(self, doc: str, text: str, offset: int | None) -> None:
-        """The document's new text after an edit at `offset` (None: a whole-document replace)."""
+    def update(self, doc: str, text: TextSource, offset: int | None) -> None:
+        """The document's new text after an edit at `offset` (None: a whole-document replace).
+
+        `text` may be a function returning it: it is called only when a pick needs the text, so a
+        keystroke costs no copy of the document.
+        """
         d = self.docs.get(doc)
         if d is None:
             return
         if d.text is None:  # skipped documents stay skipped until reopened, so a keystroke costs no scan
             return
-        d.text, d.chunks = text, None
+        if callable(text):
+            d.fetch, d.chunks = text, None
+        else:
+            d.text, d.fetch, d.chunks = text, None, None
         self.docs.move_to_end(doc)
         if offset is None:
             return
@@ -269,7 +285,7 @@ class ContextStore:
 
     def text_of(self, doc: str) -> str | None:
         d = self.docs.get(doc)
-        return d.text if d is not None else None
+        return d.current() if d is not None else None
 
     # -- bounded chunks -------------------------------------------------------------
 
@@ -280,7 +296,7 @@ class ContextStore:
         out: list[Chunk] = []
         for doc in reversed(self.docs):
             d = self.docs[doc]
-            if d.text is None:
+            if d.current() is None:
                 continue
             if left_chunks <= 0 or left_bytes <= 0:
                 d.chunks = None  # out of bounds: nothing held for it, chunked again when there is room
@@ -311,7 +327,7 @@ class ContextStore:
         radius = max(2, self.options.chunk_lines // 4)
         out = [c for c in self.chunks() if c.doc != doc]
         for other, d in self.docs.items():
-            if d.text is None:
+            if d.current() is None:
                 continue
             for at in d.edits:
                 if other == doc and window_start - 200 <= at <= window_end + 200:
@@ -320,7 +336,7 @@ class ContextStore:
                 if text.strip():
                     out.append(Chunk(other, d.path, line, text, "edit", identifiers(text)))
         own = self.docs.get(doc)
-        if own is not None and own.text is not None:
+        if own is not None and own.current() is not None:
             out += self._own_chunks(doc, own, offset, window_start)
         return out
 

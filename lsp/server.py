@@ -203,7 +203,7 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
         if ls.service is not None:
             state = ls.state_of(doc, cursor) if cursor is not None else None
             ls.service.document_changed(doc_id(uri), state)
-            ls.service.document_text(doc_id(uri), doc.text, cursor, state)
+            ls.service.document_text(doc_id(uri), lambda: doc.text, cursor, state)  # joined only when a pick reads it
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: TabdServer, params: types.DidCloseTextDocumentParams) -> None:

@@ -401,8 +401,8 @@ class CompletionService:
     def document_opened(self, doc: str, path: str, text: str) -> None:
         self.workspace.opened(doc, path, text)
 
-    def document_text(self, doc: str, text: str, offset: int | None, state: DocState | None) -> None:
-        """The document's whole text after an edit at `offset`: what the context store chunks, at a pause."""
+    def document_text(self, doc: str, text, offset: int | None, state: DocState | None) -> None:
+        """The document's text (or a function returning it) after an edit at `offset`: the context store reads it at a pause."""
         self.workspace.changed(doc, text, offset, state)
 
     def focus(self, doc: str, state: DocState) -> Snapshot:

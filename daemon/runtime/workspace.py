@@ -13,7 +13,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from tabd.cache.context import EMPTY, ContextOptions, ContextStore, Snapshot
+from tabd.cache.context import EMPTY, ContextOptions, ContextStore, Snapshot, TextSource
 from tabd.cache.state import DocState, Window
 from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime.events import EventLog
@@ -73,7 +73,7 @@ class Workspace:
         self.snapshots.pop(doc, None)
         self._touch(doc)
 
-    def changed(self, doc: str, text: str, offset: int | None, state: DocState | None) -> None:
+    def changed(self, doc: str, text: TextSource, offset: int | None, state: DocState | None) -> None:
         self.store.update(doc, text, offset)
         if state is not None:
             self.states[doc] = state
