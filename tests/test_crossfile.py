@@ -1,0 +1,84 @@
+"""Cross-file sessions: files opened and never typed in reach the server through `tabd replay`, and its context."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tabd.daemon.bench.crossfile import cross_file_cases, cross_file_session, reuse_figures
+from tabd.daemon.sessions.format import read_session, write_session
+
+HELPERS = '''"""Helpers."""
+
+
+class TokenBucket:
+    def __init__(self, capacity):
+        self.capacity = capacity
+        self.tokens = capacity
+
+    def take_tokens(self, count):
+        if count > self.tokens:
+            return False
+        self.tokens -= count
+        return True
+'''
+
+USER = '''"""Uses the helpers."""
+from .helpers import TokenBucket
+
+
+def make_bucket(size):
+    bucket = TokenBucket(size)
+    bucket.take_tokens(1)
+    return bucket
+
+
+def drain(bucket):
+    while bucket.take_tokens(1):
+        pass
+    return bucket.tokens
+'''
+
+
+def make_package(root: Path) -> Path:
+    pkg = root / "pkg"
+    pkg.mkdir()
+    (pkg / "helpers.py").write_text(HELPERS)
+    (pkg / "user.py").write_text(USER)
+    return pkg
+
+
+def test_cases_pair_a_module_with_the_siblings_it_imports(tmp_path: Path):
+    make_package(tmp_path)
+    assert cross_file_cases(4, 1, root=tmp_path, min_chars=100) == []  # pkg is not one of the listed distributions
+    import tabd.daemon.bench.crossfile as cf
+
+    saved = cf.PACKAGES
+    cf.PACKAGES = ("pkg",)
+    try:
+        cases = cross_file_cases(4, 1, root=tmp_path, min_chars=100)
+    finally:
+        cf.PACKAGES = saved
+    assert [(t.name, [o.name for o in others]) for t, others in cases] == [("user.py", ["helpers.py"])]
+
+
+def test_replay_opens_files_never_typed_in_and_their_chunks_reach_the_prompt(tmp_path: Path):
+    pkg = make_package(tmp_path)
+    language, events = cross_file_session(pkg / "user.py", [pkg / "helpers.py"], seed=3, spans=1)
+    helpers_uri = (pkg / "helpers.py").resolve().as_uri()
+    assert [e["op"] for e in events if e.get("uri") == helpers_uri] == ["open", "close"]  # never typed in
+    session = tmp_path / "cross.jsonl"
+    write_session(session, events, language)
+    assert not read_session(str(session)).warnings
+    log = tmp_path / "serve.jsonl"
+    out = subprocess.run([sys.executable, "-m", "tabd.daemon", "replay", str(session), "--speed", "0", "--json",
+                          "--no-progress", "--log", str(log)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout)["requests"] > 0
+    requests = [json.loads(line) for line in log.read_text().splitlines()]
+    requests = [e for e in requests if e.get("event") == "completion" and e.get("origin") == "model"]
+    assert requests and all(e["context_chunks"] >= 1 and e["context_tokens"] > 0 for e in requests)
+    assert "TokenBucket" not in log.read_text()
+    figures = reuse_figures(log)
+    assert figures["keystroke"]["runs"] == len([e for e in requests if not e["after_accept"]])
