@@ -63,6 +63,8 @@ class LocalBackend:
         trust_remote_code: bool = False,
         engine: str = "fast",
         prefill_chunk: int | None = None,
+        weights: str = "auto",
+        lookup: bool = True,
     ) -> None:
         self.model_dir = str(model_dir or loader.DEFAULT_MODEL_DIR)
         self.threads = AdaptiveThreads(threads)
@@ -70,8 +72,9 @@ class LocalBackend:
             self.model_dir, device, trust_remote_code, fast=engine in ("fast", "torch"))
         self.template = self._choose_template(fim)
         self.kv_reuse = kv_reuse
-        self.engine_name, self.runner = self._choose_engine(engine)
+        self.lookup = lookup  # prompt-lookup drafts, verified in one native pass (same tokens, fewer passes)
         self.parameters = sum(p.numel() for p in self.model.parameters())
+        self.engine_name, self.runner = self._choose_engine(engine, weights)
         self.prefill_chunk = max(1, prefill_chunk or generate.chunk_for(self.parameters))
         self.max_slots = max_slots
         self.max_kv_bytes = max_kv_bytes
@@ -103,23 +106,33 @@ class LocalBackend:
                 raise ModelLoadError(str(exc)) from None
         return template_for(detect_family(self._special_tokens()))
 
-    def _choose_engine(self, name: str) -> tuple[str, Runner]:
-        """The forward pass to run: ("fast", FastLlama) for Llama-shaped models, with one-token steps in native
-        code where a C compiler is ("torch": the same in torch alone); else transformers' forward ("hf"/"plain")."""
+    def _choose_engine(self, name: str, weights: str = "auto") -> tuple[str, Runner]:
+        """The forward pass to run: ("fast", FastLlama) for Llama-shaped models, with short steps in native
+        code where a C compiler is ("torch": the same in torch alone); else transformers' forward ("hf"/"plain").
+        The fast engines hold the weights once, in the format `weights` names (fp32, bf16, int8 or auto)."""
         if name not in ENGINES:
             raise ModelLoadError(f"unknown engine {name!r}: use {', '.join(ENGINES)}")
+        from tabd.predictor.engine.weights import choose_format
+
+        try:
+            fmt, self.weights_why = choose_format(weights, 4 * self.parameters)
+        except ValueError as exc:
+            raise ModelLoadError(str(exc)) from None
         self.native_why = "not a native engine"
         if name in ("fast", "torch"):
-            from tabd.predictor.engine.model import FastLlama
+            from tabd.predictor.engine.model import FastLlama, supported
 
-            try:
-                runner = FastLlama(self.model, native=name == "fast")
-            except (ValueError, AttributeError):
-                if not hasattr(self.model, "forward"):  # read without transformers, which the hf engine needs
-                    self.model, self.tokenizer, self.placement = loader.load(self.model_dir, self.placement.device)
-                return "hf", TransformersRunner(self.model)  # not Llama-shaped: transformers' forward, in-place cache
-            self.native_why = runner.native_why
-            return ("fast" if runner.native is not None else "torch"), runner
+            if supported(self.model.config):
+                if name == "torch" and fmt != "fp32":
+                    fmt, self.weights_why = "fp32", "fp32 (the torch engine decodes in fp32)"
+                runner = FastLlama(self.model, native=name == "fast", weights=fmt, release=True)
+                self.native_why = runner.native_why
+                self.weights_why = self.weights_why if runner.weights == fmt else runner.weights
+                return ("fast" if runner.native is not None else "torch"), runner
+            if not hasattr(self.model, "forward"):  # read without transformers, which the hf engine needs
+                self.model, self.tokenizer, self.placement = loader.load(self.model_dir, self.placement.device)
+            name = "hf"  # not Llama-shaped: transformers' forward with the in-place cache
+        self.weights_why = f"{str(self.model.dtype).removeprefix('torch.')} (transformers' own tensors)"
         return name, TransformersRunner(self.model, in_place=name == "hf")
 
     def _stop_ids(self) -> set[int]:
@@ -268,9 +281,10 @@ class LocalBackend:
             return not postprocess.whole(text, line, settings.multiline, settings.max_lines)
 
         probs: list[float] = []
+        look = generate.Lookup(ids) if self.lookup and self.engine_name == "fast" else None
         tokens = generate.decode_n_tokens(
             self.runner, logits, slot.cache, settings.max_new_tokens, go_on, slot.ids.append, self._allowed_first(heal),
-            probs,
+            probs, look,
         )
         t2 = time.perf_counter()
         self.last_tokens = list(tokens)
@@ -291,6 +305,8 @@ class LocalBackend:
             decode_ms=(t2 - t1) * 1000,
             confidence=confidence,
             context_tokens=layout.context_tokens,
+            decode_passes=len(tokens) - (look.accepted if look else 0),
+            accepted_drafts=look.accepted if look else 0,
         )
 
     def _prefill(self, slot_id: str, ids: list[int], should_stop: Callable[[], bool]):

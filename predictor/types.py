@@ -31,6 +31,8 @@ class Prediction:
     # empty where the engine gives no probabilities (then nothing is gated)
     confidence: tuple[tuple[int, float], ...] = ()
     context_tokens: int = 0  # prompt tokens of workspace context at the head of the prompt
+    decode_passes: int = 0  # model passes the decode took (prompt-lookup drafts verified together save some)
+    accepted_drafts: int = 0  # decode tokens that came as prompt-lookup drafts the model agreed with
 
 
 @dataclass(frozen=True)

@@ -200,3 +200,44 @@ def test_bench_engines_measures_both_engines_side_by_side():
         assert d["ratios"][key] == pytest.approx(d["tabd"][key] / best, abs=0.011)
         assert d["tabd_torch"][key] > 0  # --engines-torch: the same engine without native code, beside it
         assert d["native_speedup"][key] == pytest.approx(d["tabd_torch"][key] / d["tabd"][key], rel=0.02, abs=0.011)
+
+
+# -- prompt-lookup decoding ------------------------------------------------------------------------------
+
+def repetitive_states():
+    """A file that repeats its own lines (a table of similar methods), typed a little further each time."""
+    body = "".join(f"    def get_{n}(self):\n        return self.data.get('{n}', None)\n\n"
+                   for n in ("name", "path", "size", "mode", "user", "group"))
+    text = "class Record:\n" + body + "    def get_owner(self):\n        return self.data.get("
+    for cut in range(len(text) - 60, len(text) + 1, 12):
+        yield text[:cut], "\n"
+
+
+@needs_native
+def test_prompt_lookup_gives_the_tokens_and_probabilities_of_plain_decoding(backend):
+    plain = LocalBackend(kv_reuse=True, engine="fast", threads=1, lookup=False)
+    settings = GenSettings(max_new_tokens=24, multiline=True)
+    accepted = 0
+    for prefix, suffix in [*edits(), *repetitive_states()]:
+        a = backend.predict(prefix, suffix, settings, slot_id="l")
+        b = plain.predict(prefix, suffix, settings, slot_id="l")
+        assert backend.last_tokens == plain.last_tokens and a.text == b.text
+        assert a.confidence == b.confidence  # each verified token's probability, as one step at a time gives
+        assert b.accepted_drafts == 0 and b.decode_passes == b.decode_tokens
+        assert a.decode_passes == a.decode_tokens - a.accepted_drafts
+        accepted += a.accepted_drafts
+    assert accepted > 0  # the repeated lines were drafted from the prompt and the model agreed
+
+
+@needs_native
+@pytest.mark.parametrize("drafts", [1, 3, 7])
+def test_verifying_drafts_in_one_pass_gives_the_logits_and_cache_of_single_steps(backend, drafts):
+    fast = backend.runner
+    ids = prompt_ids(backend, 300 + drafts + 1)
+    a, b = fast.new_cache(512), fast.new_cache(512)
+    generate.prefill(fast, ids[:300], a)
+    generate.prefill(fast, ids[:300], b)
+    one = torch.stack([fast.native.step(t, a)[1].clone() for t in ids[300 : 301 + drafts]])
+    together = fast.verify(ids[300 : 301 + drafts], b)
+    assert torch.equal(one, together)  # bit for bit: each weight is read once for all, summed in the same order
+    assert a.length == b.length and torch.equal(a.k[:, :, : a.length], b.k[:, :, : b.length])

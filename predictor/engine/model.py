@@ -17,6 +17,13 @@ SUPPORTED = {"llama", "qwen2", "mistral"}
 NATIVE_STEPS = 8  # up to this many new tokens run as native one-token steps
 
 
+def supported(cfg) -> bool:
+    """A Llama-shaped model with plain rotary embeddings: what FastLlama runs."""
+    if getattr(cfg, "model_type", "") not in SUPPORTED:
+        return False
+    return not (getattr(cfg, "rope_scaling", None) and (cfg.rope_scaling or {}).get("rope_type", "default") != "default")
+
+
 class FastCache:
     """Keys and values for every layer in one buffer each, written in place; `length` positions are valid."""
 
@@ -46,13 +53,33 @@ class FastCache:
         return 2 * self.k.element_size() * self.k.nelement()
 
 
+def _release(t: torch.Tensor | None) -> None:
+    """Empty a loaded tensor in place (every holder of it sees an empty one), so its memory goes now."""
+    if t is not None:
+        t.data = torch.empty(0, dtype=t.dtype)
+
+
+class Dense:
+    """x @ W for an [in, out] matrix kept as a plain tensor (off the CPU, where the native step is not)."""
+
+    def __init__(self, w: torch.Tensor) -> None:
+        self.w = w.contiguous()
+        self.fmt = "fp32" if w.dtype == torch.float32 else str(w.dtype).removeprefix("torch.")
+
+    def matmul(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.w
+
+    def nbytes(self) -> int:
+        return self.w.element_size() * self.w.nelement()
+
+
 class FastLlama:
-    def __init__(self, model, native: bool = True) -> None:
+    def __init__(self, model, native: bool = True, weights: str = "fp32", release: bool = False) -> None:
+        """weights: fp32, bf16 or int8 (the CPU store; see weights.py). release: empty the transformers
+        model's tensors as they are copied, so the weights are held once."""
         cfg = model.config
-        if getattr(cfg, "model_type", "") not in SUPPORTED:
-            raise ValueError(f"no fast path for model_type {cfg.model_type!r}")
-        if getattr(cfg, "rope_scaling", None) and (cfg.rope_scaling or {}).get("rope_type", "default") != "default":
-            raise ValueError("no fast path for scaled rotary embeddings")
+        if not supported(cfg):
+            raise ValueError(f"no fast path for model_type {cfg.model_type!r} or its rotary scaling")
         self.config = cfg
         self.device = model.device
         self.dtype = model.dtype
@@ -61,37 +88,70 @@ class FastLlama:
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.n_heads
         self.eps = cfg.rms_norm_eps
         inner = model.model
-        self.embed = inner.embed_tokens.weight
-        self.norm = inner.norm.weight
-        self.lm_head = model.lm_head.weight.t().contiguous()
-        self.layers = []
-        for layer in inner.layers:
-            a, m = layer.self_attn, layer.mlp
-            qkv = torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]).contiguous()
-            bias = None
-            if a.q_proj.bias is not None:
-                bias = torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]).contiguous()
-            gate_up = torch.cat([m.gate_proj.weight, m.up_proj.weight])
-            # stored transposed ([in, out], contiguous): x @ W is 20-30% faster than linear(x, W) for one row here
-            self.layers.append(
-                (layer.input_layernorm.weight, qkv.t().contiguous(), bias, a.o_proj.weight.t().contiguous(),
-                 layer.post_attention_layernorm.weight, gate_up.t().contiguous(), m.down_proj.weight.t().contiguous())
-            )
         self.q_size = self.n_heads * self.head_dim
         self.kv_size = self.n_kv * self.head_dim
         self.scale = self.head_dim**-0.5
         self.decode_bmm = True  # set False to decode with sdpa, as transformers does
         self.cos, self.sin = self._rope(inner, cfg)
+        on_cpu = self.device.type == "cpu" and self.dtype == torch.float32
+        self.weights = weights if on_cpu else "fp32" if self.dtype == torch.float32 else str(self.dtype).removeprefix("torch.")
+        self._take_weights(model, release, on_cpu)
         self.native, self.native_why = None, "off"
         if native:
             self._bind_native()
 
+    def _take_weights(self, model, release: bool, on_cpu: bool) -> None:
+        from tabd.predictor.engine.weights import Matrix, Rows
+
+        def matrix(w_out_in: torch.Tensor):  # stored [in, out]: x @ W is 20-30% faster than linear(x, W) for one row
+            return Matrix(w_out_in.t(), self.weights) if on_cpu else Dense(w_out_in.t())
+
+        def small(t: torch.Tensor) -> torch.Tensor:
+            return t.detach().clone()
+
+        inner = model.model
+        tied = model.lm_head.weight.data_ptr() == inner.embed_tokens.weight.data_ptr()
+        fmt = self.weights if on_cpu else "fp32"
+        self.embed_rows = Rows(inner.embed_tokens.weight.detach(), fmt) if on_cpu else None
+        self.embed = inner.embed_tokens.weight.detach() if not on_cpu else None
+        self.lm_rows = self.embed_rows if (tied and on_cpu) else (Rows(model.lm_head.weight.detach(), fmt) if on_cpu else None)
+        self.lm_head = None if on_cpu else model.lm_head.weight.detach()
+        self.norm = small(inner.norm.weight)
+        self.layers = []
+        for layer in inner.layers:
+            a, m = layer.self_attn, layer.mlp
+            bias = None
+            if a.q_proj.bias is not None:
+                bias = torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]).detach().contiguous()
+            qkv = matrix(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]).detach())
+            gate_up = matrix(torch.cat([m.gate_proj.weight, m.up_proj.weight]).detach())
+            self.layers.append((small(layer.input_layernorm.weight), qkv, bias, matrix(a.o_proj.weight.detach()),
+                                small(layer.post_attention_layernorm.weight), gate_up, matrix(m.down_proj.weight.detach())))
+            if release and on_cpu:  # this layer's loaded tensors are copied: let them go now, not at the end
+                for mod in (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj):
+                    _release(mod.weight)
+        if release and on_cpu:
+            _release(inner.embed_tokens.weight)
+            _release(model.lm_head.weight)
+
+    def weight_bytes(self) -> int:
+        """Bytes of the weights as this engine holds them."""
+        parts = [m for layer in self.layers for m in (layer[1], layer[3], layer[5], layer[6])]
+        total = sum(p.nbytes() for p in parts)
+        if self.embed_rows is not None:
+            total += self.embed_rows.nbytes() + (0 if self.lm_rows is self.embed_rows else self.lm_rows.nbytes())
+        else:
+            total += self.embed.element_size() * self.embed.nelement()
+            if self.lm_head.data_ptr() != self.embed.data_ptr():
+                total += self.lm_head.element_size() * self.lm_head.nelement()
+        return total
+
     def _bind_native(self) -> None:
-        """One-token steps in native/decode.c when it builds here and the model is fp32 on the CPU."""
+        """Steps of up to a few tokens in native/decode.c when it builds here and the model is fp32 on the CPU."""
         from tabd.predictor.engine import native
 
-        if self.dtype != torch.float32 or self.device.type != "cpu":
-            self.native_why = "the native step runs fp32 on the CPU"
+        if self.embed_rows is None:
+            self.native_why = "the native step runs on the CPU, from fp32, bf16 or int8 weights"
             return
         lib, why = native.load()
         if lib is None:
@@ -141,17 +201,34 @@ class FastLlama:
             best = int(torch.argmax(logits))
         return best, float(torch.exp(logits[best] - torch.logsumexp(logits, 0)))
 
+    def verify(self, ids: list[int], cache: FastCache) -> torch.Tensor | None:
+        """Feed up to NATIVE_STEPS tokens in one native pass; the logits after each ([n, vocab], a reused
+        buffer), the same numbers one step at a time gives. None where there is no native step."""
+        if self.native is None or len(ids) > NATIVE_STEPS:
+            return None
+        return self.native.steps(ids, cache)
+
+    def _embed(self, ids: list[int]) -> torch.Tensor:
+        index = torch.tensor(ids, device=self.device)
+        return self.embed[index] if self.embed_rows is None else self.embed_rows.take(index)
+
+    def _logits(self, last: torch.Tensor) -> torch.Tensor:
+        if self.native is not None:
+            return self.native.lm_head(last)  # the table in its own format, read in place
+        if self.lm_rows is not None:
+            return self.lm_rows.linear(last)[0]
+        return F.linear(last, self.lm_head)[0]
+
     @torch.inference_mode()
     def forward_last(self, ids: list[int], cache: FastCache) -> torch.Tensor:
         """Logits after `ids`, which continue the cache's `length` positions."""
         if self.native is not None and len(ids) <= NATIVE_STEPS:
-            for token in ids:  # a keystroke's few tokens: one native step each beats a torch pass's fixed cost
-                logits = self.native.step(token, cache)[1]
-            return logits.clone()
+            # a keystroke's few tokens: one native pass (each weight read once for all) beats a torch pass's fixed cost
+            return self.native.steps(ids, cache)[-1].clone()
         start, n = cache.length, len(ids)
         end = start + n
         cache.ensure(end)
-        x = self.embed[torch.tensor(ids, device=self.device)]  # [n, hidden]
+        x = self._embed(ids)  # [n, hidden]
         cos = self.cos[start:end][None]  # [1, n, hd]
         sin = self.sin[start:end][None]
         mask = None
@@ -159,7 +236,7 @@ class FastLlama:
             mask = torch.arange(end, device=self.device)[None, :] <= torch.arange(start, end, device=self.device)[:, None]
         for i, (w_in, qkv_w, qkv_b, o_w, w_post, gate_up, down) in enumerate(self.layers):
             h = self._rmsnorm(x, w_in)
-            qkv = h @ qkv_w if qkv_b is None else torch.addmm(qkv_b, h, qkv_w)
+            qkv = qkv_w.matmul(h) if qkv_b is None else qkv_w.matmul(h) + qkv_b
             heads = qkv.view(n, -1, self.head_dim).transpose(0, 1)  # [q+k+v heads, n, hd]
             qk = self._rotate(heads[: self.n_heads + self.n_kv], cos, sin)  # q and k rotated in one go
             q = qk[: self.n_heads]
@@ -173,10 +250,9 @@ class FastLlama:
                     q[None], keys[None], values[None], attn_mask=mask, is_causal=n > 1 and mask is None,
                     scale=self.scale, enable_gqa=self.n_kv != self.n_heads,
                 )[0]
-            x = x + attn.transpose(0, 1).reshape(n, self.q_size) @ o_w
+            x = x + o_w.matmul(attn.transpose(0, 1).reshape(n, self.q_size))
             h = self._rmsnorm(x, w_post)
-            g, u = (h @ gate_up).chunk(2, dim=-1)
-            x = x + (F.silu(g) * u) @ down
+            g, u = gate_up.matmul(h).chunk(2, dim=-1)
+            x = x + down.matmul(F.silu(g) * u)
         cache.length = end
-        last = self._rmsnorm(x[-1:], self.norm)
-        return (last @ self.lm_head)[0]
+        return self._logits(self._rmsnorm(x[-1:], self.norm))

@@ -73,19 +73,16 @@ def build() -> Path:
 class _Model(ctypes.Structure):
     _fields_ = [(name, ctypes.c_int32) for name in
                 ("layers", "hidden", "heads", "kv_heads", "head_dim", "inter", "vocab", "capacity", "max_pos")] + [
-        ("eps", ctypes.c_float), ("scale", ctypes.c_float),
-        ("embed", ctypes.c_void_p), ("final_norm", ctypes.c_void_p), ("lm_head", ctypes.c_void_p),
+        ("eps", ctypes.c_float), ("scale", ctypes.c_float), ("wtype", ctypes.c_int32),
+        ("embed", ctypes.c_void_p), ("embed_scale", ctypes.c_void_p), ("final_norm", ctypes.c_void_p),
+        ("lm_head", ctypes.c_void_p), ("lm_head_scale", ctypes.c_void_p),
         ("cos", ctypes.c_void_p), ("sin", ctypes.c_void_p),
     ] + [(name, ctypes.POINTER(ctypes.c_void_p)) for name in
-         ("attn_norm", "qkv", "qkv_bias", "o", "mlp_norm", "gate_up", "down")]
+         ("attn_norm", "qkv", "qkv_scale", "qkv_bias", "o", "o_scale", "mlp_norm", "gate_up", "gate_up_scale",
+          "down", "down_scale")]
 
 
-PANEL = 64  # columns per block in decode.c's matvec_block
-
-
-def pack_panels(w: torch.Tensor) -> torch.Tensor:
-    """[rows, cols] -> the same numbers with each block of 64 columns stored as its own contiguous [rows, 64]."""
-    return torch.cat([w[:, lo : lo + PANEL].contiguous().reshape(-1) for lo in range(0, w.shape[1], PANEL)])
+WTYPES = {"fp32": 0, "bf16": 1, "int8": 2}
 
 
 def load() -> tuple[ctypes.CDLL | None, str]:
@@ -94,60 +91,106 @@ def load() -> tuple[ctypes.CDLL | None, str]:
         if "lib" not in _loaded:
             try:
                 lib = ctypes.CDLL(str(build()))
+                M = ctypes.POINTER(_Model)
                 lib.tabd_decode.restype = ctypes.c_int32
-                lib.tabd_decode.argtypes = [ctypes.POINTER(_Model), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32,
+                lib.tabd_decode.argtypes = [M, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32,
                                             ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32]
+                lib.tabd_decode_n.restype = ctypes.c_int32
+                lib.tabd_decode_n.argtypes = [M, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p,
+                                              ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                              ctypes.c_int32]
+                lib.tabd_lm_head.restype = None
+                lib.tabd_lm_head.argtypes = [M, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32]
                 lib.tabd_scratch_floats.restype = ctypes.c_int64
-                lib.tabd_scratch_floats.argtypes = [ctypes.POINTER(_Model)]
+                lib.tabd_scratch_floats.argtypes = [M]
+                lib.tabd_max_batch.restype = ctypes.c_int32
                 _loaded["lib"], _loaded["why"] = lib, ""
-            except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+            except (RuntimeError, OSError, subprocess.TimeoutExpired, AttributeError) as exc:
                 _loaded["lib"], _loaded["why"] = None, str(exc)
         return _loaded["lib"], _loaded["why"]  # type: ignore[return-value]
 
 
+def _ptr(t) -> int | None:
+    return None if t is None else t.data_ptr()
+
+
 class NativeDecoder:
-    """Binds a FastLlama's fp32 CPU weights to the native step; `step(token, cache)` returns (argmax, logits)."""
+    """Binds a FastLlama's CPU weight store (weights.py: panels in fp32, bf16 or int8) to the native step, in
+    place: no copy. `step(token, cache)` returns (argmax, logits); `steps(ids, cache)` the logits after each."""
 
     def __init__(self, lib: ctypes.CDLL, fast) -> None:
-        if fast.dtype != torch.float32 or fast.device.type != "cpu":
-            raise ValueError("the native decode step runs fp32 on the CPU")
+        if fast.embed_rows is None:
+            raise ValueError("the native decode step runs on the CPU weight store")
         self.lib = lib
         self.fast = fast
         n = len(fast.layers)
 
-        def ptrs(tensors) -> ctypes.Array:
-            return (ctypes.c_void_p * n)(*[t.data_ptr() if t is not None else None for t in tensors])
+        def ptrs(values) -> ctypes.Array:
+            return (ctypes.c_void_p * n)(*values)
 
-        cols = list(zip(*fast.layers))  # w_in, qkv, bias, o, w_post, gate_up, down: one tuple per kind
-        for t in (fast.embed, fast.norm, fast.lm_head, fast.cos, fast.sin, *[w for c in cols for w in c if w is not None]):
+        w_in, qkv, bias, o, w_post, gate_up, down = zip(*fast.layers)
+        for t in (fast.norm, fast.cos, fast.sin, *w_in, *w_post, *[b for b in bias if b is not None]):
             if not t.is_contiguous() or t.dtype != torch.float32:
-                raise ValueError("the native decode step needs contiguous fp32 weights")
-        for kind in (1, 3, 5, 6):  # qkv, o, gate_up, down: the matrices, packed in column panels
-            cols[kind] = tuple(pack_panels(w) for w in cols[kind])
-        self.lm_head = pack_panels(fast.lm_head)
-        self._tensors = cols  # kept alive: the struct points into them
-        self._arrays = [ptrs(c) for c in cols]
-        cfg = fast.config
+                raise ValueError("the native decode step needs contiguous fp32 norms, biases and rotary tables")
+        arrays = {
+            "attn_norm": [t.data_ptr() for t in w_in], "mlp_norm": [t.data_ptr() for t in w_post],
+            "qkv_bias": [_ptr(b) for b in bias],
+        }
+        for name, mats in (("qkv", qkv), ("o", o), ("gate_up", gate_up), ("down", down)):
+            arrays[name] = [m.data.data_ptr() for m in mats]
+            arrays[name + "_scale"] = [_ptr(m.scale) for m in mats]
+        self._arrays = {k: ptrs(v) for k, v in arrays.items()}  # kept alive: the struct points into them
+        cfg, emb, lm = fast.config, fast.embed_rows, fast.lm_rows
         self.model = _Model(
             layers=n, hidden=cfg.hidden_size, heads=fast.n_heads, kv_heads=fast.n_kv, head_dim=fast.head_dim,
-            inter=fast.layers[0][6].shape[0], vocab=fast.lm_head.shape[1], capacity=0, max_pos=fast.cos.shape[0],
-            eps=fast.eps, scale=fast.scale, embed=fast.embed.data_ptr(), final_norm=fast.norm.data_ptr(),
-            lm_head=self.lm_head.data_ptr(), cos=fast.cos.data_ptr(), sin=fast.sin.data_ptr(),
-            **{name: ctypes.cast(arr, ctypes.POINTER(ctypes.c_void_p)) for name, arr in
-               zip(("attn_norm", "qkv", "qkv_bias", "o", "mlp_norm", "gate_up", "down"), self._arrays)},
+            inter=down[0].rows, vocab=lm.data.shape[0], capacity=0, max_pos=fast.cos.shape[0],
+            eps=fast.eps, scale=fast.scale, wtype=WTYPES[fast.weights],
+            embed=emb.data.data_ptr(), embed_scale=_ptr(emb.scale), final_norm=fast.norm.data_ptr(),
+            lm_head=lm.data.data_ptr(), lm_head_scale=_ptr(lm.scale), cos=fast.cos.data_ptr(), sin=fast.sin.data_ptr(),
+            **{name: ctypes.cast(arr, ctypes.POINTER(ctypes.c_void_p)) for name, arr in self._arrays.items()},
         )
         self.ref = ctypes.byref(self.model)
+        self.max_batch = int(lib.tabd_max_batch())
         self.scratch = torch.empty(int(lib.tabd_scratch_floats(self.ref)), dtype=torch.float32)
-        self.logits = torch.empty(self.model.vocab, dtype=torch.float32)
+        self.logits_buf = torch.empty(self.max_batch, self.model.vocab, dtype=torch.float32)
+        self.logits = self.logits_buf[0]
+        self.best = (ctypes.c_int32 * self.max_batch)()
+        self.ids = (ctypes.c_int32 * self.max_batch)()
+
+    def steps(self, ids: list[int], cache) -> torch.Tensor:
+        """Feed up to max_batch tokens after the cache's positions, each weight read once for all of them;
+        the logits after each ([n, vocab], a view of a reused buffer)."""
+        n, pos = len(ids), cache.length
+        if not 1 <= n <= self.max_batch:
+            raise ValueError(f"native decode takes 1 to {self.max_batch} tokens, not {n}")
+        cache.ensure(pos + n)
+        self.model.capacity = cache.capacity
+        for i, t in enumerate(ids):
+            self.ids[i] = t if 0 <= t < 2**31 else -1
+        rc = self.lib.tabd_decode_n(self.ref, cache.k.data_ptr(), cache.v.data_ptr(), pos, self.ids, n,
+                                    self.logits_buf.data_ptr(), self.best, self.scratch.data_ptr(),
+                                    torch.get_num_threads())
+        if rc != 0:
+            raise ValueError(f"native decode refused tokens {ids} at position {pos}")
+        cache.length = pos + n
+        return self.logits_buf[:n]
 
     def step(self, token: int, cache) -> tuple[int, torch.Tensor]:
         """Feed `token` after the cache's positions; the next token's greedy choice and the logits (reused buffer)."""
         pos = cache.length
         cache.ensure(pos + 1)
         self.model.capacity = cache.capacity
-        best = self.lib.tabd_decode(self.ref, cache.k.data_ptr(), cache.v.data_ptr(), pos, token,
+        best = self.lib.tabd_decode(self.ref, cache.k.data_ptr(), cache.v.data_ptr(), pos,
+                                    token if 0 <= token < 2**31 else -1,
                                     self.logits.data_ptr(), self.scratch.data_ptr(), torch.get_num_threads())
         if best < 0:
             raise ValueError(f"native decode refused token {token} at position {pos}")
         cache.length = pos + 1
         return best, self.logits
+
+    def lm_head(self, h: torch.Tensor) -> torch.Tensor:
+        """Logits of one final-normed row (torch prefill's last position), from the table in its own format."""
+        h = h.reshape(-1).contiguous().to(torch.float32)
+        out = torch.empty(self.model.vocab, dtype=torch.float32)
+        self.lib.tabd_lm_head(self.ref, h.data_ptr(), 1, out.data_ptr(), torch.get_num_threads())
+        return out

@@ -28,6 +28,10 @@ class Runner(Protocol):
     def new_cache(self, capacity: int) -> KVCache:
         """An empty cache for up to `capacity` tokens."""
 
+    def verify(self, ids: list[int], cache: Any) -> torch.Tensor | None:
+        """Feed a few tokens in one pass; the logits after each ([n, vocab]), the numbers one step at a time
+        gives, or None where the runner has no such pass (prompt-lookup drafts need it to stay greedy-exact)."""
+
 
 def greedy_p(logits: torch.Tensor, allowed: torch.Tensor | None = None) -> tuple[int, float]:
     """The greedy token and its probability (renormalised over `allowed` when the choice is restricted)."""
@@ -54,6 +58,9 @@ class TransformersRunner:
 
     def decode_greedy(self, token: int, cache: Any) -> tuple[int, float]:
         return greedy_p(self.forward_last([token], cache))
+
+    def verify(self, ids: list[int], cache: Any) -> None:
+        return None  # no exact multi-token pass: decode one token at a time
 
     def new_cache(self, capacity: int) -> KVCache:
         if self.in_place:

@@ -19,28 +19,41 @@
 #include <immintrin.h>
 #endif
 
+#define MAXB 8 /* tokens per call at most: a keystroke's few, or a token and its prompt-lookup drafts */
+
+/* Weight formats (wtype) of the matrices and the embedding: 0 fp32, 1 bf16 (the top half of an fp32),
+ * 2 int8 with one fp32 scale per output column (per vocabulary row for the embedding). Sums are fp32. */
 typedef struct {
     int32_t layers, hidden, heads, kv_heads, head_dim, inter, vocab, capacity, max_pos;
     float eps, scale;
-    const float *embed;      /* [vocab, hidden] */
-    const float *final_norm; /* [hidden] */
-    const float *lm_head;    /* [hidden, vocab] */
-    const float *cos, *sin;  /* [max_pos, head_dim] */
-    const float **attn_norm; /* per layer [hidden] */
-    const float **qkv;       /* per layer [hidden, (heads + 2 kv_heads) head_dim] */
-    const float **qkv_bias;  /* per layer [(heads + 2 kv_heads) head_dim], or NULL pointers */
-    const float **o;         /* per layer [heads head_dim, hidden] */
-    const float **mlp_norm;  /* per layer [hidden] */
-    const float **gate_up;   /* per layer [hidden, 2 inter] */
-    const float **down;      /* per layer [inter, hidden] */
+    int32_t wtype;
+    const void *embed;         /* [vocab, hidden] rows */
+    const float *embed_scale;  /* int8: [vocab] */
+    const float *final_norm;   /* [hidden] */
+    const void *lm_head;       /* [vocab, hidden] rows (torch's layout; the embedding itself when tied) */
+    const float *lm_head_scale;
+    const float *cos, *sin;    /* [max_pos, head_dim] */
+    const float **attn_norm;   /* per layer [hidden] */
+    const void **qkv;          /* per layer [hidden, (heads + 2 kv_heads) head_dim], in 64-column panels */
+    const float **qkv_scale;   /* int8: per layer [(heads + 2 kv_heads) head_dim] */
+    const float **qkv_bias;    /* per layer [(heads + 2 kv_heads) head_dim], or NULL pointers */
+    const void **o;            /* per layer [heads head_dim, hidden] */
+    const float **o_scale;
+    const float **mlp_norm;    /* per layer [hidden] */
+    const void **gate_up;      /* per layer [hidden, 2 inter] */
+    const float **gate_up_scale;
+    const void **down;         /* per layer [inter, hidden] */
+    const float **down_scale;
 } Model;
 
-/* Scratch floats the step needs; the caller allocates them once. */
+/* Scratch floats a call of up to MAXB tokens needs; the caller allocates them once. */
 int64_t tabd_scratch_floats(const Model *m) {
     int64_t qkv = (int64_t)(m->heads + 2 * m->kv_heads) * m->head_dim;
-    return 3 * (int64_t)m->hidden + qkv + (int64_t)m->heads * m->head_dim + 2 * (int64_t)m->inter +
+    return MAXB * (2 * (int64_t)m->hidden + qkv + (int64_t)m->heads * m->head_dim + 2 * (int64_t)m->inter) +
            (int64_t)m->heads * m->max_pos + 8;
 }
+
+int32_t tabd_max_batch(void) { return MAXB; }
 
 /* Eight floats in one vector register (AVX on x86-64, two NEON registers on arm64). */
 typedef float v8 __attribute__((vector_size(32)));
@@ -53,45 +66,164 @@ static inline float hsum(v8 v) {
     return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 }
 
-/* out[lo:hi] = x[rows] @ w[rows, cols][:, lo:hi].  The weights are packed in panels: the block of
- * columns [lo, hi) is stored as its own contiguous [rows, hi - lo] matrix at w + lo * rows, so each
- * block streams one run of memory.  Sums in the same order as the unpacked loop: row by row. */
-__attribute__((optimize("fp-contract=fast")))
-static void matvec_block(const float *x, const float *w, int rows, int lo, int hi, float *out) {
-    const float *panel = w + (int64_t)lo * rows;
-    const int width = hi - lo;
-    if (width == 64) {
-        v8 a0 = splat(0), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-        for (int i = 0; i < rows; i++) {
-            const v8 xi = splat(x[i]);
-            const float *wr = panel + (int64_t)i * 64;
-            a0 += xi * load8(wr);      a1 += xi * load8(wr + 8);
-            a2 += xi * load8(wr + 16); a3 += xi * load8(wr + 24);
-            a4 += xi * load8(wr + 32); a5 += xi * load8(wr + 40);
-            a6 += xi * load8(wr + 48); a7 += xi * load8(wr + 56);
-        }
-        store8(out + lo, a0);      store8(out + lo + 8, a1);
-        store8(out + lo + 16, a2); store8(out + lo + 24, a3);
-        store8(out + lo + 32, a4); store8(out + lo + 40, a5);
-        store8(out + lo + 48, a6); store8(out + lo + 56, a7);
-        return;
+/* Eight weights as fp32, from fp32, bf16 or int8 storage (T is a constant where this is inlined). */
+static inline v8 wload(const void *w, int64_t i, const int T) {
+    if (T == 0) return load8((const float *)w + i);
+#ifdef __AVX2__
+    if (T == 1) {
+        const __m128i u = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
+        return (v8)_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(u), 16));
     }
-    for (int j = 0; j < width; j++) out[lo + j] = 0.0f;
-    for (int i = 0; i < rows; i++) {
-        const float xi = x[i];
-        const float *wr = panel + (int64_t)i * width;
-        for (int j = 0; j < width; j++) out[lo + j] += xi * wr[j];
+    return (v8)_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)((const int8_t *)w + i))));
+#else
+    v8 r;
+    for (int k = 0; k < 8; k++) {
+        if (T == 1) { uint32_t b = (uint32_t)((const uint16_t *)w)[i + k] << 16; memcpy(&r[k], &b, 4); }
+        else r[k] = (float)((const int8_t *)w)[i + k];
+    }
+    return r;
+#endif
+}
+
+static inline float wget(const void *w, int64_t i, const int T) {
+    if (T == 0) return ((const float *)w)[i];
+    if (T == 1) { uint32_t b = (uint32_t)((const uint16_t *)w)[i] << 16; float f; memcpy(&f, &b, 4); return f; }
+    return (float)((const int8_t *)w)[i];
+}
+
+/* out[t][lo:lo+64] = x[t][rows] @ w[rows, cols][:, lo:lo+64] for NT <= 4 tokens at once, so the panel
+ * streams once for all of them.  The weights are packed in panels: the block of columns [lo, hi) is
+ * stored as its own contiguous [rows, hi - lo] matrix at w + lo * rows.  Each output lane sums row by
+ * row from zero, whatever NT is, so one token alone gets the same bits as in a batch. */
+__attribute__((optimize("fp-contract=fast"), always_inline))
+static inline void mv_panel(const float *x, int64_t xs, const int NT, const void *w, const int T, int rows, int lo,
+                            float *out, int64_t os, const float *scale) {
+    const int SWV = NT == 1 ? 8 : NT == 2 ? 4 : 2; /* vectors per token per stripe: at most 8 accumulators */
+    const int64_t base = (int64_t)lo * rows;
+    for (int s = 0; s < 8; s += SWV) {
+        v8 a[8];
+        for (int k = 0; k < NT * SWV; k++) a[k] = splat(0.0f);
+        for (int i = 0; i < rows; i++) {
+            const int64_t wr = base + (int64_t)i * 64 + 8 * s;
+            v8 wv[8];
+            for (int c = 0; c < SWV; c++) wv[c] = wload(w, wr + 8 * c, T);
+            for (int t = 0; t < NT; t++) {
+                const v8 xi = splat(x[t * xs + i]);
+                for (int c = 0; c < SWV; c++) a[t * SWV + c] += xi * wv[c];
+            }
+        }
+        for (int t = 0; t < NT; t++)
+            for (int c = 0; c < SWV; c++) {
+                v8 r = a[t * SWV + c];
+                if (T == 2) r *= load8(scale + lo + 8 * (s + c));
+                store8(out + t * os + lo + 8 * (s + c), r);
+            }
     }
 }
 
-/* The columns are split into blocks of 64 (whole cache lines, eight vectors) between the threads. */
+/* A partial panel (fewer than 64 columns), one token at a time. */
+__attribute__((optimize("fp-contract=fast"), always_inline))
+static inline void mv_narrow(const float *x, const void *w, const int T, int rows, int lo, int hi, float *out,
+                             const float *scale) {
+    const int64_t base = (int64_t)lo * rows;
+    const int width = hi - lo;
+    for (int j = 0; j < width; j++) out[lo + j] = 0.0f;
+    for (int i = 0; i < rows; i++) {
+        const float xi = x[i];
+        for (int j = 0; j < width; j++) out[lo + j] += xi * wget(w, base + (int64_t)i * width + j, T);
+    }
+    if (T == 2)
+        for (int j = 0; j < width; j++) out[lo + j] *= scale[lo + j];
+}
+
+__attribute__((always_inline))
+static inline void mv_block_t(const float *x, int64_t xs, int n, const void *w, const int T, int rows, int lo, int hi,
+                              float *out, int64_t os, const float *scale) {
+    if (hi - lo != 64) {
+        for (int t = 0; t < n; t++) mv_narrow(x + t * xs, w, T, rows, lo, hi, out + t * os, scale);
+        return;
+    }
+    int t = 0;
+    for (; t + 4 <= n; t += 4) mv_panel(x + t * xs, xs, 4, w, T, rows, lo, out + t * os, os, scale);
+    switch (n - t) {
+        case 3: mv_panel(x + t * xs, xs, 3, w, T, rows, lo, out + t * os, os, scale); break;
+        case 2: mv_panel(x + t * xs, xs, 2, w, T, rows, lo, out + t * os, os, scale); break;
+        case 1: mv_panel(x + t * xs, xs, 1, w, T, rows, lo, out + t * os, os, scale); break;
+        default: break;
+    }
+}
+
+static void mv_block(const float *x, int64_t xs, int n, const void *w, int T, int rows, int lo, int hi, float *out,
+                     int64_t os, const float *scale) {
+    if (T == 1) mv_block_t(x, xs, n, w, 1, rows, lo, hi, out, os, scale);
+    else if (T == 2) mv_block_t(x, xs, n, w, 2, rows, lo, hi, out, os, scale);
+    else mv_block_t(x, xs, n, w, 0, rows, lo, hi, out, os, scale);
+}
+
+/* The columns are split into blocks of 64 (whole cache lines, eight vectors) between the threads;
+ * x holds n rows `xs` floats apart, out n rows `os` apart. */
 #define BLOCK 64
-#define MATVEC(x, w, rows, cols, out)                                                       \
+#define MATVEC(x, xs, n, w, rows, cols, out, os, scale)                                      \
     _Pragma("omp for schedule(static)")                                                    \
     for (int b = 0; b < ((cols) + BLOCK - 1) / BLOCK; b++) {                                \
         int lo = b * BLOCK, hi = lo + BLOCK < (cols) ? lo + BLOCK : (cols);                \
-        matvec_block((x), (w), (rows), lo, hi, (out));                                       \
+        mv_block((x), (xs), (n), (w), m->wtype, (rows), lo, hi, (out), (os), (scale));     \
     }
+
+/* logits[t][r] = h[t] . w[r] for the rows r0..r1 of a [rows, cols] matrix in torch's layout (the
+ * embedding, as a tied lm_head), NT <= MAXB tokens per pass over the rows. */
+__attribute__((optimize("fp-contract=fast"), always_inline))
+static inline void rowdot_t(const float *h, int64_t hs, int n, const void *w, const int T, int cols, int r0, int r1,
+                            float *out, int64_t os, const float *scale) {
+    for (int r = r0; r < r1; r++) {
+        const int64_t wr = (int64_t)r * cols;
+        v8 a[MAXB];
+        for (int t = 0; t < n; t++) a[t] = splat(0.0f);
+        int i = 0;
+        for (; i + 8 <= cols; i += 8) {
+            const v8 wv = wload(w, wr + i, T);
+            for (int t = 0; t < n; t++) a[t] += load8(h + t * hs + i) * wv;
+        }
+        for (int t = 0; t < n; t++) {
+            float sum = hsum(a[t]);
+            for (int j = i; j < cols; j++) sum += h[t * hs + j] * wget(w, wr + j, T);
+            out[t * os + r] = T == 2 ? sum * scale[r] : sum;
+        }
+    }
+}
+
+static void rowdot(const float *h, int64_t hs, int n, const void *w, int T, int cols, int r0, int r1, float *out,
+                   int64_t os, const float *scale) {
+    if (n == 1) {  /* every decode step: the accumulator in a register */
+        if (T == 1) rowdot_t(h, hs, 1, w, 1, cols, r0, r1, out, os, scale);
+        else if (T == 2) rowdot_t(h, hs, 1, w, 2, cols, r0, r1, out, os, scale);
+        else rowdot_t(h, hs, 1, w, 0, cols, r0, r1, out, os, scale);
+    } else if (T == 1) rowdot_t(h, hs, n, w, 1, cols, r0, r1, out, os, scale);
+    else if (T == 2) rowdot_t(h, hs, n, w, 2, cols, r0, r1, out, os, scale);
+    else rowdot_t(h, hs, n, w, 0, cols, r0, r1, out, os, scale);
+}
+
+#define LM_ROWS 64
+#define LM_HEAD(h, n, logits)                                                                          \
+    _Pragma("omp for schedule(static)")                                                              \
+    for (int b = 0; b < (m->vocab + LM_ROWS - 1) / LM_ROWS; b++) {                                    \
+        const int r0 = b * LM_ROWS, r1 = r0 + LM_ROWS < m->vocab ? r0 + LM_ROWS : m->vocab;          \
+        rowdot((h), m->hidden, (n), m->lm_head, m->wtype, m->hidden, r0, r1, (logits), m->vocab,    \
+               m->lm_head_scale);                                                                    \
+    }
+
+/* The embedding row of `token` as fp32. */
+static void embed_row(const Model *m, int32_t token, float *out) {
+    const int64_t base = (int64_t)token * m->hidden;
+    const float sc = m->wtype == 2 ? m->embed_scale[token] : 1.0f;
+    for (int i = 0; i < m->hidden; i++) out[i] = wget(m->embed, base + i, m->wtype) * sc;
+}
+
+/* Logits of n rows of final-normed hidden states (the torch prefill's last position). */
+void tabd_lm_head(const Model *m, const float *h, int32_t n, float *logits, int32_t threads) {
+#pragma omp parallel num_threads(threads > 0 ? threads : 1)
+    LM_HEAD(h, n, logits)
+}
 
 static void rmsnorm(const float *x, const float *w, int n, float eps, float *out) {
     float ss = 0.0f;
@@ -320,19 +452,20 @@ static void attend_group128(const float *q, int group, const float *k, const flo
     attend_group(q, group, k, v, len, 128, scale, s, out);
 }
 
-/* Feeds `token` at position `pos` (the cache holds positions [0, pos)), writes its keys and values
- * at `pos` in kcache/vcache ([layers, kv_heads, capacity, head_dim]) and the next-token logits into
- * `logits`; returns the argmax of the logits, or -1 when the arguments are out of range. */
-int32_t tabd_decode(const Model *m, float *kcache, float *vcache, int32_t pos, int32_t token, float *logits,
-                    float *scratch, int32_t threads) {
-    if (pos < 0 || pos >= m->capacity || pos >= m->max_pos || token < 0 || token >= m->vocab || m->head_dim > 512)
-        return -1;
+/* Feeds `n` <= MAXB tokens at positions pos .. pos + n - 1 (the cache holds positions [0, pos)), writes
+ * their keys and values into kcache/vcache ([layers, kv_heads, capacity, head_dim]), the next-token
+ * logits after each into logits[n][vocab] and their argmax into best[n]; 0, or -1 when the arguments are
+ * out of range.  Token t attends to positions [0, pos + t]: the same numbers as n calls of one token. */
+int32_t tabd_decode_n(const Model *m, float *kcache, float *vcache, int32_t pos, const int32_t *tokens, int32_t n,
+                      float *logits, int32_t *best, float *scratch, int32_t threads) {
+    if (n < 1 || n > MAXB || pos < 0 || pos + n > m->capacity || pos + n > m->max_pos || m->head_dim > 512) return -1;
+    for (int t = 0; t < n; t++)
+        if (tokens[t] < 0 || tokens[t] >= m->vocab) return -1;
     const int H = m->hidden, D = m->head_dim, NQ = m->heads * D, NKV = m->kv_heads * D, I = m->inter;
-    const int NQKV = NQ + 2 * NKV, group = m->heads / m->kv_heads, len = pos + 1;
-    float *x = scratch, *h = x + H, *qkv = h + H, *attn = qkv + NQKV, *gu = attn + NQ, *scores = gu + 2 * I;
-    const float *cos = m->cos + (int64_t)pos * D, *sin = m->sin + (int64_t)pos * D;
+    const int NQKV = NQ + 2 * NKV, group = m->heads / m->kv_heads;
+    float *x = scratch, *h = x + MAXB * H, *qkv = h + MAXB * H, *attn = qkv + MAXB * NQKV, *gu = attn + MAXB * NQ;
+    float *scores = gu + MAXB * 2 * I;
     const int64_t layer_stride = (int64_t)m->kv_heads * m->capacity * D;
-    int32_t best = 0;
     /* a KV head's whole query group in one pass over its keys, when there are enough KV heads for the threads */
     const int nthreads = threads > 0 ? threads : 1;
     const int by_group = (D == 32 || D == 64 || D == 128) && group <= 64 && group * D <= GROUP_FLOATS &&
@@ -341,20 +474,24 @@ int32_t tabd_decode(const Model *m, float *kcache, float *vcache, int32_t pos, i
 #pragma omp parallel num_threads(nthreads)
     {
 #pragma omp single
-        memcpy(x, m->embed + (int64_t)token * H, sizeof(float) * H);
+        for (int t = 0; t < n; t++) embed_row(m, tokens[t], x + t * H);
         for (int l = 0; l < m->layers; l++) {
 #pragma omp single
-            rmsnorm(x, m->attn_norm[l], H, m->eps, h);
-            MATVEC(h, m->qkv[l], H, NQKV, qkv)
+            for (int t = 0; t < n; t++) rmsnorm(x + t * H, m->attn_norm[l], H, m->eps, h + t * H);
+            MATVEC(h, H, n, m->qkv[l], H, NQKV, qkv, NQKV, m->qkv_scale[l])
 #pragma omp single
             {
-                if (m->qkv_bias[l])
-                    for (int j = 0; j < NQKV; j++) qkv[j] += m->qkv_bias[l][j];
-                for (int hd = 0; hd < m->heads + m->kv_heads; hd++) rope(qkv + hd * D, cos, sin, D);
                 float *kl = kcache + l * layer_stride, *vl = vcache + l * layer_stride;
-                for (int g = 0; g < m->kv_heads; g++) {
-                    memcpy(kl + ((int64_t)g * m->capacity + pos) * D, qkv + NQ + g * D, sizeof(float) * D);
-                    memcpy(vl + ((int64_t)g * m->capacity + pos) * D, qkv + NQ + NKV + g * D, sizeof(float) * D);
+                for (int t = 0; t < n; t++) {
+                    float *q = qkv + t * NQKV;
+                    const float *cos = m->cos + (int64_t)(pos + t) * D, *sin = m->sin + (int64_t)(pos + t) * D;
+                    if (m->qkv_bias[l])
+                        for (int j = 0; j < NQKV; j++) q[j] += m->qkv_bias[l][j];
+                    for (int hd = 0; hd < m->heads + m->kv_heads; hd++) rope(q + hd * D, cos, sin, D);
+                    for (int g = 0; g < m->kv_heads; g++) {
+                        memcpy(kl + ((int64_t)g * m->capacity + pos + t) * D, q + NQ + g * D, sizeof(float) * D);
+                        memcpy(vl + ((int64_t)g * m->capacity + pos + t) * D, q + NQ + NKV + g * D, sizeof(float) * D);
+                    }
                 }
             }
             if (by_group) {
@@ -362,11 +499,15 @@ int32_t tabd_decode(const Model *m, float *kcache, float *vcache, int32_t pos, i
                 for (int g = 0; g < m->kv_heads; g++) {
                     const float *kl = kcache + l * layer_stride + (int64_t)g * m->capacity * D;
                     const float *vl = vcache + l * layer_stride + (int64_t)g * m->capacity * D;
-                    const float *qg = qkv + g * group * D;
-                    float *sg = scores + (int64_t)g * group * m->max_pos, *og = attn + g * group * D;
-                    if (D == 32) attend_group32(qg, group, kl, vl, len, m->scale, sg, og);
-                    else if (D == 64) attend_group64(qg, group, kl, vl, len, m->scale, sg, og);
-                    else attend_group128(qg, group, kl, vl, len, m->scale, sg, og);
+                    float *sg = scores + (int64_t)g * group * m->max_pos;
+                    for (int t = 0; t < n; t++) {
+                        const float *qg = qkv + t * NQKV + g * group * D;
+                        float *og = attn + t * NQ + g * group * D;
+                        const int len = pos + t + 1;
+                        if (D == 32) attend_group32(qg, group, kl, vl, len, m->scale, sg, og);
+                        else if (D == 64) attend_group64(qg, group, kl, vl, len, m->scale, sg, og);
+                        else attend_group128(qg, group, kl, vl, len, m->scale, sg, og);
+                    }
                 }
             } else {
 #pragma omp for schedule(static)
@@ -374,39 +515,56 @@ int32_t tabd_decode(const Model *m, float *kcache, float *vcache, int32_t pos, i
                     const int g = hd / group;
                     const float *kl = kcache + l * layer_stride + (int64_t)g * m->capacity * D;
                     const float *vl = vcache + l * layer_stride + (int64_t)g * m->capacity * D;
-                    const float *qh = qkv + hd * D;
-                    float *sh = scores + (int64_t)hd * m->max_pos, *oh = attn + hd * D;
-                    if (D == 32) attend_group32(qh, 1, kl, vl, len, m->scale, sh, oh);  /* a group of one */
-                    else if (D == 64) attend_group64(qh, 1, kl, vl, len, m->scale, sh, oh);
-                    else if (D == 128) attend_group128(qh, 1, kl, vl, len, m->scale, sh, oh);
-                    else attend(qh, kl, vl, len, D, m->scale, sh, oh);
+                    float *sh = scores + (int64_t)hd * m->max_pos;
+                    for (int t = 0; t < n; t++) {
+                        const float *qh = qkv + t * NQKV + hd * D;
+                        float *oh = attn + t * NQ + hd * D;
+                        const int len = pos + t + 1;
+                        if (D == 32) attend_group32(qh, 1, kl, vl, len, m->scale, sh, oh);  /* a group of one */
+                        else if (D == 64) attend_group64(qh, 1, kl, vl, len, m->scale, sh, oh);
+                        else if (D == 128) attend_group128(qh, 1, kl, vl, len, m->scale, sh, oh);
+                        else attend(qh, kl, vl, len, D, m->scale, sh, oh);
+                    }
                 }
             }
-            MATVEC(attn, m->o[l], NQ, H, h)
+            MATVEC(attn, NQ, n, m->o[l], NQ, H, h, H, m->o_scale[l])
 #pragma omp single
-            {
-                for (int i = 0; i < H; i++) x[i] += h[i];
-                rmsnorm(x, m->mlp_norm[l], H, m->eps, h);
+            for (int t = 0; t < n; t++) {
+                for (int i = 0; i < H; i++) x[t * H + i] += h[t * H + i];
+                rmsnorm(x + t * H, m->mlp_norm[l], H, m->eps, h + t * H);
             }
-            MATVEC(h, m->gate_up[l], H, 2 * I, gu)
+            MATVEC(h, H, n, m->gate_up[l], H, 2 * I, gu, 2 * I, m->gate_up_scale[l])
 #pragma omp for schedule(static)
-            for (int i = 0; i < I; i++) {
-                const float g = gu[i];
-                gu[i] = (g / (1.0f + expf(-g))) * gu[I + i];
+            for (int k = 0; k < n * I; k++) {
+                float *row = gu + (k / I) * 2 * I;
+                const int i = k % I;
+                const float g = row[i];
+                row[i] = (g / (1.0f + expf(-g))) * row[I + i];
             }
-            MATVEC(gu, m->down[l], I, H, h)
+            MATVEC(gu, 2 * I, n, m->down[l], I, H, h, H, m->down_scale[l])
 #pragma omp single
-            for (int i = 0; i < H; i++) x[i] += h[i];
+            for (int k = 0; k < n * H; k++) x[k] += h[k];
         }
 #pragma omp single
-        rmsnorm(x, m->final_norm, H, m->eps, h);
-        MATVEC(h, m->lm_head, H, m->vocab, logits)
+        for (int t = 0; t < n; t++) rmsnorm(x + t * H, m->final_norm, H, m->eps, h + t * H);
+        LM_HEAD(h, n, logits)
 #pragma omp single
-        {
-            float top = logits[0];
+        for (int t = 0; t < n; t++) {
+            const float *lg = logits + (int64_t)t * m->vocab;
+            int32_t top_i = 0;
+            float top = lg[0];
             for (int j = 1; j < m->vocab; j++)
-                if (logits[j] > top) top = logits[j], best = j;
+                if (lg[j] > top) top = lg[j], top_i = j;
+            best[t] = top_i;
         }
     }
+    return 0;
+}
+
+/* One token: the argmax of the logits after it, or -1 when the arguments are out of range. */
+int32_t tabd_decode(const Model *m, float *kcache, float *vcache, int32_t pos, int32_t token, float *logits,
+                    float *scratch, int32_t threads) {
+    int32_t best = -1;
+    if (tabd_decode_n(m, kcache, vcache, pos, &token, 1, logits, &best, scratch, threads) != 0) return -1;
     return best;
 }

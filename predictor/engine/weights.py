@@ -1,0 +1,89 @@
+"""The engine's weights, held once: matrices in 64-column panels (the native step's layout, which torch's
+prefill also reads in place) as fp32, bf16, or int8 with one scale per output column.
+
+The native step streams every matrix once per token, so decode speed follows the bytes per weight;
+prefill (torch GEMMs) reads the same panels, converted to fp32 one matrix at a time. Quantized once,
+at load: bf16 rounds to nearest even; int8 scales each output column by its largest magnitude / 127.
+"""
+from __future__ import annotations
+
+import torch
+
+FORMATS = ("fp32", "bf16", "int8")
+PANEL = 64  # columns per block in decode.c's mv_panel
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.int8}
+AUTO_FP32_BYTES = 512 << 20  # fp32 weights up to this size stay fp32 under --weights auto
+
+
+def choose_format(asked: str, fp32_bytes: int) -> tuple[str, str]:
+    """(format, why) for --weights asked; auto goes by the model's fp32 size."""
+    if asked not in (*FORMATS, "auto"):
+        raise ValueError(f"unknown weight format {asked!r}: use fp32, bf16, int8 or auto")
+    if asked != "auto":
+        return asked, f"{asked} (asked for)"
+    mb = fp32_bytes / (1 << 20)
+    if fp32_bytes <= AUTO_FP32_BYTES:
+        return "fp32", f"fp32 (auto: {mb:.0f} MB of fp32 weights; small enough that decode is not bound by memory)"
+    return "bf16", f"bf16 (auto: {mb:.0f} MB of fp32 weights; decode streams them per token, bf16 halves that)"
+
+
+def pack_panels(w: torch.Tensor) -> torch.Tensor:
+    """[rows, cols] -> the same numbers with each block of 64 columns stored as its own contiguous [rows, 64]."""
+    return torch.cat([w[:, lo : lo + PANEL].contiguous().reshape(-1) for lo in range(0, w.shape[1], PANEL)])
+
+
+def _quantize(w: torch.Tensor, fmt: str, dim: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """w in fmt, and for int8 the fp32 scale per slice along `dim` (the other dimension is reduced)."""
+    if fmt == "fp32":
+        return w.to(torch.float32), None
+    if fmt == "bf16":
+        return w.to(torch.bfloat16), None
+    scale = (w.abs().amax(dim=1 - dim) / 127.0).clamp_min(1e-30).to(torch.float32)
+    shape = (-1, 1) if dim == 0 else (1, -1)
+    return torch.round(w / scale.view(shape)).clamp_(-127, 127).to(torch.int8), scale
+
+
+class Matrix:
+    """x @ W for W [rows, cols] ([in, out]), stored packed in panels in one format."""
+
+    def __init__(self, w: torch.Tensor, fmt: str) -> None:
+        self.rows, self.cols = w.shape
+        self.fmt = fmt
+        q, self.scale = _quantize(w, fmt, dim=1)
+        self.data = pack_panels(q)
+
+    def nbytes(self) -> int:
+        return self.data.element_size() * self.data.nelement() + (0 if self.scale is None else 4 * self.scale.nelement())
+
+    def matmul(self, x: torch.Tensor) -> torch.Tensor:
+        n, full = x.shape[0], self.cols // PANEL
+        data = self.data if self.fmt == "fp32" else self.data.to(torch.float32)  # one matrix converted at a time
+        split = full * self.rows * PANEL
+        out = torch.matmul(x, data[:split].view(full, self.rows, PANEL)).permute(1, 0, 2).reshape(n, full * PANEL)
+        if split < data.numel():  # the partial last panel
+            out = torch.cat([out, x @ data[split:].view(self.rows, self.cols - full * PANEL)], dim=1)
+        return out if self.scale is None else out * self.scale
+
+    def dense(self) -> torch.Tensor:
+        """The [rows, cols] fp32 matrix (tests and agreement checks)."""
+        return self.matmul(torch.eye(self.rows))
+
+
+class Rows:
+    """A [rows, cols] table in torch's layout: the embedding, and the lm_head (the same table when tied)."""
+
+    def __init__(self, w: torch.Tensor, fmt: str) -> None:
+        self.fmt = fmt
+        self.data, self.scale = _quantize(w.contiguous(), fmt, dim=0)
+        self.data = self.data.contiguous()
+
+    def nbytes(self) -> int:
+        return self.data.element_size() * self.data.nelement() + (0 if self.scale is None else 4 * self.scale.nelement())
+
+    def take(self, ids: torch.Tensor) -> torch.Tensor:
+        rows = self.data[ids].to(torch.float32)
+        return rows if self.scale is None else rows * self.scale[ids, None]
+
+    def linear(self, h: torch.Tensor) -> torch.Tensor:
+        out = h @ (self.data if self.fmt == "fp32" else self.data.to(torch.float32)).t()
+        return out if self.scale is None else out * self.scale
