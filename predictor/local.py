@@ -305,7 +305,7 @@ class LocalBackend:
             decode_ms=(t2 - t1) * 1000,
             confidence=confidence,
             context_tokens=layout.context_tokens,
-            decode_passes=len(tokens) - (look.accepted if look else 0),
+            decode_passes=len(tokens) + scored - (look.accepted if look else 0),
             accepted_drafts=look.accepted if look else 0,
         )
 

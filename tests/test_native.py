@@ -63,9 +63,9 @@ def test_a_native_step_gives_the_torch_step_logits_and_cache(backend, threads, c
 
 
 @needs_native
-@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("threads, weights", [(1, "fp32"), (3, "fp32"), (1, "bf16"), (3, "int8")])
 @pytest.mark.parametrize("head_dim", [64, 128, 48, 20])  # 48, 20: the plain per-head loop
-def test_other_shapes_one_kv_head_odd_widths(threads, head_dim):
+def test_other_shapes_one_kv_head_odd_widths(threads, head_dim, weights):
     """Llama shapes unlike the embedded model's: head_dim 64, 128 (vector kernels), 48 and 20; 4 query heads
     on 1 KV head; matrix widths (200, 300) that leave a partial column panel; a bias on q/k/v as Qwen2 has."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -80,7 +80,7 @@ def test_other_shapes_one_kv_head_odd_widths(threads, head_dim):
         for layer in model.model.layers:  # the init leaves biases at 0, which would not test them
             for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
                 proj.bias.normal_(0, 0.5)
-    fast = FastLlama(model)
+    fast = FastLlama(model, weights=weights)  # torch's forward reads the same bf16/int8 numbers as the native step
     assert fast.native is not None, fast.native_why
     ids = torch.randint(0, 300, (120,)).tolist()
     old_threads = torch.get_num_threads()
@@ -241,3 +241,37 @@ def test_verifying_drafts_in_one_pass_gives_the_logits_and_cache_of_single_steps
     together = fast.verify(ids[300 : 301 + drafts], b)
     assert torch.equal(one, together)  # bit for bit: each weight is read once for all, summed in the same order
     assert a.length == b.length and torch.equal(a.k[:, :, : a.length], b.k[:, :, : b.length])
+
+
+# -- compact weights, held once ------------------------------------------------------------------------
+
+@needs_native
+def test_compact_weights_agree_with_fp32_over_the_edit_session(backend):
+    from tabd.predictor.bench.agreement import agreement
+
+    states = list(edits())
+    bf16 = LocalBackend(engine="fast", threads=1, weights="bf16")
+    int8 = LocalBackend(engine="fast", threads=1, weights="int8")
+    assert bf16.runner.native is not None and int8.runner.native is not None
+    assert agreement(backend, bf16, states)["rate"] >= 0.99
+    assert agreement(backend, int8, states)["rate"] >= 0.95  # measured 1.0 on the embedded model
+
+
+@pytest.mark.parametrize("weights, per_weight", [("fp32", 4), ("bf16", 2), ("int8", 1)])
+def test_the_weights_are_held_once_in_their_format(weights, per_weight):
+    b = LocalBackend(engine="fast", threads=1, weights=weights)
+    left = sum(t.numel() for t in b.model.parameters())
+    assert left < 0.01 * b.parameters  # the loaded tensors were let go as they were copied (norms stay)
+    held = b.runner.weight_bytes()
+    assert per_weight * b.parameters * 0.95 < held < per_weight * b.parameters * 1.05 + 4 * b.parameters * 0.02
+    assert b.weights_why.startswith(f"{weights} (asked for)")
+
+
+def test_auto_weights_pick_by_size_and_say_so():
+    from tabd.predictor.engine.weights import choose_format
+
+    assert choose_format("auto", 12 << 20)[0] == "fp32"
+    fmt, why = choose_format("auto", 2 << 30)
+    assert fmt == "bf16" and "2048 MB" in why
+    with pytest.raises(ValueError, match="unknown weight format 'fp16'"):
+        choose_format("fp16", 1)

@@ -72,6 +72,13 @@ async def test_advertises_inline_completion_and_incremental_sync(client: Languag
     del caps, server_caps  # capabilities are checked in test_capabilities below
 
 
+async def test_stats_report_resident_memory_and_the_weight_format(client: LanguageClient):
+    s = await wait_for(client, lambda s: s.get("engine") is not None)
+    assert s["weights"].startswith("fp32 (auto: ")  # the embedded model is small: auto keeps fp32, and says so
+    # the server's own resident memory: more than the torch runtime it loaded, far less than a second model copy
+    assert 100 << 20 < s["rss_bytes"] < 2 << 30
+
+
 ENDINGS = [
     "\n\nif __name__ == \"__main__\":\n    main(sys.",
     "\n\ndef write_config(path, config):\n    with open(path, \"w\") as handle:\n        for key in ",

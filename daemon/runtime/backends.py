@@ -24,4 +24,5 @@ def make_backend(config: Config) -> Backend:
         threads=config.threads,
         trust_remote_code=config.trust_remote_code,
         engine=config.engine,
+        weights=config.weights,
     )

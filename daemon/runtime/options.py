@@ -25,6 +25,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--engine", default="fast", choices=["fast", "torch", "hf"],
                    help="fast: hand-written forward, one-token steps in native code (built with the system C compiler; "
                         "torch where there is none); torch: the hand-written forward in torch only; hf: transformers' forward")
+    g.add_argument("--weights", default="auto", choices=["auto", "fp32", "bf16", "int8"],
+                   help="how the fast engine holds the weights on the CPU: fp32, bf16 (fp32 sums), int8 (a scale per "
+                        "output column); auto: fp32 up to 512 MB of fp32 weights, else bf16 (tabd/stats says which)")
     g.add_argument("--max-new-tokens", type=int, default=48)
     g.add_argument("--lookup-min-p", type=float, default=None, metavar="P",
                    help="copy candidates (what followed the last occurrence of the text before the cursor) replace the "
@@ -81,6 +84,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         remote_model=args.remote_model,
         parallel=getattr(args, "parallel", 1),
         timeout=getattr(args, "remote_timeout", 20.0),  # not --timeout: replay has its own (one answer's wait)
+        weights=getattr(args, "weights", "auto") or "auto",
     )
     return config.validate()
 

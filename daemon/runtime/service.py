@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import statistics
 import time
 from collections import OrderedDict, deque
@@ -116,6 +117,15 @@ class Stats:
 def _retrieve(future: asyncio.Future) -> None:
     if not future.cancelled():
         future.exception()
+
+
+def rss_bytes() -> int:
+    """This process's resident memory now (0 where /proc is not)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def _p50(values) -> float:
@@ -471,6 +481,8 @@ class CompletionService:
             "queue_depth": self.scheduler.depth(),
             "model": self.model_id,
             "engine": self.backend.engine_name if self.backend is not None else None,
+            "weights": getattr(self.backend, "weights_why", None),  # the format the weights are held in, and why
+            "rss_bytes": rss_bytes(),
             "error": self.load_error,
             "context": {**self.workspace.stats_dict(), "last_tokens": s.last_context_tokens},
             "prompt_reuse": {**{kind: round(r / t, 4) if t else 0.0 for kind, (r, t) in s.reuse.items()},
