@@ -13,3 +13,15 @@ def serve_command(*extra: str) -> list[str]:
 @pytest.fixture
 def tmp_log(tmp_path):
     return tmp_path / "tabd.jsonl"
+
+
+@pytest.fixture(scope="session")
+def fixture_model():
+    """The directory of a small model whose suggestions are known (see fixture_model.py), built once per session."""
+    import shutil
+
+    from fixture_model import MODEL_DIR, build
+
+    build(MODEL_DIR)
+    yield str(MODEL_DIR)
+    shutil.rmtree(MODEL_DIR, ignore_errors=True)

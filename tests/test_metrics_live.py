@@ -11,6 +11,7 @@ import pytest
 import pytest_lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
+from fixture_model import MODEL_DIR, SUGGESTION
 from lspclient import change, init_params, inline, open_doc, stats
 
 pytestmark = pytest.mark.slow
@@ -27,9 +28,10 @@ PORT = free_port()
 
 @pytest_lsp.fixture(
     scope="module",
-    config=ClientServerConfig(server_command=[sys.executable, "-m", "tabd.daemon", "serve", "--metrics", f"127.0.0.1:{PORT}"]),
+    config=ClientServerConfig(server_command=[sys.executable, "-m", "tabd.daemon", "serve", "--metrics", f"127.0.0.1:{PORT}",
+                                              "--model", str(MODEL_DIR)]),
 )
-async def client(lsp_client: LanguageClient):
+async def client(lsp_client: LanguageClient, fixture_model):
     await lsp_client.initialize_session(init_params())
     yield
     await lsp_client.shutdown_session()
@@ -55,16 +57,19 @@ async def test_counters_move_while_the_server_answers(client: LanguageClient):
     uri = "file:///w/metrics.py"
     text = "import os\n\n\ndef main():\n    path = os.path."
     open_doc(client, uri, text)
-    await inline(client, uri, 4, len("    path = os.path."))
-    await inline(client, uri, 4, len("    path = os.path."))  # the same state again: a cache hit
+    first = await inline(client, uri, 4, len("    path = os.path."))
+    second = await inline(client, uri, 4, len("    path = os.path."))  # the same state again: a cache hit
+    assert [i.insert_text for i in first.items] == [i.insert_text for i in second.items] == [SUGGESTION]
     change(client, uri, 2, 0, 0, "# edited\n")
     s = await stats(client)
     after = await asyncio.to_thread(scrape)
-    completions = [k for k in after if k.startswith("tabd_completion")]
-    assert completions, "no tabd_completion* series exposed"
-    moved = total(after, "tabd_completion") - total(before, "tabd_completion")
-    assert moved >= 2
-    assert s["sources"]["cache"] >= 1 or s["sources"]["none"] >= 1
+
+    def moved(series: str) -> float:
+        return after.get(series, 0.0) - before.get(series, 0.0)
+
+    assert moved('tabd_completions_total{source="model"}') == 1
+    assert moved('tabd_completions_total{source="cache"}') == 1
+    assert s["sources"]["model"] == 1 and s["sources"]["cache"] == 1 and s["sources"]["none"] == 0
 
 
 def test_metrics_refuse_a_non_loopback_address():
