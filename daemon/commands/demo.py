@@ -15,8 +15,6 @@ import sys
 import time
 from pathlib import Path
 
-from lsprotocol import types
-
 from tabd.lsp import positions
 
 SAMPLES = Path(__file__).resolve().parents[2] / "predictor" / "samples"
@@ -39,70 +37,59 @@ def _cursor_after(text: str, marker: str) -> int:
     return at + len(marker) if at >= 0 else len(text) // 2
 
 
-def _position(text: str, offset: int) -> types.Position:
+def _position(text: str, offset: int) -> dict[str, int]:
     line, character = positions.position_at(text, offset)
-    return types.Position(line=line, character=character)
+    return {"line": line, "character": character}
 
 
 async def mechanism(path: Path) -> int:
-    from pygls.lsp.client import LanguageClient
+    from tabd.lsp.client import Client
 
     source = path.read_text(encoding="utf-8")
     offset = _cursor_after(source, "    def value(self) -> float:\n        return ")
     text = source[:offset] + source[source.find("\n", offset) :]  # the line's end removed: the model writes it
     uri = path.resolve().as_uri()
-    client = LanguageClient("tabd-demo", "1")
-    await client.start_io(sys.executable, "-m", "tabd.daemon", "serve")
-    caps = types.ClientCapabilities(text_document=types.TextDocumentClientCapabilities(inline_completion=types.InlineCompletionClientCapabilities()))
-    await client.initialize_async(types.InitializeParams(capabilities=caps))
-    client.initialized(types.InitializedParams())
-    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+    client = Client("tabd-demo")
+    await client.start([sys.executable, "-m", "tabd.daemon", "serve"])
+    await client.initialize()
+    client.open(uri, "python", 1, text)
 
     async def ask(at: int):
-        params = types.InlineCompletionParams(
-            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
-            text_document=types.TextDocumentIdentifier(uri=uri), position=_position(text, at))
         t0 = time.perf_counter()
-        result = await client.text_document_inline_completion_async(params)
-        return result.items, (time.perf_counter() - t0) * 1000
+        items = await client.suggest(uri, _position(text, at))
+        return items, (time.perf_counter() - t0) * 1000
 
     async def stats() -> dict:
-        result = await client.protocol.send_request_async("tabd/stats", {})
-        return result._asdict() if hasattr(result, "_asdict") else dict(result)
+        return await client.call("tabd/stats", {})
 
     status = 0
     try:
         while (await stats()).get("model") == "loading":  # time the model, not its loading
             await asyncio.sleep(0.1)
         items, first_ms = await ask(offset)
-        shown = items[0].insert_text if items else ""
-        print(f"{path.name}:{_position(text, offset).line + 1}  first suggestion  {first_ms:8.1f} ms  (model)   {shown!r}")
+        shown = items[0].text if items else ""
+        print(f"{path.name}:{_position(text, offset)['line'] + 1}  first suggestion  {first_ms:8.1f} ms  (model)   {shown!r}")
         if not shown:
             print("the model had nothing to suggest here; nothing to accept")
             return 1
         # the user reads the ghost text (at least 0.4 s, at most 3 s); the daemon pre-fetches meanwhile
-        before = await stats()
-        finished = lambda s: (s["prefetch"]._asdict() if hasattr(s["prefetch"], "_asdict") else s["prefetch"])["finished"]
+        before = (await stats())["prefetch"]["finished"]
         t_read = time.monotonic()
         await asyncio.sleep(0.4)
-        while finished(await stats()) == finished(before) and time.monotonic() - t_read < 3.0:
+        while (await stats())["prefetch"]["finished"] == before and time.monotonic() - t_read < 3.0:
             await asyncio.sleep(0.05)
         at = _position(text, offset)
-        client.text_document_did_change(types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
-            content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start=at, end=at), text=shown)]))
-        await client.workspace_execute_command_async(types.ExecuteCommandParams(command="tabd.accept", arguments=items[0].command.arguments))
+        client.change(uri, 2, {"start": at, "end": at}, shown)
+        await asyncio.wrap_future(client.execute_command("tabd.accept", [items[0].item_id]))
         text = text[:offset] + shown + text[offset:]
         offset += len(shown)
         items, next_ms = await ask(offset)
-        s = await stats()
-        source = s["last"]._asdict()["source"] if hasattr(s["last"], "_asdict") else s["last"]["source"]
-        nxt = items[0].insert_text if items else ""
+        source = (await stats())["last"]["source"]
+        nxt = items[0].text if items else ""
         print(f"{' ' * len(path.name)}   Tab, then next    {next_ms:8.1f} ms  ({source})   {nxt!r}")
         print(f"after accept the next suggestion came {first_ms / max(next_ms, 1e-3):.0f}x faster")
     finally:
-        await client.shutdown_async(None)
-        client.exit(None)
+        await client.shutdown()
         await client.stop()
     return status
 

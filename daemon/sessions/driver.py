@@ -11,10 +11,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from lsprotocol import types as lsp
-from pygls.lsp.client import LanguageClient
-
 from tabd.daemon.sessions.format import apply_change
+from tabd.lsp.client import Client, Suggestion, plain, suggestions
 from tabd.daemon.sessions.measure import MEMORY_SOURCES, SOURCES, Measurements
 
 
@@ -55,35 +53,10 @@ class ReplayOptions:
         return self.think_ms / 1000.0 if self.fast else self.scaled(self.think_ms / 1000.0)
 
 
-def _plain(value: Any) -> Any:
-    if hasattr(value, "_asdict"):
-        value = value._asdict()
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
 def _retrieve(future: Any) -> None:
     """Mark a (possibly failed) answer as seen: cancelled requests end in errors nobody awaits."""
     if not future.cancelled():
         future.exception()
-
-
-def _items(result: Any) -> list[lsp.InlineCompletionItem]:
-    if result is None:
-        return []
-    if isinstance(result, lsp.InlineCompletionList):
-        return list(result.items)
-    if isinstance(result, list):
-        return [r for r in result if isinstance(r, lsp.InlineCompletionItem)]
-    return []
-
-
-def insert_text(item: lsp.InlineCompletionItem) -> str:
-    text = item.insert_text
-    return text if isinstance(text, str) else getattr(text, "value", "")
 
 
 @dataclass
@@ -111,7 +84,7 @@ class Driver:
     def __init__(self, options: ReplayOptions, progress: Callable[[int], None] | None = None) -> None:
         self.options = options
         self.m = Measurements()
-        self.client = LanguageClient("tabd-replay", "1")
+        self.client = Client("tabd-replay")
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=40)
         self.pending: Pending | None = None
         self.docs: dict[str, _Doc] = {}
@@ -132,26 +105,12 @@ class Driver:
     async def start(self) -> None:
         cmd = self.command()
         env = dict(os.environ, **(self.options.env or {}))
-        await self.client.start_io(cmd[0], *cmd[1:], env=env)
-        proc = self.client._server
+        await self.client.start(cmd, env=env)
+        proc = self.client.process
         assert proc is not None and proc.stderr is not None
         asyncio.get_running_loop().create_task(self._drain(proc.stderr))
         self._exited = asyncio.ensure_future(proc.wait())
-        caps = lsp.ClientCapabilities(
-            text_document=lsp.TextDocumentClientCapabilities(
-                synchronization=lsp.TextDocumentSyncClientCapabilities(dynamic_registration=False),
-                inline_completion=lsp.InlineCompletionClientCapabilities(dynamic_registration=False),
-            ),
-            workspace=lsp.WorkspaceClientCapabilities(execute_command=lsp.ExecuteCommandClientCapabilities()),
-            general=lsp.GeneralClientCapabilities(position_encodings=[lsp.PositionEncodingKind.Utf16]),
-        )
-        params = lsp.InitializeParams(capabilities=caps, process_id=os.getpid(), root_uri=None,
-                                      client_info=lsp.ClientInfo(name="tabd-replay", version="1"))
-        result = await self._guard(self.client.initialize_async(params), self.options.startup_timeout, "initialize")
-        sync = result.capabilities.text_document_sync
-        kind = sync.change if isinstance(sync, lsp.TextDocumentSyncOptions) else sync
-        self.incremental = kind != lsp.TextDocumentSyncKind.Full
-        self.client.initialized(lsp.InitializedParams())
+        self.incremental = await self._guard(self.client.initialize(), self.options.startup_timeout, "initialize")
         if self.options.wait_ready:
             await self._wait_ready()
 
@@ -160,8 +119,7 @@ class Driver:
         deadline = time.monotonic() + self.options.startup_timeout
         while time.monotonic() < deadline:
             try:
-                stats = _plain(await self._guard(asyncio.wrap_future(
-                    self.client.protocol.send_request("tabd/stats", {})), 30, "tabd/stats"))
+                stats = plain(await self._guard(asyncio.wrap_future(self.client.request("tabd/stats", {})), 30, "tabd/stats"))
             except DaemonDied:
                 raise
             except Exception:
@@ -184,7 +142,7 @@ class Driver:
         return self._exited is not None and self._exited.done()
 
     def death_message(self) -> str:
-        proc = self.client._server
+        proc = self.client.process
         code = proc.returncode if proc is not None else None
         tail = "\n".join(list(self.stderr_tail)[-12:])
         return f"tabd serve exited with code {code} during replay" + (f"; its last words:\n{tail}" if tail else "")
@@ -202,32 +160,24 @@ class Driver:
         raise TimeoutError(f"{what}: no answer from tabd serve in {timeout:.0f} s")
 
     async def stop(self) -> None:
-        proc = self.client._server
+        proc = self.client.process
         if proc is not None and proc.returncode is None:
             try:
-                await self._guard(self.client.shutdown_async(None), 10, "shutdown")
-                self.client.exit(None)
+                await self._guard(self.client.shutdown(), 10, "shutdown")
                 await asyncio.wait_for(proc.wait(), 10)
             except Exception:
                 if proc.returncode is None:
                     proc.kill()
                     await proc.wait()
-        self.client._stop_event.set()
-        for task in self.client._async_tasks:
-            task.cancel()
+        self.client.abandon()
 
     # ------------------------------------------------------------ requests
 
     def _request_completion(self, uri: str, cursor: dict[str, int], after_accept: bool) -> None:
         doc = self.docs[uri]
         self._next_id += 1
-        params = lsp.InlineCompletionParams(
-            context=lsp.InlineCompletionContext(trigger_kind=lsp.InlineCompletionTriggerKind.Automatic),
-            text_document=lsp.TextDocumentIdentifier(uri=uri),
-            position=lsp.Position(line=cursor["line"], character=cursor["character"]),
-        )
         sent = time.perf_counter()
-        future = self.client.protocol.send_request(lsp.TEXT_DOCUMENT_INLINE_COMPLETION, params, msg_id=self._next_id)
+        future = self.client.inline_completion(uri, cursor, msg_id=self._next_id)
         pending = Pending(self._next_id, future, sent, after_accept, uri, dict(cursor), doc.version)
 
         def stamp(_: Future, p: Pending = pending) -> None:
@@ -244,15 +194,14 @@ class Driver:
         if p is None:
             return
         if not p.future.done():
-            self.client.cancel_request(lsp.CancelParams(id=p.msg_id))
+            self.client.cancel(p.msg_id)
             self.m.cancelled += 1
 
     async def _source_of_last(self) -> str | None:
         if not self.stats_supported:
             return None
         try:
-            stats = _plain(await self._guard(asyncio.wrap_future(self.client.protocol.send_request("tabd/stats", {})),
-                                             30, "tabd/stats"))
+            stats = plain(await self._guard(asyncio.wrap_future(self.client.request("tabd/stats", {})), 30, "tabd/stats"))
         except DaemonDied:
             raise
         except TimeoutError:  # a stalled answer costs this one attribution, not the rest
@@ -264,7 +213,7 @@ class Driver:
         last = stats.get("last") if isinstance(stats, dict) else None
         return last.get("source") if isinstance(last, dict) else None
 
-    async def _await_pending(self, deadline: float | None) -> list[lsp.InlineCompletionItem] | None:
+    async def _await_pending(self, deadline: float | None) -> list[Suggestion] | None:
         """Items of the pending request if it is answered before `deadline` (monotonic), else None (cancelled)."""
         p = self.pending
         if p is None:
@@ -291,7 +240,7 @@ class Driver:
                 self.m.warnings.append(f"inlineCompletion failed: {exc}")
             return None
         latency = ((p.received or time.perf_counter()) - p.sent) * 1000.0
-        items = [it for it in _items(result) if insert_text(it)]
+        items = suggestions(result)
         source = await self._source_of_last()
         if source is None and not items:
             source = "none"
@@ -321,27 +270,22 @@ class Driver:
         doc.text = text if rng is None else apply_change(doc.text, rng, text)
         doc.version += 1
         if self.incremental and rng is not None:
-            change: Any = lsp.TextDocumentContentChangePartial(
-                range=lsp.Range(start=lsp.Position(**rng["start"]), end=lsp.Position(**rng["end"])), text=text)
+            self.client.change(uri, doc.version, rng, text)
         else:
-            change = lsp.TextDocumentContentChangeWholeDocument(text=doc.text)
-        self.client.text_document_did_change(lsp.DidChangeTextDocumentParams(
-            text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=doc.version),
-            content_changes=[change]))
+            self.client.change(uri, doc.version, None, doc.text)
 
     def _open(self, e: dict[str, Any], language: str) -> None:
         doc = _Doc(e["text"], 0, e.get("language") or language)
         self.docs[e["uri"]] = doc
-        self.client.text_document_did_open(lsp.DidOpenTextDocumentParams(
-            text_document=lsp.TextDocumentItem(uri=e["uri"], language_id=doc.language, version=0, text=doc.text)))
+        self.client.open(e["uri"], doc.language, 0, doc.text)
 
     async def _check_sync(self, uri: str) -> None:
         doc = self.docs.get(uri)
         if doc is None or not self.options.check_sync or self.died():
             return
         try:
-            got = _plain(await self._guard(asyncio.wrap_future(
-                self.client.protocol.send_request("tabd/document", {"uri": uri})), 30, "tabd/document"))
+            got = plain(await self._guard(asyncio.wrap_future(
+                self.client.request("tabd/document", {"uri": uri})), 30, "tabd/document"))
         except DaemonDied:
             raise
         except Exception as exc:
@@ -354,13 +298,11 @@ class Driver:
 
     def _close(self, uri: str) -> None:
         if self.docs.pop(uri, None) is not None:
-            self.client.text_document_did_close(lsp.DidCloseTextDocumentParams(
-                text_document=lsp.TextDocumentIdentifier(uri=uri)))
+            self.client.close(uri)
 
     def _execute(self, command: str, arguments: list[Any]) -> None:
         # editors do not wait for the command before typing on; neither do we
-        future = self.client.protocol.send_request(lsp.WORKSPACE_EXECUTE_COMMAND,
-                                                   lsp.ExecuteCommandParams(command=command, arguments=arguments))
+        future = self.client.execute_command(command, arguments)
 
         def check(f: Future) -> None:
             exc = f.exception()
@@ -374,7 +316,7 @@ class Driver:
     async def final_stats(self) -> None:
         if self.stats_supported and not self.died():
             try:
-                self.m.server_stats = _plain(await self._guard(
-                    asyncio.wrap_future(self.client.protocol.send_request("tabd/stats", {})), 30, "tabd/stats"))
+                self.m.server_stats = plain(await self._guard(
+                    asyncio.wrap_future(self.client.request("tabd/stats", {})), 30, "tabd/stats"))
             except Exception:
                 pass

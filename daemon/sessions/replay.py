@@ -24,10 +24,9 @@ import sys
 import time
 from typing import Any, Sequence
 
-from lsprotocol import types as lsp
-
-from tabd.daemon.sessions.driver import DaemonDied, Driver, Pending, ReplayError, ReplayOptions, insert_text
+from tabd.daemon.sessions.driver import DaemonDied, Driver, Pending, ReplayError, ReplayOptions
 from tabd.daemon.sessions.format import Session, advance, position_at
+from tabd.lsp.client import Suggestion
 from tabd.lsp.positions import offset_at
 from tabd.daemon.sessions.measure import Measurements
 
@@ -145,18 +144,16 @@ class Replayer(Driver):
             await self._check_sync(uri)
             self._close(uri)
 
-    async def _maybe_accept(self, item: lsp.InlineCompletionItem, events: Sequence[dict[str, Any]], i: int,
+    async def _maybe_accept(self, item: Suggestion, events: Sequence[dict[str, Any]], i: int,
                             p: Pending) -> int | None:
         """Accept (part of) `item` when it is what the person types next; the index of the next event, or None."""
-        suggestion = insert_text(item)
-        if item.range is not None and (item.range.start != item.range.end or
-                                       (item.range.start.line, item.range.start.character) !=
-                                       (p.cursor["line"], p.cursor["character"])):
+        suggestion = item.text
+        if item.range is not None and (item.range["start"] != item.range["end"] or item.range["start"] != p.cursor):
             return None  # a replacing suggestion cannot equal pure typing
         ahead, boundaries = typed_ahead(events, i, p.uri, p.cursor)
         chars, partial = acceptable(suggestion, ahead, boundaries, self.options.min_accept_chars,
                                     words=self.options.accept != "tab")
-        item_id = item.command.arguments[0] if item.command and item.command.arguments else None
+        item_id = item.item_id
         if not chars:
             if item_id is not None and not ahead.startswith(suggestion[:1]):
                 self._execute("tabd.dismiss", [item_id])
@@ -269,7 +266,7 @@ async def _echo_events(text: str, uri: str, language: str, anchors: Sequence[tup
                     break
                 replayer._request_completion(uri, cursor, after_accept=False)
                 items = await replayer._await_pending(None)
-                suggestion = insert_text(items[0]) if items else ""
+                suggestion = items[0].text if items else ""
                 if not suggestion:
                     break
                 pieces.append(suggestion)
