@@ -12,7 +12,7 @@ Every request gets an answer:
   pygls runs the first and drops the others;
 - an exception while dispatching gets InternalError (-32603).
 
-The transport is our own (Framer + serve_stdio/serve_tcp) because pygls'
+The transport is our own (Framer here, serve_stdio/serve_tcp in lsp/transport.py) because pygls'
 reader (pygls/io_.py run_async) only knows the exact line
 `Content-Length: N\\r\\n`: a header in another case, with a bare \\n or a bad
 number makes it read the body as header lines, glue it to the next message's
@@ -27,13 +27,9 @@ dropped, as LSP says, except `exit`.
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import os
 import re
-import signal
-import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -45,7 +41,6 @@ from pygls.exceptions import (
     JsonRpcParseError,
     JsonRpcServerNotInitialized,
 )
-from pygls.io_ import StdoutWriter
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
 logger = logging.getLogger(__name__)
@@ -399,170 +394,3 @@ class TabdProtocol(LanguageServerProtocol):
         done = [key for key, future in self._request_futures.items() if future.done()]
         for key in done:
             del self._request_futures[key]
-
-
-# -- transports ----------------------------------------------------------------------------
-
-
-class Connection:
-    """One client connection: bytes in through a Framer, messages to the protocol, a stop with an exit code."""
-
-    def __init__(self, protocol: TabdProtocol) -> None:
-        self.protocol = protocol
-        self.framer = Framer()
-        self.stopped: asyncio.Future | None = None
-        self._stall_timer: asyncio.TimerHandle | None = None
-
-    def stop(self, code: int) -> None:
-        if self.stopped is not None and not self.stopped.done():
-            self.stopped.set_result(code)
-
-    def feed(self, data: bytes) -> None:
-        for frame in self.framer.feed(data):
-            self._handle(frame)
-
-    def stall(self) -> None:
-        for frame in self.framer.stalled():
-            self._handle(frame)
-
-    def _handle(self, frame: Frame) -> None:
-        if self.stopped is not None and self.stopped.done():
-            return
-        try:
-            self.protocol.handle_frame(frame)
-        except (BrokenPipeError, ConnectionError):
-            logger.warning("the client went away")
-            self.stop(self.protocol.exit_code if self.protocol.exit_code is not None else (0 if self.protocol._shutdown else 1))
-
-    async def pump(self, read: Callable[[], Any]) -> None:
-        """Feed what `read()` returns (awaitable bytes; b'' at the end) until the end or a stop."""
-        while not self.stopped.done():
-            chunk_task = asyncio.ensure_future(read())
-            while True:
-                timeout = STALL_S if self.framer.pending() else None
-                done, _ = await asyncio.wait({chunk_task, self.stopped}, timeout=timeout,
-                                             return_when=asyncio.FIRST_COMPLETED)
-                if self.stopped in done:
-                    chunk_task.cancel()
-                    return
-                if chunk_task in done:
-                    break
-                self.stall()
-            chunk = chunk_task.result()
-            if not chunk:
-                self.stall()
-                logger.info("the client closed the connection")
-                self.stop(0 if self.protocol._shutdown else 1)
-                return
-            self.feed(chunk)
-
-    def push(self, chunk: bytes) -> None:
-        """Bytes from the stdin thread, run on the loop: fed at once, with no task or wait per chunk (a request
-        answered from the cache then takes three loop turns, not eight); a partial frame left waiting is handled
-        as stalled after STALL_S, b'' is the end, as in pump()."""
-        if self.stopped.done():
-            return
-        if self._stall_timer is not None:
-            self._stall_timer.cancel()
-            self._stall_timer = None
-        if not chunk:
-            self.stall()
-            logger.info("the client closed the connection")
-            self.stop(0 if self.protocol._shutdown else 1)
-            return
-        self.feed(chunk)
-        self._arm_stall()
-
-    def _arm_stall(self) -> None:
-        if self.framer.pending() and not self.stopped.done():
-            self._stall_timer = asyncio.get_running_loop().call_later(STALL_S, self._stalled)
-
-    def _stalled(self) -> None:
-        self._stall_timer = None
-        if not self.stopped.done():
-            self.stall()
-            self._arm_stall()
-
-
-def _stdin_reader(fd: int, loop: asyncio.AbstractEventLoop, push: Callable[[bytes], None]) -> None:
-    """A daemon thread: blocking reads of stdin into the loop (a blocked read must never keep the process alive)."""
-    while True:
-        try:
-            chunk = os.read(fd, 1 << 16)
-        except OSError:
-            chunk = b""
-        try:
-            loop.call_soon_threadsafe(push, chunk)
-        except RuntimeError:  # the loop is closed: we are exiting
-            return
-        if not chunk:
-            return
-
-
-def install_stop_signals(loop: asyncio.AbstractEventLoop, stop: Callable[[int], None]) -> None:
-    """SIGTERM, SIGINT and SIGHUP stop serving through the loop, so files close outside any lock."""
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        try:
-            loop.add_signal_handler(sig, stop, 0 if sig == signal.SIGTERM else 128 + sig)
-        except (NotImplementedError, RuntimeError, ValueError):
-            pass
-
-
-def serve_stdio(server, stdin_fd: int | None = None, stdout=None, on_start: Callable[[Connection], None] | None = None) -> int:
-    """Serve LSP on stdin/stdout until exit, EOF, a stop signal or a stop from `on_start`'s watchers; the exit code."""
-    protocol: TabdProtocol = server.protocol
-    if stdout is None:
-        # LSP owns the real stdout; fd 1 becomes stderr so a stray print (a library's warning) cannot corrupt it
-        stdout = os.fdopen(os.dup(1), "wb")
-        os.dup2(2, 1)
-    protocol.set_writer(StdoutWriter(stdout))
-    fd = 0 if stdin_fd is None else stdin_fd
-
-    async def main() -> int:
-        loop = asyncio.get_running_loop()
-        conn = Connection(protocol)
-        conn.stopped = loop.create_future()
-        protocol.on_exit = conn.stop
-        install_stop_signals(loop, conn.stop)
-        if on_start is not None:
-            on_start(conn)
-        if not conn.stopped.done():
-            threading.Thread(target=_stdin_reader, args=(fd, loop, conn.push), name="tabd-stdin", daemon=True).start()
-        return await conn.stopped
-
-    return asyncio.run(main())
-
-
-def serve_tcp(server, host: str, port: int, on_start: Callable[[Connection], None] | None = None) -> int:
-    """Serve LSP to one TCP client on host:port; the exit code once it exits or disconnects."""
-    protocol: TabdProtocol = server.protocol
-
-    async def main() -> int:
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future = loop.create_future()
-        install_stop_signals(loop, lambda code: done.done() or done.set_result(code))
-        busy = False
-
-        async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            nonlocal busy
-            if busy:  # one editor per daemon
-                writer.close()
-                return
-            busy = True
-            protocol.set_writer(writer)
-            conn = Connection(protocol)
-            conn.stopped = loop.create_future()
-            protocol.on_exit = conn.stop
-            conn.stopped.add_done_callback(lambda f: done.done() or done.set_result(f.result()))
-            if on_start is not None:
-                on_start(conn)
-            await conn.pump(lambda: reader.read(1 << 16))
-            writer.close()
-
-        listener = await asyncio.start_server(client, host, port)
-        logger.info("serving on %s", ", ".join(str(s.getsockname()) for s in listener.sockets))
-        async with listener:
-            code = await done
-        return code
-
-    return asyncio.run(main())

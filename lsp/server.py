@@ -22,7 +22,8 @@ from tabd.daemon.runtime.events import EventLog, LogFile
 from tabd.daemon.runtime.lifecycle import start_parent_watch
 from tabd.daemon.runtime.service import Answer, CompletionService
 from tabd.lsp.documents import Document, DocumentError, DocumentStore
-from tabd.lsp.protocol import TabdProtocol, serve_stdio, serve_tcp
+from tabd.lsp.protocol import TabdProtocol
+from tabd.lsp.transport import serve_stdio, serve_tcp
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ class TabdServer(LanguageServer):
         self.roots: list[str] = []  # workspace folder paths, for the `# path` lines of context chunks
 
     def start_io(self, stdin=None, stdout=None) -> int:  # type: ignore[override]
-        """Serve on stdio with our transport (see lsp/protocol.py); the process exit code."""
+        """Serve on stdio with our transport (see lsp/transport.py); the process exit code."""
         return serve_stdio(self, None if stdin is None else stdin.fileno(), stdout)
 
     def start_tcp(self, host: str, port: int) -> int:  # type: ignore[override]

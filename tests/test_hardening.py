@@ -31,7 +31,13 @@ MODEL_DIR = Path(__file__).resolve().parents[1] / "predictor" / "model"
 
 
 class FakeBackend:
+    """A Backend (predictor/types.py) whose failures and delays the tests choose."""
+
     model_id = "fake"
+    engine_name = "fake"
+
+    def kv_bytes(self) -> int:
+        return 0
 
     def __init__(self, fail: bool = False, delay: float = 0.0) -> None:
         self.fail = fail

@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             except OSError:
                 pass
 
-    # SIGTERM/SIGINT/SIGHUP stop the event loop (lsp/protocol.py install_stop_signals): we get here and flush.
+    # SIGTERM/SIGINT/SIGHUP stop the event loop (lsp/transport.py install_stop_signals): we get here and flush.
     code = 1
     try:
         code = server.start_tcp(*tcp) if tcp else server.start_io()
