@@ -12,6 +12,8 @@ predict() runs on the daemon's model worker. The HTTP request runs on a helper
 thread and streams (SSE); the worker waits on its chunks and polls
 should_stop(), so a stop returns at once: the socket is shut down, which ends
 the server's request too. Failures are RemoteError: one line naming the URL.
+
+Just over 500 lines: the routes, the streaming call and the error mapping are one backend's, read together.
 """
 from __future__ import annotations
 

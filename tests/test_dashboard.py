@@ -8,6 +8,8 @@ JSON), so they need no websocket client and no extra dependency.
 `python tests/test_dashboard.py --screenshot docs/report.png [LOG.jsonl...]`
 renders a report (a synthetic log when none is given) and saves Chromium's
 full-page screenshot.
+
+Over 500 lines: one feature's tests, from a synthetic log through the HTML to a real browser.
 """
 from __future__ import annotations
 

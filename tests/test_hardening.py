@@ -5,6 +5,8 @@ backend, fed JSON values as the transport would, responses captured. Then a
 real `tabd serve` over stdio (slow): the same failure paths end to end, a model
 that fails to load, initializationOptions validation shown to the user,
 listeners on loopback only, no source text in the log.
+
+Over 500 lines: one list of failure paths, in process and then end to end.
 """
 from __future__ import annotations
 

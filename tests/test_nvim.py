@@ -13,6 +13,8 @@ Two servers:
 
 No test can hang the suite: every wait polls against a deadline, and a
 watchdog kills Neovim (and so its server, whose stdin closes) past a hard limit.
+
+Over 500 lines: the Neovim driver and its end-to-end tests belong together.
 """
 from __future__ import annotations
 

@@ -3,6 +3,8 @@
 The logs are streamed once through `logread.LogSummary` (bounded memory; see
 that module for how percentiles, time bins and wasted prefetches are kept).
 The HTML inlines plotly.js, so the report opens offline from a file.
+
+to_json and figures are over 50 lines because each is one flat list (report fields, charts) read top to bottom.
 """
 from __future__ import annotations
 

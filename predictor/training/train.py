@@ -8,6 +8,8 @@ corpus in corpus.py, held-out figures in evaluate.py.
 A run checkpoints weights, optimizer and data-sampler state every few minutes
 outside git; `--resume DIR` continues it (the same batches, so the same loss
 curve), and `--init DIR` starts from saved weights, such as the shipped ones.
+
+Over 500 lines: rows, model, optimizer, checkpoints and the CLI of one training run, read top to bottom (nanoGPT's train.py).
 """
 from __future__ import annotations
 
