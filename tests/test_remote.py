@@ -26,7 +26,7 @@ from lspclient import change, init_params, inline, open_doc, stats
 from tabd.predictor.prompt_text import fim_prompt, guess_template, parse_fim_prompt
 from tabd.predictor.remote import RemoteBackend, RemoteError
 from tabd.predictor.templates import FAMILIES, template_for
-from tabd.predictor.types import GenSettings, Interrupted
+from tabd.predictor.types import ContextChunk, GenSettings, Interrupted
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -238,6 +238,7 @@ class Scripted(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     mode = "500"
     hits: list[str] = []
+    bodies: list[dict] = []
     closed = threading.Event()
 
     def log_message(self, *args) -> None:
@@ -257,6 +258,7 @@ class Scripted(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         self.hits.append(self.path)
+        self.bodies.append(body)
         mode = self.mode
         if mode == "500":
             self._send(500, {"error": {"message": "CUDA out of memory", "type": "server_error"}})
@@ -293,7 +295,7 @@ class Scripted(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def scripted():
-    handler = type("H", (Scripted,), {"hits": [], "closed": threading.Event()})
+    handler = type("H", (Scripted,), {"hits": [], "bodies": [], "closed": threading.Event()})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -379,6 +381,31 @@ def test_stream_stops_by_the_local_rule(scripted):
     p = remote.predict("x = ", "\n", GenSettings(8))
     assert p.text == "42" and handler.hits == ["/infill"]
     assert p.decode_tokens == 3  # "4", "2", "\n": the stream was closed there, as local stops there
+
+
+def test_context_goes_to_llama_server_as_input_extra(scripted):
+    handler, url = scripted
+    handler.mode = "infill"
+    remote = RemoteBackend(url, fim="server")
+    remote.route, remote.info.infill = "infill", True
+    chunks = [ContextChunk("pkg/answer.py", "ANSWER = 42\n")]
+    assert remote.predict("x = ", "\n", GenSettings(8), context=chunks).text == "42"
+    assert handler.bodies[-1]["input_extra"] == [{"filename": "pkg/answer.py", "text": "ANSWER = 42\n"}]
+    remote.predict("x = ", "\n", GenSettings(8))
+    assert "input_extra" not in handler.bodies[-1]
+    handler.mode = "stream"  # a warm-up asks llama-server for no tokens, with the same prompt and cache_prompt
+    remote.warm("x = ", "\n", GenSettings(8), context=chunks)
+    assert handler.bodies[-1]["n_predict"] == 0 and handler.bodies[-1]["input_extra"] and handler.bodies[-1]["cache_prompt"]
+
+
+def test_serve_model_runs_the_local_backends_context_tokens(serve_model, local):
+    remote = RemoteBackend(serve_model)
+    chunks = [ContextChunk("pkg/shapes.py", "class Point:\n    def norm(self):\n        return 0\n")]
+    prefix, suffix = "from pkg.shapes import Point\n\np = Point()\np.", "\n"
+    got = remote.predict(prefix, suffix, GenSettings(8), slot_id="ctx", context=chunks)
+    want = local.layout(prefix, suffix, 8, chunks)
+    assert got.context_tokens == want.context_tokens > 10
+    assert got.prefill_tokens + got.reused_tokens == len(want.ids)  # the prompt parsed back to the same tokens
 
 
 # -- the daemon through the remote engine, over LSP -------------------------------------------------------

@@ -9,7 +9,7 @@ reuse of keystroke requests and after-accept prefetches. A second part measures
 warm-up: `tabd/focus` at a new place, then the first request there, against a
 keystroke request.
 
-    tabd bench quality --quality-cross-file [--json]
+    tabd bench quality --quality-cross-file [--quality-cross-parts tab,words,warmup] [--json]
 """
 from __future__ import annotations
 
@@ -135,6 +135,9 @@ def replay(sessions: list[Path], user: str, flags: list[str], log: Path, progres
 
 def run_cross_file(args: argparse.Namespace, flags: list[str]) -> dict[str, Any]:
     seed, count = getattr(args, "quality_seed", 11), getattr(args, "quality_count", 4)
+    parts = [p.strip() for p in str(getattr(args, "quality_cross_parts", "tab,warmup")).split(",") if p.strip()]
+    if not parts or any(p not in ("tab", "words", "warmup") for p in parts):
+        raise RuntimeError(f"--quality-cross-parts: a list of tab, words, warmup, got {parts!r}")
     cases = cross_file_cases(count, seed)
     if not cases:
         raise RuntimeError(f"no cross-file cases: none of {', '.join(PACKAGES)} in {site_packages()}")
@@ -145,12 +148,13 @@ def run_cross_file(args: argparse.Namespace, flags: list[str]) -> dict[str, Any]
     with tempfile.TemporaryDirectory(prefix="tabd-cross-") as tmp:
         workdir = Path(tmp)
         sessions = write_sessions(cases, workdir, seed, getattr(args, "quality_spans", 3))
-        for user in ("tab", "words"):
+        for user in (p for p in parts if p != "warmup"):
             with_ctx = replay(sessions, user, flags, workdir / f"{user}-ctx.jsonl", progress)
             without = replay(sessions, user, [*flags, "--no-context"], workdir / f"{user}-none.jsonl", progress)
             ratio = with_ctx["saved_share"] / without["saved_share"] if without["saved_share"] else None
             out[user] = {"with_context": with_ctx, "without_context": without,
                          "saved_share_ratio": round(ratio, 3) if ratio is not None else None}
+    if "warmup" in parts:
         out["warmup"] = asyncio.run(warmup_figures(cases, flags))
     return out
 

@@ -40,6 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--quality-cross-file", action="store_true",
                    help="cross-file mode: third-party modules typed with the modules they import open, with and without "
                         "workspace context (daemon/bench/crossfile.py), and the warm-up figures")
+    g.add_argument("--quality-cross-parts", default="tab,warmup", metavar="PART,...",
+                   help="cross-file mode: which of tab, words, warmup to run (default tab,warmup)")
 
 
 def held_out_sample(count: int, seed: int, min_chars: int = 2_000, max_chars: int = 40_000) -> list[tuple[str, str]]:
