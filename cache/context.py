@@ -359,21 +359,21 @@ class ContextStore:
             return Snapshot(generation=self.generation, anchor=window_start, suffix=suffix)
         local = identifiers(prefix[-1500:] + suffix[:500])
         window_lines = {ln.strip() for ln in (prefix + suffix).split("\n") if ln.strip()}
-        scored: list[tuple[float, int, Chunk]] = []
+        scored: list[tuple[bool, float, int, Chunk]] = []
         for n, chunk in enumerate(self.candidates(doc, offset, window_start, window_start + len(prefix) + len(suffix))):
-            if chunk.kind in ("imports", "scope"):
-                score = 2.0  # the file's own frame: always first when it fits
-            else:
-                score = similarity(local, chunk.words)
-                if score <= 0 or repeats_window(chunk, window_lines):
-                    continue
-                if chunk.kind == "edit":
-                    score += 0.05  # recently touched: a little ahead of an equally alike chunk
-            scored.append((score, n, chunk))
-        scored.sort(key=lambda s: (-s[0], s[1]))
+            own = chunk.kind in ("imports", "scope")
+            score = 1.0 if own else similarity(local, chunk.words)
+            if not own and (score <= 0 or repeats_window(chunk, window_lines)):
+                continue
+            if chunk.kind == "edit":
+                score += 0.05  # recently touched: a little ahead of an equally alike chunk
+            scored.append((own, -score, n, chunk))
+        # other files' chunks first, most alike first (the rows the model is trained on); the current file's
+        # own frame (imports, enclosing headers) takes what budget is left, last, next to the file itself
+        scored.sort(key=lambda s: s[:3])
         chosen: list[Chunk] = []
         used = 0
-        for _, _, chunk in scored:
+        for *_, chunk in scored:
             if used + chunk.cost > o.tokens or any(_alike(chunk, c) for c in chosen):
                 continue
             chosen.append(chunk)
