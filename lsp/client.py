@@ -135,6 +135,10 @@ class Client:
     async def call(self, method: str, params: Any) -> Any:
         return plain(await asyncio.wrap_future(self.request(method, params)))
 
+    def notify(self, method: str, params: Any) -> None:
+        """A custom notification (tabd/focus)."""
+        self._client.protocol.notify(method, params)
+
     def execute_command(self, command: str, arguments: list[Any]) -> Future:
         return self._client.protocol.send_request(lsp.WORKSPACE_EXECUTE_COMMAND,
                                                   lsp.ExecuteCommandParams(command=command, arguments=arguments))

@@ -82,3 +82,13 @@ def test_replay_opens_files_never_typed_in_and_their_chunks_reach_the_prompt(tmp
     assert "TokenBucket" not in log.read_text()
     figures = reuse_figures(log)
     assert figures["keystroke"]["runs"] == len([e for e in requests if not e["after_accept"]])
+
+
+def test_warmup_figures_run_through_a_real_server(tmp_path: Path):
+    import asyncio
+
+    from tabd.daemon.bench.crossfile import warmup_figures
+
+    pkg = make_package(tmp_path)
+    got = asyncio.run(warmup_figures([(pkg / "user.py", [pkg / "helpers.py"])], [], places=2))
+    assert got["places"] == 2 and got["keystroke_ms_p50"] > 0 and got["after_warmup_ms_p50"] > 0

@@ -161,8 +161,6 @@ def run_cross_file(args: argparse.Namespace, flags: list[str]) -> dict[str, Any]
 
 async def warmup_figures(cases, flags: list[str], places: int = 6) -> dict[str, Any]:
     """Latency of the first request at a newly focused place after warm-up, a cold one, and a keystroke request."""
-    from lsprotocol import types as lsp
-
     from tabd.daemon.sessions.driver import Driver, ReplayOptions
 
     d = Driver(ReplayOptions(speed=0.0, server_args=[*flags, "--no-cache", "--no-speculation"], progress=False))
@@ -177,15 +175,14 @@ async def warmup_figures(cases, flags: list[str], places: int = 6) -> dict[str, 
             a, b = len(lines) // 3, 2 * len(lines) // 3  # two places far apart in the file
             cold.append(await _timed(d, uri, a, len(lines[a])))
             for _ in range(3):  # keystrokes at the first place
-                d._did_change(uri, {"start": {"line": a, "character": len(lines[a])},
-                                    "end": {"line": a, "character": len(lines[a])}}, "x")
+                at = {"line": a, "character": len(lines[a])}
+                d._did_change(uri, {"start": at, "end": at}, "x")
                 lines[a] += "x"
                 keystroke.append(await _timed(d, uri, a, len(lines[a])))
-            d.client.protocol.notify("tabd/focus", {"uri": uri, "position": {"line": b, "character": len(lines[b])}})
+            d.client.notify("tabd/focus", {"uri": uri, "position": {"line": b, "character": len(lines[b])}})
             await _warmed(d)
             warm.append(await _timed(d, uri, b, len(lines[b])))
-            d.client.text_document_did_close(lsp.DidCloseTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=uri)))
-            d.docs.pop(uri, None)
+            d._close(uri)
     finally:
         await asyncio.wait_for(d.stop(), 30)
     k = statistics.median(keystroke)
@@ -196,13 +193,8 @@ async def warmup_figures(cases, flags: list[str], places: int = 6) -> dict[str, 
 
 
 async def _timed(d, uri: str, line: int, character: int) -> float:
-    from lsprotocol import types as lsp
-
-    params = lsp.InlineCompletionParams(
-        context=lsp.InlineCompletionContext(trigger_kind=lsp.InlineCompletionTriggerKind.Automatic),
-        text_document=lsp.TextDocumentIdentifier(uri=uri), position=lsp.Position(line=line, character=character))
     t0 = time.perf_counter()
-    await asyncio.wait_for(d.client.text_document_inline_completion_async(params), 60)
+    await asyncio.wait_for(d.client.suggest(uri, {"line": line, "character": character}), 60)
     return (time.perf_counter() - t0) * 1000
 
 
@@ -210,9 +202,7 @@ async def _warmed(d, timeout: float = 30.0) -> None:
     """Until every warm-up started has ended."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        stats = await asyncio.wait_for(d.client.protocol.send_request_async("tabd/stats", {}), 30)
-        w = stats.context.warmups if hasattr(stats, "context") else stats["context"]["warmups"]
-        w = w._asdict() if hasattr(w, "_asdict") else w
+        w = (await asyncio.wait_for(d.client.call("tabd/stats", {}), 30))["context"]["warmups"]
         if w["started"] and w["finished"] + w["cancelled"] >= w["started"]:
             return
         await asyncio.sleep(0.02)
