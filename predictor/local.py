@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from tabd.predictor import loader, postprocess
+from tabd.predictor import loader, postprocess, prompt_ids
 from tabd.predictor.engine import generate
 from tabd.predictor.engine.runner import Runner, TransformersRunner
 from tabd.predictor.threads import AdaptiveThreads
@@ -153,20 +153,13 @@ class LocalBackend:
     # -- prompt ---------------------------------------------------------------
 
     def _encode(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text, add_special_tokens=False) if text else []
-
-    def _special(self, token: str) -> list[int]:
-        tid = self.tokenizer.convert_tokens_to_ids(token)
-        return [tid] if isinstance(tid, int) else self._encode(token)
+        return prompt_ids.encode(self.tokenizer, text)
 
     def context_ids(self, chunks: Sequence[ContextChunk]) -> list[int]:
         """Token ids of the template's context block for `chunks` (each piece tokenized on its own, as in training)."""
         key = tuple(chunks)
         if self._context_ids[0] != key:
-            ids: list[int] = []
-            for text, special in self.template.context_pieces(key):
-                ids += (self._special(text) if special else self._encode(text)) if text else []
-            self._context_ids = (key, ids)
+            self._context_ids = (key, prompt_ids.lay_out(self.tokenizer, self.template.context_pieces(key)))
         return self._context_ids[1]
 
     def layout(self, prefix: str, suffix: str, max_new_tokens: int, context: Sequence[ContextChunk] = ()) -> PromptLayout:
@@ -191,15 +184,9 @@ class LocalBackend:
             prefix_ids = prefix_ids[len(prefix_ids) + len(suffix_ids) - budget :]
         if len(head) + len(prefix_ids) + len(suffix_ids) > budget:
             head = []
-        ids: list[int] = list(head)
-        for text, special in self.template.pieces("\0P", "\0S"):
-            if special:
-                ids += self._special(text) if text else []
-            elif text == "\0P":
-                ids += prefix_ids
-            else:
-                ids += suffix_ids
-        return PromptLayout(ids, heal, len(head))
+        slots = {prompt_ids.PREFIX_SLOT: prefix_ids, prompt_ids.SUFFIX_SLOT: suffix_ids}
+        pieces = self.template.pieces(prompt_ids.PREFIX_SLOT, prompt_ids.SUFFIX_SLOT)
+        return PromptLayout(head + prompt_ids.lay_out(self.tokenizer, pieces, slots), heal, len(head))
 
     def _allowed_first(self, heal: str) -> torch.Tensor | None:
         if not heal:

@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tabd.predictor import prompt_ids
 from tabd.predictor.fim import EOT, PAD, SPECIAL_TOKENS
 from tabd.predictor.templates import FimTemplate, template_for
 from tabd.predictor.training.data import (
@@ -162,10 +163,10 @@ class Rows:
         self.templates = {"spm": template_for("tabd", "spm"), "psm": template_for("tabd", "psm")}
 
     def encode(self, text: str) -> list[int]:
-        return self.tok(text, add_special_tokens=False)["input_ids"] if text else []
+        return prompt_ids.encode(self.tok, text)  # the daemon's tokenization, so rows match its prompts
 
     def special(self, token: str) -> int:
-        return self.tok.convert_tokens_to_ids(token)
+        return prompt_ids.special(self.tok, token)[0]
 
     def row(self) -> list[int]:
         """seq_len + 1 tokens (inputs and shifted targets): a FIM sample first, then plain text."""
@@ -185,22 +186,14 @@ class Rows:
         layout = "spm" if rng.random() < cfg.p_spm / (cfg.p_spm + cfg.p_psm) else "psm"
         template = self.templates[layout]
         chunks = self.context_for(index, prefix, suffix) if rng.random() < cfg.p_context else []
-        head = self.lay_out(template.context_pieces(chunks), [], [])
+        head = prompt_ids.lay_out(self.tok, template.context_pieces(chunks))
         mid = self.encode(text[start:end])[: budget // 4]
         suf = self.encode(suffix)[: budget // 3]
         room = budget - len(head) - len(mid) - len(suf) - 5
         pre = self.encode(prefix)[-room:] if room > 0 else []
-        return head + self.lay_out(template.pieces("\0P", "\0S"), pre, suf) + mid + [self.special(EOT)]
-
-    def lay_out(self, pieces: list[tuple[str, bool]], pre: list[int], suf: list[int]) -> list[int]:
-        """Token ids of template pieces, each piece tokenized on its own as the daemon does."""
-        ids: list[int] = []
-        for text, special in pieces:
-            if special:
-                ids.append(self.special(text))
-            else:
-                ids += pre if text == "\0P" else suf if text == "\0S" else self.encode(text)
-        return ids
+        slots = {prompt_ids.PREFIX_SLOT: pre, prompt_ids.SUFFIX_SLOT: suf}
+        pieces = template.pieces(prompt_ids.PREFIX_SLOT, prompt_ids.SUFFIX_SLOT)
+        return head + prompt_ids.lay_out(self.tok, pieces, slots) + mid + [self.special(EOT)]
 
     def context_for(self, index: int, prefix: str, suffix: str) -> list[ContextChunk]:
         """Chunks of the same repository's other files, most alike the cursor's surroundings first."""
