@@ -9,9 +9,9 @@ No torch here.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
-from tabd.predictor.types import GenSettings, Prediction
+from tabd.predictor.types import ContextChunk, GenSettings, Prediction
 
 MIN_MATCH, MAX_MATCH = 8, 48
 
@@ -37,7 +37,9 @@ class CopyBackend:
     engine_name = "copy"
 
     def predict(self, prefix: str, suffix: str, settings: GenSettings,
-                should_stop: Callable[[], bool] = lambda: False, slot_id: str = "default") -> Prediction:
+                should_stop: Callable[[], bool] = lambda: False, slot_id: str = "default",
+                context: Sequence[ContextChunk] = ()) -> Prediction:
+        # the baseline copies from the window only; workspace context is the model's to use
         text = copy_suggestion(prefix)
         after = suffix.split("\n", 1)[0].strip()
         if after and text.endswith(after):  # the line's rest already follows the cursor

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Callable, Protocol, Sequence
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,10 @@ class Backend(Protocol):
     engine_name: str  # reported in tabd/stats
 
     def predict(self, prefix: str, suffix: str, settings: GenSettings, should_stop: Callable[[], bool] = ...,
-                slot_id: str = "default") -> Prediction:
-        """The suggestion at the cursor between prefix and suffix; Interrupted when should_stop() says so."""
+                slot_id: str = "default", context: Sequence["ContextChunk"] = ()) -> Prediction:
+        """The suggestion at the cursor between prefix and suffix, workspace context before them;
+        Interrupted when should_stop() says so. A backend may also have warm() (the same arguments):
+        prefill that prompt without decoding, so the next predict() reuses it."""
 
     def kv_bytes(self) -> int:
         """Bytes of keys and values kept for reuse (0 where the server keeps its own)."""

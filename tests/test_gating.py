@@ -24,7 +24,7 @@ class Scripted:
     def __init__(self):
         self.calls = 0
 
-    def predict(self, prefix, suffix, settings, should_stop=lambda: False, slot_id="default"):
+    def predict(self, prefix, suffix, settings, should_stop=lambda: False, slot_id="default", context=()):
         self.calls += 1
         if prefix.endswith("unsure: "):
             return Prediction(text="maybe_this()", confidence=((5, 0.1), (12, 0.99)))

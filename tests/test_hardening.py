@@ -45,7 +45,7 @@ class FakeBackend:
         self.fail = fail
         self.delay = delay
 
-    def predict(self, prefix, suffix, settings, should_stop, slot_id=None):
+    def predict(self, prefix, suffix, settings, should_stop, slot_id=None, context=()):
         deadline = time.monotonic() + self.delay
         while time.monotonic() < deadline:
             if should_stop():

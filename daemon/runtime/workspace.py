@@ -57,7 +57,8 @@ class Workspace:
         self.on_change = on_change
         self.snapshots: dict[str, Snapshot] = {}
         self.states: dict[str, DocState] = {}  # last known cursor state per document
-        self.active: str | None = None  # the document the user last touched
+        self.active: str | None = None  # the document the user last edited, asked in or focused
+        self.fresh: str | None = None  # the document opened last: warmed up at the pause if nobody asked in it yet
         self.stats = ContextStats()
         self._timer: asyncio.TimerHandle | None = None
 
@@ -71,7 +72,8 @@ class Workspace:
         self.store.open(doc, path, text)
         self.states[doc] = DocState.from_text(text, 0, self.prefix_chars * 2, self.suffix_chars * 2)
         self.snapshots.pop(doc, None)
-        self._touch(doc)
+        self.fresh = doc  # an open is not a move: the document being typed in keeps its place (editors open files
+        self._arm()       # in the background too), and this one is warmed at the pause unless asked in before
 
     def changed(self, doc: str, text: TextSource, offset: int | None, state: DocState | None) -> None:
         self.store.update(doc, text, offset)
@@ -83,10 +85,12 @@ class Workspace:
         self.store.close(doc)
         self.snapshots.pop(doc, None)
         self.states.pop(doc, None)
+        if self.fresh == doc:
+            self.fresh = None
         if self.active == doc:
             self.active = None
         elif self.active is not None:
-            self._touch(self.active)  # its context may hold the closed file's chunks: pick again at the pause
+            self._arm()  # the active document's context may hold the closed file's chunks: pick again at the pause
 
     def requested(self, doc: str, state: DocState) -> None:
         self.states[doc] = state
@@ -143,6 +147,9 @@ class Workspace:
 
     def _touch(self, doc: str) -> None:
         self.active = doc
+        self._arm()
+
+    def _arm(self) -> None:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -155,6 +162,9 @@ class Workspace:
         self._timer = None
         if self.active is not None:
             self._refresh(self.active)
+        fresh, self.fresh = self.fresh, None
+        if fresh is not None and fresh != self.active and fresh not in self.snapshots:
+            self._refresh(fresh)  # the open's warm-up
 
     def close(self) -> None:
         if self._timer is not None:
