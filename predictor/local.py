@@ -355,6 +355,7 @@ class LocalBackend:
         if not candidate[:verified].strip():
             return text, confidence, len(probs)
         marks = ((verified, 1.0), (len(candidate), 1.0 if verified >= len(candidate) else 0.0))
+        self.last_tokens = list(cand_ids)  # what this request "decoded", for serve-model's raw text
         return candidate, marks, len(probs)
 
     def _confidence(self, tokens: list[int], probs: list[float], heal: str, line, settings: GenSettings,

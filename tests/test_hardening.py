@@ -501,7 +501,8 @@ IDENT = "qzx_secret_ident_7781"
 @pytest.mark.parametrize("log_text", [False, True])
 def test_the_log_holds_no_source_text_unless_asked(tmp_path, log_text):
     log = tmp_path / "tabd.jsonl"
-    args = ["--log", str(log), "--max-new-tokens", "6"] + (["--log-text"] if log_text else [])
+    # --min-confidence 0: what is under test is the log, so every suggestion must be shown and logged
+    args = ["--log", str(log), "--max-new-tokens", "6", "--min-confidence", "0"] + (["--log-text"] if log_text else [])
     s = RawServer(*args, stderr=tmp_path / "stderr.txt")
     try:
         s.initialize()

@@ -47,7 +47,8 @@ INIT: dict = {}  # the server's InitializeResult, kept by the fixture for the ca
 
 
 @pytest_lsp.fixture(scope="module", config=ClientServerConfig(
-    server_command=[sys.executable, "-m", "tabd.daemon", "serve", "--model", str(MODEL_DIR)]))
+    # --min-confidence 0: these tests are about the LSP path, not about which suggestions gating would hide
+    server_command=[sys.executable, "-m", "tabd.daemon", "serve", "--model", str(MODEL_DIR), "--min-confidence", "0"]))
 async def client(lsp_client: LanguageClient, fixture_model):
     INIT["result"] = await lsp_client.initialize_session(init_params({"depth": 2}))
     yield

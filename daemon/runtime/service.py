@@ -70,6 +70,7 @@ class Outcome:
     queue_ms: float = 0.0
     cache_ms: float = 0.0
     from_key: str = ""  # for a typed answer: the key of the suggestion typed into
+    hidden: bool = False  # the layer had a suggestion, and confidence gating showed none of it
     error: str | None = None
 
 
@@ -205,7 +206,8 @@ class CompletionService:
             entry = self.cache.get(key)
             if entry is not None:
                 text = self.shown_part(entry.text, entry.confidence, req.min_confidence)  # the cache keeps it whole
-                return self._serve(req, Outcome(text, "cache", entry.depth, cache_ms=self._since(t0)))
+                return self._serve(req, Outcome(text, "cache", entry.depth, cache_ms=self._since(t0),
+                                                hidden=bool(entry.text) and not text))
             hit = self.typed.lookup(window)
             if hit is not None:
                 shown, rest = hit
@@ -248,7 +250,7 @@ class CompletionService:
         queue_ms = (comp.job.started_at - comp.job.queued_at) * 1000 if comp.job.started_at else 0.0
         depth = comp.depth if source == "inflight" else 0
         text = self.shown_part(prediction.text, prediction.confidence, req.min_confidence)
-        return self._serve(req, Outcome(text, source, depth, prediction, queue_ms))
+        return self._serve(req, Outcome(text, source, depth, prediction, queue_ms, hidden=bool(prediction.text) and not text))
 
     def _serve(self, req: Request, out: Outcome) -> Answer:
         if self.config.cache and out.text:
@@ -260,7 +262,8 @@ class CompletionService:
 
     def _finish(self, req: Request, out: Outcome) -> Answer:
         latency = self._since(req.t0)
-        shown_source = out.source if out.text else "none"
+        # a suggestion gating hid still counts for the layer that had it ready: the answer came from there
+        shown_source = out.source if out.text or out.hidden else "none"
         self._count(shown_source, latency, req.after_accept)
         if out.text:
             self._shown[req.id] = (req.doc, out.text)
@@ -277,6 +280,7 @@ class CompletionService:
             chars=len(out.text), key=short_key(req.key) if req.key else "", after_accept=req.after_accept,
             queue_depth=self.scheduler.depth(),
             context_tokens=p.context_tokens, context_chunks=len(req.context.chunks), reuse=reuse_of(p),
+            **({"hidden": True} if out.hidden else {}),
             **({"from_key": short_key(out.from_key)} if out.from_key else {}),
             **({"error": out.error[:200]} if out.error else {}),
             **({"text": out.text} if self.config.log_text and out.text else {}),
