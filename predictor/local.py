@@ -10,6 +10,7 @@ prefetch starts decoding almost at once.
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -126,6 +127,9 @@ class LocalBackend:
                 if name == "torch" and fmt != "fp32":
                     fmt, self.weights_why = "fp32", "fp32 (the torch engine decodes in fp32)"
                 runner = FastLlama(self.model, native=name == "fast", weights=fmt, release=True)
+                if runner.embed_rows is not None:  # the runner holds the weights now: keep only what describes them
+                    self.model = SimpleNamespace(config=self.model.config, device=self.model.device,
+                                                 dtype=self.model.dtype, parameters=lambda: iter(()))
                 self.native_why = runner.native_why
                 self.weights_why = self.weights_why if runner.weights == fmt else runner.weights
                 return ("fast" if runner.native is not None else "torch"), runner

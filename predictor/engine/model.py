@@ -130,9 +130,11 @@ class FastLlama:
             if release and on_cpu:  # this layer's loaded tensors are copied: let them go now, not at the end
                 for mod in (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj):
                     _release(mod.weight)
-        if release and on_cpu:
+        if release and on_cpu:  # the rest too (norms were cloned): a loader may hold all tensors as views of one buffer
             _release(inner.embed_tokens.weight)
             _release(model.lm_head.weight)
+            for t in list(model.parameters()):
+                _release(t)
 
     def weight_bytes(self) -> int:
         """Bytes of the weights as this engine holds them."""

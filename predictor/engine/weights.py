@@ -34,8 +34,8 @@ def pack_panels(w: torch.Tensor) -> torch.Tensor:
 
 def _quantize(w: torch.Tensor, fmt: str, dim: int) -> tuple[torch.Tensor, torch.Tensor | None]:
     """w in fmt, and for int8 the fp32 scale per slice along `dim` (the other dimension is reduced)."""
-    if fmt == "fp32":
-        return w.to(torch.float32), None
+    if fmt == "fp32":  # a copy: a loader's tensor may be a view that keeps the whole weights file mapped
+        return w.to(torch.float32, copy=True), None
     if fmt == "bf16":
         return w.to(torch.bfloat16), None
     scale = (w.abs().amax(dim=1 - dim) / 127.0).clamp_min(1e-30).to(torch.float32)
