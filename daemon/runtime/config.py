@@ -114,7 +114,7 @@ CLIENT_OPTIONS: dict[str, tuple[str, tuple[type, ...]]] = {
 
 def apply_client_options(config: Config, options: Any) -> tuple[Config, list[str]]:
     """A copy of config with the client's initializationOptions applied, and one message per rejected value."""
-    if options is None:
+    if options is None or options == []:  # Lua's empty table arrives as [] (Neovim sends {} that way)
         return config, []
     if not isinstance(options, dict):
         return config, [f"initializationOptions must be an object, got {type(options).__name__}; using defaults"]

@@ -163,6 +163,20 @@ async function restart(): Promise<void> {
   await startClient();
 }
 
+// The user moved to another editor: the server prefills the prompt at its cursor in the background
+// (tabd/focus), so the first suggestion there reuses the model's kept KV instead of a full prefill.
+function sendFocus(editor: vscode.TextEditor | undefined): void {
+  const c = client;
+  if (editor === undefined || c === undefined || c.state !== State.Running) {
+    return;
+  }
+  const at = editor.selection.active;
+  c.sendNotification("tabd/focus", {
+    uri: editor.document.uri.toString(),
+    position: { line: at.line, character: at.character },
+  }).catch(() => undefined);
+}
+
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   output = vscode.window.createOutputChannel("tabd", { log: true });
   statusItem = vscode.window.createStatusBarItem("tabd.status", vscode.StatusBarAlignment.Right, 100);
@@ -173,6 +187,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     statusItem,
     vscode.commands.registerCommand("tabd.restart", () => restart()),
     vscode.commands.registerCommand("tabd.showOutput", () => output.show(true)),
+    vscode.window.onDidChangeActiveTextEditor((editor) => sendFocus(editor)),
     vscode.workspace.onDidChangeConfiguration((e) => {
       if (e.affectsConfiguration("tabd.statsInterval") && client !== undefined) {
         startPolling(currentSettings().statsInterval);

@@ -278,6 +278,21 @@ local function on_result(ctx_req, err, result)
   end
 end
 
+-- Tell the server the user is here now (entering a buffer or insert mode): it prefills the prompt at
+-- this place in the background, so the first suggestion here reuses the model's kept KV (tabd/focus).
+function M.focus()
+  local client = M.get_client()
+  local buf = api.nvim_get_current_buf()
+  if not client or not attached[buf] then
+    return false
+  end
+  local row, col = cursor()
+  local character = to_lsp_char(line_text(buf, row), col, encoding_of(client))
+  pcall(client_call, client, "notify", "tabd/focus",
+    { uri = vim.uri_from_bufnr(buf), position = { line = row, character = character } })
+  return true
+end
+
 -- Ask for a suggestion at the cursor now. kind: 1 invoked, 2 automatic.
 function M.request(kind)
   stop_timer()
@@ -614,6 +629,13 @@ local function on_attach(client, buf)
     return
   end
   attached[buf] = true
+  api.nvim_create_autocmd({ "BufEnter", "InsertEnter" }, {
+    group = api.nvim_create_augroup("tabd_focus_" .. buf, { clear = true }),
+    buffer = buf,
+    callback = function()
+      M.focus()
+    end,
+  })
   if native_available() then
     attach_native(buf)
     return
