@@ -1,13 +1,18 @@
 """How often the user takes what is shown, per document and across documents; the speculation depth it buys.
 
-Every suggestion shown at a user's request ends one of four ways: accepted
-whole, its next word or next line accepted, or passed over (dismissed, typed
-over, or replaced by another suggestion). Each document keeps an exponentially
-weighted rate of each kind, and so does the user across documents; a document
-with few outcomes of its own leans on the user's rate. The planner asks
-`wants(doc, kinds, depth)`: a state reached by the accepts `kinds` is computed
-when the chance that the user gets there, the product of the rates along the
-way, is at least `threshold`, and no deeper than the ceiling (--depth).
+Every suggestion shown at a user's request ends one way: accepted whole, its
+next word or line accepted, or passed over (dismissed, typed over, or replaced
+by another suggestion). Each document keeps exponentially weighted rates of
+those, and so does the user across documents; a document with few outcomes of
+its own leans on the user's. Two rates decide the depth:
+- p(kind): how often any shown suggestion is taken that way. The first step of
+  a chain (depth 1) is computed when it is at least `first` (0.03): a user who
+  takes one suggestion in twenty still gets the next one from memory, one who
+  never accepts gets no prefetch at all.
+- p(streak): how often a suggestion shown right after an accept is taken whole.
+  Each further step needs p(streak)^(steps beyond the first) >= `further`
+  (0.5): accept streaks run the chain to the ceiling (--depth), a user who
+  stops after one accept gets depth 1.
 """
 from __future__ import annotations
 
@@ -16,7 +21,8 @@ from dataclasses import dataclass, field
 
 KINDS = ("all", "word", "line")
 # before any outcome: a whole accept half the time (today's fixed depth 2), partial accepts rarer
-PRIOR = {"all": 0.5, "word": 0.3, "line": 0.15}
+# the streak prior sits just under `further`: depth 2 and more wait for a streak the user actually shows
+PRIOR = {"all": 0.5, "word": 0.15, "line": 0.08, "streak": 0.45}
 
 
 @dataclass
@@ -26,30 +32,33 @@ class Rates:
     p: dict[str, float] = field(default_factory=lambda: dict(PRIOR))
     n: float = 0.0  # weight of evidence so far (capped by the decay)
 
-    def update(self, outcome: str, alpha: float) -> None:
+    def update(self, outcome: str, alpha: float, after_accept: bool, streak_alpha: float) -> None:
         for kind in KINDS:
             self.p[kind] += alpha * ((1.0 if kind == outcome else 0.0) - self.p[kind])
+        if after_accept:  # fewer and more telling: a faster rate
+            self.p["streak"] += streak_alpha * ((1.0 if outcome == "all" else 0.0) - self.p["streak"])
         self.n = min(self.n + 1, 1 / alpha)
 
 
 class AcceptanceModel:
-    def __init__(self, ceiling: int, threshold: float = 0.2, alpha: float = 0.15, lean: float = 4.0,
-                 max_docs: int = 256) -> None:
+    def __init__(self, ceiling: int, first: float = 0.03, further: float = 0.5, alpha: float = 0.08,
+                 streak_alpha: float = 0.2, lean: float = 4.0, max_docs: int = 256) -> None:
         self.ceiling = ceiling
-        self.threshold = threshold
-        self.alpha = alpha
-        self.lean = lean  # outcomes a document needs before its own rate counts as much as the user's
+        self.first, self.further = first, further
+        # a suggestion is shown per keystroke and most are typed over: a slow rate (about the last 20 shown)
+        self.alpha, self.streak_alpha = alpha, streak_alpha
+        self.lean = lean  # outcomes a document needs before its own rates count as much as the user's
         self.user = Rates()
         self.docs: OrderedDict[str, Rates] = OrderedDict()
         self.max_docs = max_docs
         self.outcomes = dict.fromkeys((*KINDS, "none"), 0)
 
-    def record(self, doc: str, outcome: str) -> None:
-        """One shown suggestion's end: "all", "word", "line" or "none"."""
+    def record(self, doc: str, outcome: str, after_accept: bool = False) -> None:
+        """One shown suggestion's end: "all", "word", "line" or "none"; `after_accept`: shown right after an accept."""
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
-        self.user.update(outcome, self.alpha)
+        self.user.update(outcome, self.alpha, after_accept, self.streak_alpha)
         rates = self.docs.pop(doc, None) or Rates()
-        rates.update(outcome, self.alpha)
+        rates.update(outcome, self.alpha, after_accept, self.streak_alpha)
         self.docs[doc] = rates
         while len(self.docs) > self.max_docs:
             self.docs.popitem(last=False)
@@ -61,15 +70,14 @@ class AcceptanceModel:
         w = rates.n / (rates.n + self.lean)
         return w * rates.p[kind] + (1 - w) * self.user.p[kind]
 
-    def reach(self, doc: str, kinds: tuple[str, ...]) -> float:
-        """The chance the user reaches the state after the accepts `kinds`, one after another."""
-        chance = 1.0
-        for kind in kinds:
-            chance *= self.rate(doc, kind)
-        return chance
-
     def wants(self, doc: str, kinds: tuple[str, ...], depth: int) -> bool:
-        return depth <= self.ceiling and self.reach(doc, kinds) >= self.threshold
+        """Whether the state after the accepts `kinds`, one after another, is worth computing now."""
+        if depth > self.ceiling or not kinds or self.rate(doc, kinds[0]) < self.first:
+            return False
+        further = 1.0
+        for kind in kinds[1:]:  # after an accept: a whole one by the streak rate, a partial one by its own
+            further *= self.rate(doc, "streak" if kind == "all" else kind)
+        return further >= self.further
 
     def depth(self, doc: str) -> int:
         """How deep the chain of whole accepts runs for this document now."""
@@ -80,17 +88,18 @@ class AcceptanceModel:
 
     def explain(self, doc: str) -> dict:
         """The depth chosen and why, for the log and tabd/stats."""
-        rates = {k: round(self.rate(doc, k), 3) for k in KINDS}
+        rates = {k: round(self.rate(doc, k), 3) for k in (*KINDS, "streak")}
+        d = self.depth(doc)
+        partial = [k for k in ("word", "line") if rates[k] >= self.first]
+        why = (f"p(all)={rates['all']:.2f} {'>=' if rates['all'] >= self.first else '<'} {self.first}"
+               + (f", p(streak)={rates['streak']:.2f}: depth {d} (p(streak)^{max(d - 1, 0)} >= {self.further}, "
+                  f"ceiling {self.ceiling})" if d else ": no prefetch")
+               + f"; partial branches: {', '.join(partial) or 'none'}")
         own = self.docs.get(doc)
-        return {
-            "depth": self.depth(doc), "ceiling": self.ceiling, "threshold": self.threshold, "rates": rates,
-            "outcomes_doc": round(own.n, 1) if own else 0,
-            "why": f"p(all)={rates['all']:.2f}: depth {self.depth(doc)} is the deepest with p(all)^depth >= "
-                   f"{self.threshold} (ceiling {self.ceiling}); word {'on' if rates['word'] >= self.threshold else 'off'}, "
-                   f"line {'on' if rates['line'] >= self.threshold else 'off'}",
-        }
+        return {"depth": d, "ceiling": self.ceiling, "rates": rates, "outcomes_doc": round(own.n, 1) if own else 0,
+                "why": why}
 
     def summary(self) -> dict:
-        rates = {k: round(v, 3) for k, v in self.user.p.items()}
-        return {"mode": "adaptive", "ceiling": self.ceiling, "threshold": self.threshold, "user_rates": rates,
-                "user_depth": self.depth(""), "outcomes": dict(self.outcomes)}
+        return {"mode": "adaptive", "ceiling": self.ceiling, "first": self.first, "further": self.further,
+                "user_rates": {k: round(v, 3) for k, v in self.user.p.items()}, "user_depth": self.depth(""),
+                "outcomes": dict(self.outcomes)}

@@ -135,6 +135,9 @@ class TabdServer(LanguageServer):
             raise JsonRpcInvalidParams(str(exc)) from None
         if self.service is None:
             raise JsonRpcInvalidParams("the server is not initialized")
+        answer = self.service.lookup(doc, version, state, invoked)  # from memory: answered with no await at all
+        if answer is not None:
+            return answer, self.position_of(uri, offset)
         await self.service.ready()  # loading is bounded on its own; the timeout is for the answer
         try:
             answer = await asyncio.wait_for(self.service.complete(doc, version, state, invoked), REQUEST_TIMEOUT_S)
@@ -199,6 +202,9 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
                     logger.warning("change to %s skipped: %s", doc_id(uri), exc)
                     continue
                 ls.record("change", uri=uri, range=_range_dict(r), text=change.text)
+                if ls.service is not None and change.text:  # an accept by a client that never runs tabd.accept?
+                    removed = (r.start.line, r.start.character) != (r.end.line, r.end.character)
+                    ls.service.document_edited(doc_id(uri), cursor - len(change.text), int(removed), change.text)
             else:
                 cursor = doc.apply(None, None, change.text, ls.encoding)
                 ls.record("change", uri=uri, text=change.text)

@@ -24,6 +24,7 @@ from tabd.predictor.lookup import copy_suggestion
 from tabd.predictor.templates import FimTemplate, detect_family, template_for
 from tabd.predictor.types import ContextChunk, GenSettings, Interrupted, ModelLoadError, Prediction
 
+FORK_MIN_TOKENS = 4  # copy another slot's prefix when it holds more than this many more of the prompt
 ENGINES = ("fast", "torch", "hf", "plain")
 
 
@@ -58,7 +59,7 @@ class LocalBackend:
         device: str = "auto",
         fim: str | None = None,
         kv_reuse: bool = True,
-        max_slots: int = 4,
+        max_slots: int = 8,
         max_kv_bytes: int = 256 << 20,
         threads: int | None = None,
         trust_remote_code: bool = False,
@@ -80,6 +81,7 @@ class LocalBackend:
         self.max_slots = max_slots
         self.max_kv_bytes = max_kv_bytes
         self.slots: dict[str, Slot] = {}
+        self.kv_copies = 0  # forks of one slot's prefix into another (copy-on-write)
         self.context = int(getattr(self.model.config, "max_position_embeddings", 2048) or 2048)
         cfg = self.model.config
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
@@ -205,32 +207,56 @@ class LocalBackend:
         return self.runner.new_cache(min(self.context, length + 64))
 
     def _slot_for(self, slot_id: str, ids: list[int]) -> tuple[Slot, int]:
-        """The slot to run in, and how many of `ids` its cache already holds."""
+        """The slot to run in, and how many of `ids` its cache already holds.
+
+        Each slot id (a document, or one speculation branch of it: "doc#all.word") has its own slot, so one
+        branch never overwrites another's keys and values. A slot whose own cache shares less of `ids` than
+        another slot's is first given a copy of that one's shared prefix (copy-on-write: copying keys and
+        values costs far less than computing them), so a new branch starts where its parent's state ends.
+        """
+        best = max(self.slots.values(), key=lambda s: common_prefix(s.ids, ids), default=None)
+        best_shared = common_prefix(best.ids, ids) if best is not None else 0
         slot = self.slots.get(slot_id)
         if slot is None:
-            best = max(self.slots.values(), key=lambda s: common_prefix(s.ids, ids), default=None)
-            if best is not None and common_prefix(best.ids, ids) > len(ids) // 2 and len(self.slots) >= self.max_slots:
-                slot = best
-            else:
-                self._evict(keep=len(self.slots) >= self.max_slots)
-                slot = Slot()
-            self.slots[slot_id] = slot
+            self._evict(keep={id(best)}, adding=True)
+            slot = self.slots[slot_id] = Slot()
         slot.used = time.monotonic()
         if not self.kv_reuse or slot.cache is None:
             slot.cache, slot.ids = self._new_cache(len(ids)), []
-        return slot, common_prefix(slot.ids, ids)
+        shared = common_prefix(slot.ids, ids)
+        if self.kv_reuse and best is not None and best is not slot and best_shared > shared + FORK_MIN_TOKENS \
+                and self._copy_prefix(best, slot, best_shared):
+            shared = best_shared
+        self._evict(keep={id(slot)})  # within max_kv_bytes before this request runs
+        return slot, shared
 
-    def _evict(self, keep: bool) -> None:
-        def total() -> int:
-            return sum(len(s.ids) for s in self.slots.values()) * self.kv_bytes_per_token
+    def _copy_prefix(self, src: Slot, dst: Slot, n: int) -> bool:
+        """dst's cache := src's first n positions; False where the cache kind cannot be copied (then dst prefills)."""
+        s, d = src.cache, dst.cache
+        if not (hasattr(s, "k") and hasattr(d, "ensure")):
+            return False
+        d.ensure(n)
+        d.k[:, :, :n] = s.k[:, :, :n]
+        d.v[:, :, :n] = s.v[:, :, :n]
+        d.length = n
+        dst.ids = src.ids[:n]
+        self.kv_copies += 1
+        return True
 
-        while self.slots and (keep or total() > self.max_kv_bytes):
-            victim = min(self.slots, key=lambda k: self.slots[k].used)
-            del self.slots[victim]
-            keep = False
+    def _evict(self, keep: set[int], adding: bool = False) -> None:
+        """Least recently used slots go until the slots fit in max_slots (one more to come if adding) and in
+        max_kv_bytes; the slots in `keep` (by id) stay."""
+        while self.slots:
+            over = len(self.slots) + int(adding) > self.max_slots or self.kv_bytes() > self.max_kv_bytes
+            victims = [k for k, v in self.slots.items() if id(v) not in keep]
+            if not over or not victims:
+                return
+            del self.slots[min(victims, key=lambda k: self.slots[k].used)]
 
     def kv_bytes(self) -> int:
-        return sum(len(s.ids) for s in self.slots.values()) * self.kv_bytes_per_token
+        """Bytes the slots' caches hold (allocated, not just used): what max_kv_bytes bounds."""
+        return sum(s.cache.nbytes() if hasattr(s.cache, "nbytes") else len(s.ids) * self.kv_bytes_per_token
+                   for s in self.slots.values())
 
     def _cut(self, slot: Slot, n: int) -> None:
         drop = len(slot.ids) - n

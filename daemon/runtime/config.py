@@ -15,7 +15,8 @@ class Config:
     model: str | None = None  # model directory; None = the embedded default model
     device: str = "auto"
     fim: str | None = None  # "family[:layout]" to override the template chosen from the tokenizer
-    depth: int = 2  # how many accepts ahead speculation runs
+    depth: int = 4  # the deepest speculation runs (accepts ahead); how deep it goes is measured acceptance's call
+    adaptive_depth: bool = True  # False: every chain runs exactly `depth` deep (benchmarks, --fixed-depth)
     speculation: bool = True
     partial_accept_prefetch: bool = True
     cache: bool = True

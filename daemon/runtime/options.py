@@ -20,7 +20,11 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--remote-timeout", type=float, default=20.0, metavar="SECONDS",
                    help="--backend openai: how long one request may take before it answers empty (default 20)")
     g.add_argument("--fim", metavar="FAMILY[:LAYOUT]", help="override the FIM template (tabd, qwen2.5-coder, starcoder2, deepseek-coder, codellama, plain)")
-    g.add_argument("--depth", type=int, default=2, help="how many accepts ahead to prefetch (default 2)")
+    g.add_argument("--depth", type=int, default=4,
+                   help="the deepest speculation goes, in accepts ahead (default 4); how deep it goes follows how often "
+                        "you accept (see --fixed-depth)")
+    g.add_argument("--fixed-depth", action="store_true",
+                   help="prefetch exactly --depth accepts ahead whatever you accept (for benchmarks)")
     g.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     g.add_argument("--engine", default="fast", choices=["fast", "torch", "hf"],
                    help="fast: hand-written forward, one-token steps in native code (built with the system C compiler; "
@@ -60,6 +64,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         device=args.device,
         fim=args.fim,
         depth=args.depth,
+        adaptive_depth=not getattr(args, "fixed_depth", False),
         threads=args.threads,
         max_new_tokens=args.max_new_tokens,
         **({} if getattr(args, "min_confidence", None) is None else {"min_confidence": args.min_confidence}),

@@ -8,22 +8,23 @@ predictor computes, the cache remembers.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import os
 import statistics
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
 from tabd.cache.context import EMPTY, Snapshot
 from tabd.cache.inflight import InflightTable
 from tabd.cache.key import short_key, state_key
-from tabd.cache.planner import plan_after
 from tabd.cache.state import DocState, Window
 from tabd.cache.store import CompletionCache, Entry
 from tabd.cache.typed import Shown, TypeThroughIndex, typed_length
 from tabd.daemon.runtime.config import Config
+from tabd.daemon.runtime.speculation import Speculation
 from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime.scheduler import FOREGROUND, Cancelled, Job, Scheduler
 from tabd.daemon.runtime.workspace import Warmer, Workspace, chunks_of, context_options, reuse_of
@@ -90,6 +91,7 @@ class Computation:
     waiters: int = 0
     cancel_reason: str = ""  # why _cancel stopped it, for the waiters' cancel events
     context: Snapshot = EMPTY  # the workspace context before the prompt
+    kinds: tuple[str, ...] = ()  # for a prefetch: the accepts from the user's state ("all", "word", "line")
 
     @property
     def prefetch(self) -> bool:
@@ -109,6 +111,9 @@ class Stats:
     dismisses: int = 0
     last_source: str = ""
     last_latency_ms: float = 0.0
+    last_depth: int = 0  # the speculation depth that computed the last answer (0: the request itself)
+    accepts_by: dict[str, int] = field(default_factory=dict)  # "command" (tabd.accept) or "edit" (seen in didChange)
+    branches: dict[str, int] = field(default_factory=dict)  # prefetches started per branch ("all", "all.word", ...)
     # prompt tokens [reused, total] per kind of model run: what share of each prompt the kept KV covered
     reuse: dict[str, list[int]] = field(default_factory=lambda: {"request": [0, 0], "prefetch": [0, 0], "warmup": [0, 0]})
     last_context_tokens: int = 0
@@ -133,7 +138,7 @@ def _p50(values) -> float:
     return round(statistics.median(values), 3) if values else 0.0
 
 
-class CompletionService:
+class CompletionService(Speculation):
     def __init__(self, config: Config, backend_factory: Callable[[Config], Backend], events: EventLog | None = None) -> None:
         self.config = config
         self.events = events or EventLog()
@@ -145,8 +150,7 @@ class CompletionService:
         self.backend: Backend | None = None
         self.load_error: str | None = None
         self._ids = itertools.count(1)
-        self._shown: OrderedDict[str, tuple[str, str]] = OrderedDict()  # answer id -> (doc, text)
-        self._planned: OrderedDict[str, None] = OrderedDict()  # keys of states reached by accepting
+        self._init_speculation()
         self._foreground: dict[str, Computation] = {}  # doc -> its latest request's computation
         self._last_shown: dict[str, tuple[Window, str]] = {}  # doc -> (window, text) of its latest suggestion
         self.workspace = Workspace(context_options(config), config.prefix_chars, config.suffix_chars, self._context_changed)
@@ -188,41 +192,66 @@ class CompletionService:
         """What a request shows of a full suggestion: the part the model is sure of (confidence gating)."""
         return gate(text, confidence, self.config.min_confidence if min_confidence is None else min_confidence)
 
-    async def complete(self, doc: str, version: int, state: DocState, invoked: bool = False) -> Answer:
-        t0 = time.monotonic()
-        answer_id = str(next(self._ids))
-        ready = await self.ready()
+    def _request(self, doc: str, version: int, state: DocState, invoked: bool, ready: bool) -> Request:
         window = state.window(self.config.prefix_chars, self.config.suffix_chars)
-        settings = self.settings_for(state)
         self.workspace.requested(doc, state)
         context = self.workspace.snapshot(doc, state, window)
-        key = self.key_for(window, settings, context) if ready else ""
-        req = Request(answer_id, doc, version, state, window, key, t0, key in self._planned,
-                      0.0 if invoked else self.config.min_confidence, context)
+        key = self.key_for(window, self.settings_for(state), context) if ready else ""
+        return Request(str(next(self._ids)), doc, version, state, window, key, time.monotonic(), key in self._planned,
+                       0.0 if invoked else self.config.min_confidence, context)
+
+    def _from_memory(self, req: Request) -> Answer | None:
+        entry = self.cache.get(req.key)
+        if entry is not None:
+            text = self.shown_part(entry.text, entry.confidence, req.min_confidence)  # the cache keeps it whole
+            self._used(req.key)
+            return self._serve(req, Outcome(text, "cache", entry.depth, cache_ms=self._since(req.t0),
+                                            hidden=bool(entry.text) and not text))
+        hit = self.typed.lookup(req.window)
+        if hit is not None:
+            shown, rest = hit
+            self._used(shown.key)
+            return self._serve(req, Outcome(rest, "typed", shown.depth, cache_ms=self._since(req.t0), from_key=shown.key))
+        return None
+
+    def lookup(self, doc: str, version: int, state: DocState, invoked: bool = False) -> Answer | None:
+        """The answer from memory (cache, type-through) at once, with no await; None when it needs more."""
+        if not self.config.cache or not self._loaded.future.done() or self.backend is None:
+            return None
+        return self._from_memory(self._request(doc, version, state, invoked, True))
+
+    async def complete(self, doc: str, version: int, state: DocState, invoked: bool = False) -> Answer:
+        t0 = time.monotonic()
+        ready = await self.ready()
+        req = dataclasses.replace(self._request(doc, version, state, invoked, ready), t0=t0)
         if not ready:
             return self._finish(req, Outcome("", "none", error=self.load_error))
 
         if self.config.cache:
-            entry = self.cache.get(key)
-            if entry is not None:
-                text = self.shown_part(entry.text, entry.confidence, req.min_confidence)  # the cache keeps it whole
-                return self._serve(req, Outcome(text, "cache", entry.depth, cache_ms=self._since(t0),
-                                                hidden=bool(entry.text) and not text))
-            hit = self.typed.lookup(window)
-            if hit is not None:
-                shown, rest = hit
-                return self._serve(req, Outcome(rest, "typed", shown.depth, cache_ms=self._since(t0), from_key=shown.key))
-            comp = self.inflight.get(key)
+            answer = self._from_memory(req)
+            if answer is not None:
+                return answer
+            comp = self.inflight.get(req.key)
             if comp is not None:
                 self.scheduler.promote(comp.job, FOREGROUND)
                 return await self._await(req, comp, "inflight")
 
         previous = self._foreground.get(doc)
-        if previous is not None and previous.key != key:
+        if previous is not None and previous.key != req.key:
             self._cancel(previous, "superseded")  # its waiters get an empty answer at once
-        comp = self._start(key, doc, state, window, settings, depth=0, context=context)
+        comp = self._start(req.key, doc, state, req.window, self.settings_for(state), depth=0, context=req.context)
         self._foreground[doc] = comp
         return await self._await(req, comp, "model")
+
+    def _after(self, fn: Callable[[], None]) -> None:
+        """Run fn once the answer is out: a 0 s timer runs after the callbacks already queued, which include the
+        LSP layer's write of a response answered without an await (lookup)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a plain call): now
+            fn()
+            return
+        loop.call_later(0, fn)
 
     @staticmethod
     def _since(t0: float) -> float:
@@ -253,26 +282,29 @@ class CompletionService:
         return self._serve(req, Outcome(text, source, depth, prediction, queue_ms, hidden=bool(prediction.text) and not text))
 
     def _serve(self, req: Request, out: Outcome) -> Answer:
-        if self.config.cache and out.text:
-            self.typed.add(Shown(req.window, out.text, req.key, out.depth))
+        answer = self._finish(req, out)
         if out.text:
-            self._last_shown[req.doc] = (req.window, out.text)
-            self._plan(req.doc, req.state, req.window, out.text, req.context)
-        return self._finish(req, out)
+            self._after(lambda: self._shown_to_user(req, out))
+        return answer
+
+    def _shown_to_user(self, req: Request, out: Outcome) -> None:
+        """What a suggestion on screen sets going, once its answer is out: type-through, accept tracking, speculation."""
+        if self.config.cache:
+            self.typed.add(Shown(req.window, out.text, req.key, out.depth))
+        self._last_shown[req.doc] = (req.window, out.text)
+        self.accepts.shown(req.id, req.doc, req.state, out.text, out.source == "typed")
+        self._plan(req.doc, req.state, req.window, out.text, req.context)
 
     def _finish(self, req: Request, out: Outcome) -> Answer:
         latency = self._since(req.t0)
         # a suggestion gating hid still counts for the layer that had it ready: the answer came from there
         shown_source = out.source if out.text or out.hidden else "none"
         self._count(shown_source, latency, req.after_accept)
-        if out.text:
-            self._shown[req.id] = (req.doc, out.text)
-            while len(self._shown) > 256:
-                self._shown.popitem(last=False)
+        self.stats.last_depth = out.depth
         p = out.prediction or Prediction("")
         if out.prediction is not None and out.source == "model":
             self._count_reuse("request", p)
-        self.events.emit(
+        self._after(lambda: self.events.emit(  # after the answer is out: the log line costs the user nothing
             "completion", id=req.id, doc=req.doc, version=req.version, source=shown_source, origin=out.source,
             depth=out.depth, latency_ms=round(latency, 3), queue_ms=round(out.queue_ms, 3),
             cache_ms=round(out.cache_ms, 4), prefill_ms=round(p.prefill_ms, 3), decode_ms=round(p.decode_ms, 3),
@@ -284,7 +316,8 @@ class CompletionService:
             **({"from_key": short_key(out.from_key)} if out.from_key else {}),
             **({"error": out.error[:200]} if out.error else {}),
             **({"text": out.text} if self.config.log_text and out.text else {}),
-        )
+            **(self._depth_fields(req.doc) if out.text else {}),
+        ))
         return Answer(req.id, out.text, shown_source, out.depth, req.key, latency)
 
     def _count(self, source: str, latency: float, after_accept: bool) -> None:
@@ -300,14 +333,16 @@ class CompletionService:
 
     # -- model work -------------------------------------------------------------
 
-    def _start(self, key, doc, state, window, settings, depth, root=None, chain="", context: Snapshot = EMPTY) -> Computation:
-        comp = Computation(key, doc, state, window, settings, depth, root, chain, context=context)
+    def _start(self, key, doc, state, window, settings, depth, root=None, chain="", context: Snapshot = EMPTY,
+               kinds=()) -> Computation:
+        comp = Computation(key, doc, state, window, settings, depth, root, chain, context=context, kinds=kinds)
         backend = self.backend
+        slot = f"{doc}#{'.'.join(kinds)}" if kinds else doc  # each speculation branch keeps its own KV
         extra = {"context": chunks_of(context)} if context.chunks else {}  # backends without context take no such argument
 
         def run(should_stop):
             try:
-                return backend.predict(window.prefix, window.suffix, settings, should_stop, slot_id=doc, **extra)
+                return backend.predict(window.prefix, window.suffix, settings, should_stop, slot_id=slot, **extra)
             except Interrupted:
                 if comp.job is None or not comp.job.cancelled:  # stopped for a request, not for good: requeued
                     self._preempted(comp)  # on the model thread, as the scheduler requeues it
@@ -342,7 +377,8 @@ class CompletionService:
             self.stats.prefetch["finished"] += 1
             self._count_reuse("prefetch", prediction)
             self.events.emit(
-                "prefetch", outcome="finished", depth=comp.depth, key=short_key(comp.key), doc=comp.doc,
+                "prefetch", outcome="finished", depth=comp.depth, branch=".".join(comp.kinds), key=short_key(comp.key),
+                doc=comp.doc,
                 context_tokens=prediction.context_tokens, reuse=reuse_of(prediction),
                 prefill_tokens=prediction.prefill_tokens, reused_tokens=prediction.reused_tokens,
                 decode_tokens=prediction.decode_tokens, prefill_ms=round(prediction.prefill_ms, 3),
@@ -351,7 +387,7 @@ class CompletionService:
             shown = self.shown_part(prediction.text, prediction.confidence)  # speculation plans from what is shown
             if shown and self.config.cache:
                 self.typed.add(Shown(comp.window, shown, comp.key, comp.depth))
-                self._prefetch_after(comp.doc, comp.state, shown, comp.depth, comp.root, comp.chain, comp.context)
+                self._prefetch_after(comp.doc, comp.state, shown, comp.depth, comp.root, comp.chain, comp.context, comp.kinds)
 
     def _cancel(self, comp: Computation, reason: str) -> None:
         if comp.job is not None and not comp.job.done():
@@ -362,33 +398,7 @@ class CompletionService:
         self.stats.prefetch["preempted"] += 1
         self.events.emit("prefetch", outcome="preempted", depth=comp.depth, key=short_key(comp.key), doc=comp.doc)
 
-    # -- speculation ------------------------------------------------------------
-
-    def _plan(self, doc: str, state: DocState, window: Window, text: str, context: Snapshot = EMPTY) -> None:
-        self._remember_planned(state.insert(text), partial=False, context=context)  # so a Tab is recognised, speculation or not
-        if self.config.speculation and self.config.depth > 0:
-            self._prefetch_after(doc, state, text, 0, window, "", context)
-
-    def _remember_planned(self, state: DocState, partial: bool, context: Snapshot = EMPTY) -> str:
-        window = state.window(self.config.prefix_chars, self.config.suffix_chars)
-        key = self.key_for(window, self.settings_for(state), context)
-        if not partial:
-            self._planned[key] = None
-            self._planned.move_to_end(key)
-            while len(self._planned) > 1024:
-                self._planned.popitem(last=False)
-        return key
-
-    def _prefetch_after(self, doc, state, text, depth, root, chain, context: Snapshot = EMPTY) -> None:
-        for plan in plan_after(state, text, depth, self.config.depth, self.config.partial_accept_prefetch):
-            key = self._remember_planned(plan.state, plan.partial, context)
-            if key in self.cache or self.inflight.get(key) is not None:
-                continue
-            window = plan.state.window(self.config.prefix_chars, self.config.suffix_chars)
-            self.stats.prefetch["started"] += 1
-            self.events.emit("prefetch", outcome="started", depth=plan.depth, key=short_key(key), doc=doc)
-            self._start(key, doc, plan.state, window, self.settings_for(plan.state), plan.depth, root, chain + plan.inserted,
-                        context)
+    # -- documents ------------------------------------------------------------------
 
     def document_changed(self, doc: str, state: DocState | None) -> None:
         """Cancel work the new document state (None: the document is gone) can no longer use."""
@@ -406,6 +416,7 @@ class CompletionService:
                 self._cancel(comp, "closed" if now is None else "stale")
 
     def document_closed(self, doc: str) -> None:
+        self.accepts.closed(doc)
         self.document_changed(doc, None)
         self._last_shown.pop(doc, None)
         self.workspace.closed(doc)
@@ -446,28 +457,14 @@ class CompletionService:
         elif self.config.warmup:
             self.warmer.submit(self.backend, doc, window, self.settings_for(state), context)
 
-    # -- accept / dismiss / stats -------------------------------------------------
-
-    def accept(self, answer_id: str, chars: int | None = None, partial: bool = False) -> bool:
-        shown = self._shown.get(answer_id)
-        self.stats.accepts += 1
-        doc = shown[0] if shown else ""
-        n = chars if isinstance(chars, int) and chars >= 0 else (len(shown[1]) if shown else 0)
-        self.events.emit("accept", id=answer_id, doc=doc, chars=n, partial=bool(partial), known=shown is not None)
-        return shown is not None
-
-    def dismiss(self, answer_id: str) -> bool:
-        shown = self._shown.pop(answer_id, None)
-        self.stats.dismisses += 1
-        self.events.emit("dismiss", id=answer_id, doc=shown[0] if shown else "", known=shown is not None)
-        return shown is not None
+    # -- stats ---------------------------------------------------------------------------
 
     def stats_dict(self) -> dict:
         s = self.stats
         aa = s.after_accept_requests
         return {
             "sources": dict(s.sources),
-            "prefetch": dict(s.prefetch),
+            **self.speculation_stats(),  # prefetch (with used, wasted_per_accept), accepts_by, speculation
             "after_accept": {
                 "requests": aa,
                 "from_cache": s.after_accept_from_cache,
@@ -475,7 +472,7 @@ class CompletionService:
                 "p50_ms": _p50(s.after_accept_ms),
             },
             "latency_ms": {"p50": _p50(s.latency_ms)},
-            "last": {"source": s.last_source, "latency_ms": round(s.last_latency_ms, 3)},
+            "last": {"source": s.last_source, "latency_ms": round(s.last_latency_ms, 3), "depth": s.last_depth},
             "model_calls": s.model["started"] + s.prefetch["started"],  # every job the model worker was given
             "requests_to_model": dict(s.model),
             "accepts": s.accepts,

@@ -94,6 +94,7 @@ class Driver:
         self._exited: asyncio.Future | None = None
         self._deadline = None if options.max_seconds is None else time.monotonic() + options.max_seconds
         self.stats_supported = True
+        self.last_depth: int | None = None  # the last answer's speculation depth, from tabd/stats
 
     # ------------------------------------------------------------ process
 
@@ -198,6 +199,8 @@ class Driver:
             self.m.cancelled += 1
 
     async def _source_of_last(self) -> str | None:
+        """The source of the last answer (tabd/stats "last"); its speculation depth is kept in self.last_depth."""
+        self.last_depth = None
         if not self.stats_supported:
             return None
         try:
@@ -211,6 +214,8 @@ class Driver:
             self.m.warnings.append("the server does not answer tabd/stats: sources are not attributed")
             return None
         last = stats.get("last") if isinstance(stats, dict) else None
+        if isinstance(last, dict) and isinstance(last.get("depth"), int):
+            self.last_depth = last["depth"]
         return last.get("source") if isinstance(last, dict) else None
 
     async def _await_pending(self, deadline: float | None) -> list[Suggestion] | None:
@@ -251,8 +256,12 @@ class Driver:
             self.m.after_accept_sources[source or "unknown"] += 1
             if source in MEMORY_SOURCES:
                 self.m.after_accept_from_cache += 1
+                if self.last_depth is not None:
+                    self.m.after_accept_hits_by_depth[self.last_depth] += 1
             if source in MEMORY_SOURCES + ("inflight",):
                 self.m.after_accept_speculated += 1
+        if source in MEMORY_SOURCES and self.last_depth is not None:
+            self.m.hits_by_depth[self.last_depth] += 1
         if source in SOURCES:
             self.m.sources[source] += 1
         else:

@@ -55,6 +55,9 @@ class Measurements:
     model_ms: list[float] = field(default_factory=list)
     sources: collections.Counter = field(default_factory=collections.Counter)
     after_accept_sources: collections.Counter = field(default_factory=collections.Counter)
+    # answers from memory by the speculation depth that computed them (0: the user's own request, typed into)
+    hits_by_depth: collections.Counter = field(default_factory=collections.Counter)
+    after_accept_hits_by_depth: collections.Counter = field(default_factory=collections.Counter)
     wall_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
@@ -94,7 +97,9 @@ class Measurements:
                 "hit_rate": round(self.after_accept_from_cache / aa, 4) if aa else 0.0,
                 "from_speculation": self.after_accept_speculated,
                 "sources": dict(self.after_accept_sources),
+                "hits_by_depth": {str(k): v for k, v in sorted(self.after_accept_hits_by_depth.items())},
             },
+            "hits_by_depth": {str(k): v for k, v in sorted(self.hits_by_depth.items())},
             "latency_ms": {
                 "all": percentiles(self.all_ms),
                 "after_accept": percentiles(self.after_accept_ms),
