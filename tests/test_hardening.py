@@ -361,7 +361,7 @@ async def test_bad_initialization_options_are_shown_and_defaults_kept(options, e
             assert any(text in s for s in shown), (text, shown)
         c = srv.server.config
         assert (c.depth, c.max_new_tokens, c.prefix_chars, c.speculation, c.device, c.threads, c.log) == (
-            2, 48, 2400, True, "auto", None, None)
+            4, 48, 2400, True, "auto", None, None)  # the depth ceiling's default
     finally:
         srv.close()
 
