@@ -182,7 +182,7 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
         ls.documents.open(d.uri, d.text, d.version, d.language_id)
         ls.record("open", uri=d.uri, language=d.language_id, text=d.text)
         if ls.service is not None:
-            ls.service.document_opened(doc_id(d.uri), context_path(d.uri, ls.roots), d.text)
+            ls.service.workspace.opened(doc_id(d.uri), context_path(d.uri, ls.roots), d.text)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: TabdServer, params: types.DidChangeTextDocumentParams) -> None:
@@ -212,7 +212,7 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
         if ls.service is not None:
             state = ls.state_of(doc, cursor) if cursor is not None else None
             ls.service.document_changed(doc_id(uri), state)
-            ls.service.document_text(doc_id(uri), lambda: doc.text, cursor, state)  # joined only when a pick reads it
+            ls.service.workspace.changed(doc_id(uri), lambda: doc.text, cursor, state)  # joined only when a pick reads it
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: TabdServer, params: types.DidCloseTextDocumentParams) -> None:
@@ -286,7 +286,7 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
         except DocumentError as exc:
             logger.warning("tabd/focus: %s", exc)
             return
-        ls.service.focus(doc_id(uri), state)
+        ls.service.workspace.focus(doc_id(uri), state)
 
     @server.feature(CONTEXT)
     def context(ls: TabdServer, params: Any) -> dict:

@@ -239,6 +239,7 @@ class CompletionService(Speculation):
         previous = self._foreground.get(doc)
         if previous is not None and previous.key != req.key:
             self._cancel(previous, "superseded")  # its waiters get an empty answer at once
+        self.warmer.cancel(doc)
         comp = self._start(req.key, doc, state, req.window, self.settings_for(state), depth=0, context=req.context)
         self._foreground[doc] = comp
         return await self._await(req, comp, "model")
@@ -422,16 +423,6 @@ class CompletionService(Speculation):
         self.workspace.closed(doc)
 
     # -- workspace context and KV warm-up ---------------------------------------------
-
-    def document_opened(self, doc: str, path: str, text: str) -> None:
-        self.workspace.opened(doc, path, text)
-
-    def document_text(self, doc: str, text, offset: int | None, state: DocState | None) -> None:
-        """The document's text (or a function returning it) after an edit at `offset`: the context store reads it at a pause."""
-        self.workspace.changed(doc, text, offset, state)
-
-    def focus(self, doc: str, state: DocState) -> Snapshot:
-        return self.workspace.focus(doc, state)
 
     def _count_reuse(self, kind: str, p: Prediction) -> None:
         total = self.stats.reuse[kind]

@@ -219,6 +219,12 @@ class Warmer:
         loop = asyncio.get_running_loop()
         job.future.add_done_callback(lambda fut: loop.call_soon_threadsafe(self._done, doc, job, fut))
 
+    def cancel(self, doc: str) -> None:
+        """A request runs the document's prompt itself: a warm-up still queued would only rewind its KV after it."""
+        job = self.jobs.pop(doc, None)
+        if job is not None and not job.done():
+            self.scheduler.cancel(job)
+
     def _done(self, doc: str, job: Job, fut) -> None:
         if self.jobs.get(doc) is job:
             del self.jobs[doc]
