@@ -112,5 +112,7 @@ class Speculation:
                          "wasted_per_accept": round((s.prefetch["started"] - used) / s.accepts, 3) if s.accepts else None},
             "accepts_by": dict(s.accepts_by),
             "speculation": {**(self.acceptance.summary() if self.config.adaptive_depth else
-                               {"mode": "fixed", "depth": self.config.depth}), "branches": dict(s.branches)},
+                               {"mode": "fixed", "depth": self.config.depth}),
+                            # "all_word": the accepts from the user's state, joined by _ (JSON keys clients can map)
+                            "branches": {k.replace(".", "_"): v for k, v in s.branches.items()}},
         }
