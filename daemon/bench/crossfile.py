@@ -159,11 +159,15 @@ def run_cross_file(args: argparse.Namespace, flags: list[str]) -> dict[str, Any]
     return out
 
 
-async def warmup_figures(cases, flags: list[str], places: int = 6) -> dict[str, Any]:
+async def warmup_figures(cases, flags: list[str], places: int = 8) -> dict[str, Any]:
     """Latency of the first request at a newly focused place after warm-up, a cold one, and a keystroke request."""
     from tabd.daemon.sessions.driver import Driver, ReplayOptions
 
-    d = Driver(ReplayOptions(speed=0.0, server_args=[*flags, "--no-cache", "--no-speculation"], progress=False))
+    # every request a model run, each decoding at most 8 tokens: the latencies then differ by their prefill, which is
+    # what warm-up saves, not by how long the model happens to write at each place
+    log = Path(tempfile.mkdtemp(prefix="tabd-warmup-")) / "serve.jsonl"
+    args = [*flags, "--no-cache", "--no-speculation", "--max-new-tokens", "8", "--log", str(log)]
+    d = Driver(ReplayOptions(speed=0.0, server_args=args, progress=False))
     await d.start()
     cold, warm, keystroke = [], [], []
     try:
@@ -186,7 +190,12 @@ async def warmup_figures(cases, flags: list[str], places: int = 6) -> dict[str, 
     finally:
         await asyncio.wait_for(d.stop(), 30)
     k = statistics.median(keystroke)
-    return {"places": len(warm), "keystroke_ms_p50": round(k, 2), "after_warmup_ms_p50": round(statistics.median(warm), 2),
+    runs = [e for e in map(json.loads, log.read_text().splitlines()) if e.get("event") == "completion"]
+    kinds = ["cold"] + ["keystroke"] * 3 + ["warm"]  # the order of the requests at each place
+    prefill: dict[str, list[float]] = {"cold": [], "keystroke": [], "warm": []}
+    for n, e in enumerate(runs[: len(kinds) * len(warm)]):
+        prefill[kinds[n % len(kinds)]].append(e.get("prefill_tokens", 0))
+    return {"places": len(warm), "prefill_tokens_p50": {kind: _median(v) for kind, v in prefill.items()}, "keystroke_ms_p50": round(k, 2), "after_warmup_ms_p50": round(statistics.median(warm), 2),
             "cold_ms_p50": round(statistics.median(cold), 2),
             "after_warmup_over_keystroke": round(statistics.median(warm) / k, 3),
             "cold_over_keystroke": round(statistics.median(cold) / k, 3)}
