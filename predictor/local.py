@@ -66,7 +66,7 @@ class LocalBackend:
         engine: str = "fast",
         prefill_chunk: int | None = None,
         weights: str = "auto",
-        lookup: bool = True,
+        lookup: bool | None = None,
     ) -> None:
         self.model_dir = str(model_dir or loader.DEFAULT_MODEL_DIR)
         self.threads = AdaptiveThreads(threads)
@@ -74,9 +74,15 @@ class LocalBackend:
             self.model_dir, device, trust_remote_code, fast=engine in ("fast", "torch"))
         self.template = self._choose_template(fim)
         self.kv_reuse = kv_reuse
-        self.lookup = lookup  # prompt-lookup drafts, verified in one native pass (same tokens, fewer passes)
+        # prompt-lookup drafts, verified in one native pass (same tokens, fewer passes); by default where decode
+        # is bound by memory (a pass of 8 tokens costs about one of 1): on the embedded model it costs ~4 and loses
+        self.lookup = lookup
         self.parameters = sum(p.numel() for p in self.model.parameters())
         self.engine_name, self.runner = self._choose_engine(engine, weights)
+        if self.lookup is None:
+            from tabd.predictor.engine.weights import AUTO_FP32_BYTES
+
+            self.lookup = 4 * self.parameters > AUTO_FP32_BYTES
         self.prefill_chunk = max(1, prefill_chunk or generate.chunk_for(self.parameters))
         self.max_slots = max_slots
         self.max_kv_bytes = max_kv_bytes

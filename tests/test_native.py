@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from tabd.predictor.engine import generate, native
+from tabd.predictor.loader import DEFAULT_MODEL_DIR
 from tabd.predictor.local import LocalBackend
 from tabd.predictor.types import GenSettings
 
@@ -168,17 +169,25 @@ def bench_engines(env: dict | None = None, *extra: str) -> subprocess.CompletedP
                           capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})})
 
 
-def test_bench_engines_without_llama_cpp_says_so(tmp_path):
+def test_bench_engines_without_llama_cpp_says_so_and_still_reports_tabd(tmp_path):
     (tmp_path / "llama_cpp.py").write_text("raise ImportError('hidden from this test')\n")
-    r = bench_engines({"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"})
+    r = bench_engines({"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}, "--engines-rounds", "1")
     assert r.returncode == 1
     assert "tabd bench engines: llama.cpp is not installed" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1  # one line, not a traceback or a log
+    d = json.loads(r.stdout)["engines"]
+    assert d["shape"] == "embedded" and d["llamacpp"].startswith("unavailable: llama.cpp is not installed")
+    assert d["tabd"]["keystroke_16"] > 0 and d["tabd"]["prefill_per_1k"] > 0 and "ratios" not in d
+    # resident memory of the tabd worker, beside the weights it holds once
+    assert d["weights_file_bytes"] == (DEFAULT_MODEL_DIR / "model.safetensors").stat().st_size
+    assert d["weight_bytes_held"] <= d["weights_file_bytes"] < d["rss_bytes"] < 1 << 30
+    assert d["lookup"]["same_output"] is True and d["lookup"]["tokens"] > 0
 
 
 def test_bench_engines_without_a_gguf_converter_says_so(tmp_path):
     (tmp_path / "llama_cpp.py").write_text("")  # importable; the GGUF asked for does not exist
     r = bench_engines({"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"},
-                      "--engines-gguf", str(tmp_path / "missing.gguf"))
+                      "--engines-gguf", str(tmp_path / "missing.gguf"), "--engines-rounds", "1")
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     assert "missing.gguf" in r.stderr
 
@@ -214,7 +223,8 @@ def repetitive_states():
 
 
 @needs_native
-def test_prompt_lookup_gives_the_tokens_and_probabilities_of_plain_decoding(backend):
+def test_prompt_lookup_gives_the_tokens_and_probabilities_of_plain_decoding():
+    backend = LocalBackend(kv_reuse=True, engine="fast", threads=1, lookup=True)
     plain = LocalBackend(kv_reuse=True, engine="fast", threads=1, lookup=False)
     settings = GenSettings(max_new_tokens=24, multiline=True)
     accepted = 0

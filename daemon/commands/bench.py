@@ -53,7 +53,9 @@ def run(args: argparse.Namespace) -> int:
             continue
         try:
             report[name] = module.run_section(args)
-        except RuntimeError as exc:  # a section that cannot run says why
+        except RuntimeError as exc:  # a section that cannot run says why (and reports what it could measure)
+            if getattr(exc, "report", None) is not None:
+                report[name] = exc.report
             print(f"tabd bench {name}: {exc}", file=sys.stderr)
             status = 1
     if args.json:

@@ -116,6 +116,8 @@ class Lookup:
         self.seq: list[int] = []
         self.where: dict[tuple[int, ...], int] = {}
         self.max_draft = max_draft
+        self.k = 2  # drafts per pass now: doubled while the model agrees, cut back when it does not
+        self.cool = 0  # plain steps to take before drafting again, after a pass the model rejected outright
         self.steps = self.drafted = self.accepted = 0  # verify passes, tokens drafted, drafts the model agreed with
         for t in context:
             self.add(t)
@@ -128,7 +130,10 @@ class Lookup:
                 self.where[tuple(self.seq[end - 1 - n : end - 1])] = end - 1
 
     def draft(self, limit: int) -> list[int]:
-        limit = min(limit, self.max_draft)
+        if self.cool > 0:
+            self.cool -= 1
+            return []
+        limit = min(limit, self.max_draft, self.k)
         for n in self.NGRAMS:
             if len(self.seq) < n or limit <= 0:
                 continue
@@ -136,6 +141,15 @@ class Lookup:
             if at is not None:
                 return self.seq[at : at + limit]
         return []
+
+    def feedback(self, drafted: int, accepted: int) -> None:
+        """Adapt to how well the drafts go: a verify pass costs more per draft on a small model than a big one."""
+        if accepted == drafted:
+            self.k = min(self.max_draft, self.k * 2)
+        else:
+            self.k = max(1, accepted + 1)
+        if accepted == 0:
+            self.cool = 4
 
     def report(self) -> dict:
         return {"lookup_steps": self.steps, "drafted": self.drafted, "accepted_drafts": self.accepted}
@@ -209,13 +223,15 @@ def _lookup_step(model, token, drafts, cache, n, tokens, go_on, on_feed, probs, 
     lookup.steps += 1
     lookup.drafted += len(drafts)
     on_feed(token)
+    agreed = 0
+    while agreed < len(drafts) and choices[agreed][0] == drafts[agreed]:
+        agreed += 1
+    lookup.feedback(len(drafts), agreed)
     kept = 1
     try:
-        for i, d in enumerate(drafts):
-            if choices[i][0] != d:
-                break
-            lookup.accepted += 1
+        for i, d in enumerate(drafts[:agreed]):
             tokens.append(d)
+            lookup.accepted += 1
             if probs is not None:
                 probs.append(choices[i][1])
             if len(tokens) >= n or not go_on(tokens):
