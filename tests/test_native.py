@@ -268,7 +268,10 @@ def test_compact_weights_agree_with_fp32_over_the_edit_session(backend):
 
 
 @pytest.mark.parametrize("weights, per_weight", [("fp32", 4), ("bf16", 2), ("int8", 1)])
-def test_the_weights_are_held_once_in_their_format(weights, per_weight):
+def test_the_weights_are_held_once_in_their_format(weights, per_weight, monkeypatch):
+    from tabd.predictor.engine import model
+
+    monkeypatch.setattr(model, "SMALL_BYTES", 0)  # as for any model over 64 MB (a small one keeps plain copies too)
     b = LocalBackend(engine="fast", threads=1, weights=weights)
     left = sum(t.numel() for t in b.model.parameters())
     assert left < 0.01 * b.parameters  # the loaded tensors were let go as they were copied (norms stay)
@@ -285,3 +288,26 @@ def test_auto_weights_pick_by_size_and_say_so():
     assert fmt == "bf16" and "2048 MB" in why
     with pytest.raises(ValueError, match="unknown weight format 'fp16'"):
         choose_format("fp16", 1)
+
+
+def test_the_plain_tensor_layout_used_off_the_cpu_runs_here_in_bf16():
+    """On CUDA (bf16) the engine keeps plain [in, out] tensors and no native step; no GPU here, so that path runs
+    on the CPU with a bf16 model and is checked against transformers' own forward."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from tabd.predictor.engine.model import Dense, FastLlama
+
+    torch.manual_seed(0)
+    cfg = Qwen2Config(vocab_size=300, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    model = Qwen2ForCausalLM(cfg).eval().to(torch.bfloat16)
+    fast = FastLlama(model)
+    assert fast.native is None and isinstance(fast.layers[0][1], Dense) and fast.weights == "bfloat16"
+    ids = torch.randint(0, 300, (40,)).tolist()
+    cache = fast.new_cache(64)
+    got = fast.forward_last(ids, cache)
+    with torch.inference_mode():
+        want = model(input_ids=torch.tensor([ids])).logits[0, -1]
+    torch.testing.assert_close(got.float(), want.float(), rtol=0.05, atol=0.05)
+    step = fast.forward_last([ids[0]], cache)  # a decode step on top of the cache
+    assert step.shape == want.shape and cache.length == 41

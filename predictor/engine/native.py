@@ -75,7 +75,7 @@ class _Model(ctypes.Structure):
                 ("layers", "hidden", "heads", "kv_heads", "head_dim", "inter", "vocab", "capacity", "max_pos")] + [
         ("eps", ctypes.c_float), ("scale", ctypes.c_float), ("wtype", ctypes.c_int32),
         ("embed", ctypes.c_void_p), ("embed_scale", ctypes.c_void_p), ("final_norm", ctypes.c_void_p),
-        ("lm_head", ctypes.c_void_p), ("lm_head_scale", ctypes.c_void_p),
+        ("lm_head", ctypes.c_void_p), ("lm_head_scale", ctypes.c_void_p), ("lm_panels", ctypes.c_void_p),
         ("cos", ctypes.c_void_p), ("sin", ctypes.c_void_p),
     ] + [(name, ctypes.POINTER(ctypes.c_void_p)) for name in
          ("attn_norm", "qkv", "qkv_scale", "qkv_bias", "o", "o_scale", "mlp_norm", "gate_up", "gate_up_scale",
@@ -141,12 +141,18 @@ class NativeDecoder:
             arrays[name + "_scale"] = [_ptr(m.scale) for m in mats]
         self._arrays = {k: ptrs(v) for k, v in arrays.items()}  # kept alive: the struct points into them
         cfg, emb, lm = fast.config, fast.embed_rows, fast.lm_rows
+        # a small fp32 model's lm_head also as panels: at hidden 192 the panel loop beats eight-row dot products
+        self.lm_panels = None
+        if fast.small and fast.weights == "fp32":
+            from tabd.predictor.engine.weights import pack_panels
+
+            self.lm_panels = pack_panels(lm.data.t())
         self.model = _Model(
             layers=n, hidden=cfg.hidden_size, heads=fast.n_heads, kv_heads=fast.n_kv, head_dim=fast.head_dim,
             inter=down[0].rows, vocab=lm.data.shape[0], capacity=0, max_pos=fast.cos.shape[0],
             eps=fast.eps, scale=fast.scale, wtype=WTYPES[fast.weights],
             embed=emb.data.data_ptr(), embed_scale=_ptr(emb.scale), final_norm=fast.norm.data_ptr(),
-            lm_head=lm.data.data_ptr(), lm_head_scale=_ptr(lm.scale), cos=fast.cos.data_ptr(), sin=fast.sin.data_ptr(),
+            lm_head=lm.data.data_ptr(), lm_head_scale=_ptr(lm.scale), lm_panels=_ptr(self.lm_panels), cos=fast.cos.data_ptr(), sin=fast.sin.data_ptr(),
             **{name: ctypes.cast(arr, ctypes.POINTER(ctypes.c_void_p)) for name, arr in self._arrays.items()},
         )
         self.ref = ctypes.byref(self.model)

@@ -46,16 +46,22 @@ def _quantize(w: torch.Tensor, fmt: str, dim: int) -> tuple[torch.Tensor, torch.
 class Matrix:
     """x @ W for W [rows, cols] ([in, out]), stored packed in panels in one format."""
 
-    def __init__(self, w: torch.Tensor, fmt: str) -> None:
+    def __init__(self, w: torch.Tensor, fmt: str, dense: bool = False) -> None:
         self.rows, self.cols = w.shape
         self.fmt = fmt
         q, self.scale = _quantize(w, fmt, dim=1)
         self.data = pack_panels(q)
+        # dense: also a plain [in, out] copy for torch's prefill, for a small model only, where one GEMM beats
+        # the panel bmm by ~20% and the copy costs a few MB
+        self.plain = q.contiguous() if dense and fmt == "fp32" else None
 
     def nbytes(self) -> int:
-        return self.data.element_size() * self.data.nelement() + (0 if self.scale is None else 4 * self.scale.nelement())
+        extra = 0 if self.plain is None else 4 * self.plain.nelement()
+        return self.data.element_size() * self.data.nelement() + extra + (0 if self.scale is None else 4 * self.scale.nelement())
 
     def matmul(self, x: torch.Tensor) -> torch.Tensor:
+        if self.plain is not None:
+            return x @ self.plain
         n, full = x.shape[0], self.cols // PANEL
         data = self.data if self.fmt == "fp32" else self.data.to(torch.float32)  # one matrix converted at a time
         split = full * self.rows * PANEL

@@ -32,6 +32,7 @@ typedef struct {
     const float *final_norm;   /* [hidden] */
     const void *lm_head;       /* [vocab, hidden] rows (torch's layout; the embedding itself when tied) */
     const float *lm_head_scale;
+    const void *lm_panels;     /* or NULL: the lm_head as [hidden, vocab] in 64-column panels, same format (small models) */
     const float *cos, *sin;    /* [max_pos, head_dim] */
     const float **attn_norm;   /* per layer [hidden] */
     const void **qkv;          /* per layer [hidden, (heads + 2 kv_heads) head_dim], in 64-column panels */
@@ -64,6 +65,21 @@ static inline void store8(float *p, v8 v) { memcpy(p, &v, sizeof v); }
 static inline v8 splat(float f) { return (v8){f, f, f, f, f, f, f, f}; }
 static inline float hsum(v8 v) {
     return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+}
+
+/* Eight horizontal sums at once: out[i] = sum of the lanes of r[i]. */
+static inline v8 hsum8(const v8 r[8]) {
+#ifdef __AVX__
+    __m256 a = _mm256_hadd_ps((__m256)r[0], (__m256)r[1]), b = _mm256_hadd_ps((__m256)r[2], (__m256)r[3]);
+    __m256 c = _mm256_hadd_ps((__m256)r[4], (__m256)r[5]), d = _mm256_hadd_ps((__m256)r[6], (__m256)r[7]);
+    __m256 ab = _mm256_hadd_ps(a, b), cd = _mm256_hadd_ps(c, d);
+    __m256 lo = _mm256_permute2f128_ps(ab, cd, 0x20), hi = _mm256_permute2f128_ps(ab, cd, 0x31);
+    return (v8)_mm256_add_ps(lo, hi);
+#else
+    v8 out;
+    for (int i = 0; i < 8; i++) out[i] = hsum(r[i]);
+    return out;
+#endif
 }
 
 /* Eight weights as fp32, from fp32, bf16 or int8 storage (T is a constant where this is inlined). */
@@ -171,25 +187,39 @@ static void mv_block(const float *x, int64_t xs, int n, const void *w, int T, in
     }
 
 /* logits[t][r] = h[t] . w[r] for the rows r0..r1 of a [rows, cols] matrix in torch's layout (the
- * embedding, as a tied lm_head), NT <= MAXB tokens per pass over the rows. */
+ * embedding, as a tied lm_head).  Eight rows at a time, their sums finished together (hsum8); token by
+ * token, so one token alone gets the same bits as in a batch (the eight rows stay in L1 between tokens). */
 __attribute__((optimize("fp-contract=fast"), always_inline))
 static inline void rowdot_t(const float *h, int64_t hs, int n, const void *w, const int T, int cols, int r0, int r1,
                             float *out, int64_t os, const float *scale) {
-    for (int r = r0; r < r1; r++) {
-        const int64_t wr = (int64_t)r * cols;
-        v8 a[MAXB];
-        for (int t = 0; t < n; t++) a[t] = splat(0.0f);
-        int i = 0;
-        for (; i + 8 <= cols; i += 8) {
-            const v8 wv = wload(w, wr + i, T);
-            for (int t = 0; t < n; t++) a[t] += load8(h + t * hs + i) * wv;
-        }
+    const int c8 = cols & ~7;
+    int r = r0;
+    for (; r + 8 <= r1; r += 8) {
         for (int t = 0; t < n; t++) {
-            float sum = hsum(a[t]);
-            for (int j = i; j < cols; j++) sum += h[t * hs + j] * wget(w, wr + j, T);
-            out[t * os + r] = T == 2 ? sum * scale[r] : sum;
+            const float *ht = h + t * hs;
+            v8 a[8];
+            for (int k = 0; k < 8; k++) a[k] = splat(0.0f);
+            for (int i = 0; i < c8; i += 8) {
+                const v8 hv = load8(ht + i);
+                for (int k = 0; k < 8; k++) a[k] += hv * wload(w, (int64_t)(r + k) * cols + i, T);
+            }
+            v8 sums = hsum8(a);
+            for (int k = 0; k < 8; k++) {
+                float sum = sums[k];
+                for (int j = c8; j < cols; j++) sum += ht[j] * wget(w, (int64_t)(r + k) * cols + j, T);
+                out[t * os + r + k] = T == 2 ? sum * scale[r + k] : sum;
+            }
         }
     }
+    for (; r < r1; r++)
+        for (int t = 0; t < n; t++) {
+            const float *ht = h + t * hs;
+            v8 a = splat(0.0f);
+            for (int i = 0; i < c8; i += 8) a += load8(ht + i) * wload(w, (int64_t)r * cols + i, T);
+            float sum = hsum(a);
+            for (int j = c8; j < cols; j++) sum += ht[j] * wget(w, (int64_t)r * cols + j, T);
+            out[t * os + r] = T == 2 ? sum * scale[r] : sum;
+        }
 }
 
 static void rowdot(const float *h, int64_t hs, int n, const void *w, int T, int cols, int r0, int r1, float *out,
@@ -331,21 +361,6 @@ static inline float max_of(const float *s, int len) {
 #endif
     for (; t < len; t++) m = s[t] > m ? s[t] : m;
     return m;
-}
-
-/* Eight horizontal sums at once: out[i] = sum of the lanes of r[i]. */
-static inline v8 hsum8(const v8 r[8]) {
-#ifdef __AVX__
-    __m256 a = _mm256_hadd_ps((__m256)r[0], (__m256)r[1]), b = _mm256_hadd_ps((__m256)r[2], (__m256)r[3]);
-    __m256 c = _mm256_hadd_ps((__m256)r[4], (__m256)r[5]), d = _mm256_hadd_ps((__m256)r[6], (__m256)r[7]);
-    __m256 ab = _mm256_hadd_ps(a, b), cd = _mm256_hadd_ps(c, d);
-    __m256 lo = _mm256_permute2f128_ps(ab, cd, 0x20), hi = _mm256_permute2f128_ps(ab, cd, 0x31);
-    return (v8)_mm256_add_ps(lo, hi);
-#else
-    v8 out;
-    for (int i = 0; i < 8; i++) out[i] = hsum(r[i]);
-    return out;
-#endif
 }
 
 #define AHEAD 4 /* blocks of 8 keys */
@@ -534,12 +549,13 @@ int32_t tabd_decode_n(const Model *m, float *kcache, float *vcache, int32_t pos,
                 rmsnorm(x + t * H, m->mlp_norm[l], H, m->eps, h + t * H);
             }
             MATVEC(h, H, n, m->gate_up[l], H, 2 * I, gu, 2 * I, m->gate_up_scale[l])
+            for (int t = 0; t < n; t++) {  /* no division per element: at 0.5B that cost a millisecond a step */
+                float *row = gu + (int64_t)t * 2 * I;
 #pragma omp for schedule(static)
-            for (int k = 0; k < n * I; k++) {
-                float *row = gu + (k / I) * 2 * I;
-                const int i = k % I;
-                const float g = row[i];
-                row[i] = (g / (1.0f + expf(-g))) * row[I + i];
+                for (int i = 0; i < I; i++) {
+                    const float g = row[i];
+                    row[i] = (g / (1.0f + expf(-g))) * row[I + i];
+                }
             }
             MATVEC(gu, 2 * I, n, m->down[l], I, H, h, H, m->down_scale[l])
 #pragma omp single
@@ -547,7 +563,11 @@ int32_t tabd_decode_n(const Model *m, float *kcache, float *vcache, int32_t pos,
         }
 #pragma omp single
         for (int t = 0; t < n; t++) rmsnorm(x + t * H, m->final_norm, H, m->eps, h + t * H);
-        LM_HEAD(h, n, logits)
+        if (m->lm_panels) {
+            MATVEC(h, H, n, m->lm_panels, H, m->vocab, logits, m->vocab, m->lm_head_scale)
+        } else {
+            LM_HEAD(h, n, logits)
+        }
 #pragma omp single
         for (int t = 0; t < n; t++) {
             const float *lg = logits + (int64_t)t * m->vocab;
