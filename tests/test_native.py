@@ -180,7 +180,8 @@ def test_bench_engines_without_llama_cpp_says_so_and_still_reports_tabd(tmp_path
     assert d["tabd"]["keystroke_16"] > 0 and d["tabd"]["prefill_per_1k"] > 0 and "ratios" not in d
     # resident memory of the tabd worker, beside the weights it holds once
     assert d["weights_file_bytes"] == (DEFAULT_MODEL_DIR / "model.safetensors").stat().st_size
-    assert d["weight_bytes_held"] <= d["weights_file_bytes"] < d["rss_bytes"] < 1 << 30
+    assert d["weights_file_bytes"] < d["rss_bytes"] < 1 << 30
+    assert d["weight_bytes_held"] <= 2 * d["weights_file_bytes"]  # a model this small keeps plain prefill copies too
     assert d["lookup"]["same_output"] is True and d["lookup"]["tokens"] > 0
 
 
