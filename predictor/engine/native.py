@@ -43,7 +43,7 @@ def _cpu_id() -> str:
 
 def library_path(compiler: str) -> Path:
     h = hashlib.blake2b(digest_size=8)
-    for part in (SOURCE.read_bytes(), " ".join(FLAGS).encode(), compiler.encode(), platform.machine().encode(), _cpu_id().encode()):
+    for part in (SOURCE.read_bytes(), *(h.read_bytes() for h in sorted(SOURCE.parent.glob("*.h"))), " ".join(FLAGS).encode(), compiler.encode(), platform.machine().encode(), _cpu_id().encode()):
         h.update(part)
     return cache_dir() / f"tabd-decode-{h.hexdigest()}.so"
 

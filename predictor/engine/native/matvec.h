@@ -1,0 +1,190 @@
+/* decode.c's weight kernels: fp32/bf16/int8 loads, x @ W over 64-column panels for up to MAXB tokens at a
+ * time, and the lm_head's row dot products.  Included once, by decode.c (it defines v8, load8 and MAXB). */
+/* Eight horizontal sums at once: out[i] = sum of the lanes of r[i]. */
+static inline v8 hsum8(const v8 r[8]) {
+#ifdef __AVX__
+    __m256 a = _mm256_hadd_ps((__m256)r[0], (__m256)r[1]), b = _mm256_hadd_ps((__m256)r[2], (__m256)r[3]);
+    __m256 c = _mm256_hadd_ps((__m256)r[4], (__m256)r[5]), d = _mm256_hadd_ps((__m256)r[6], (__m256)r[7]);
+    __m256 ab = _mm256_hadd_ps(a, b), cd = _mm256_hadd_ps(c, d);
+    __m256 lo = _mm256_permute2f128_ps(ab, cd, 0x20), hi = _mm256_permute2f128_ps(ab, cd, 0x31);
+    return (v8)_mm256_add_ps(lo, hi);
+#else
+    v8 out;
+    for (int i = 0; i < 8; i++) out[i] = hsum(r[i]);
+    return out;
+#endif
+}
+
+/* Eight weights as fp32, from fp32, bf16 or int8 storage (T is a constant where this is inlined). */
+static inline v8 wload(const void *w, int64_t i, const int T) {
+    if (T == 0) return load8((const float *)w + i);
+#ifdef __AVX2__
+    if (T == 1) {
+        const __m128i u = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
+        return (v8)_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(u), 16));
+    }
+    return (v8)_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)((const int8_t *)w + i))));
+#else
+    v8 r;
+    for (int k = 0; k < 8; k++) {
+        if (T == 1) { uint32_t b = (uint32_t)((const uint16_t *)w)[i + k] << 16; memcpy(&r[k], &b, 4); }
+        else r[k] = (float)((const int8_t *)w)[i + k];
+    }
+    return r;
+#endif
+}
+
+static inline float wget(const void *w, int64_t i, const int T) {
+    if (T == 0) return ((const float *)w)[i];
+    if (T == 1) { uint32_t b = (uint32_t)((const uint16_t *)w)[i] << 16; float f; memcpy(&f, &b, 4); return f; }
+    return (float)((const int8_t *)w)[i];
+}
+
+/* out[t][lo:lo+64] = x[t][rows] @ w[rows, cols][:, lo:lo+64] for NT <= 4 tokens at once, so the panel
+ * streams once for all of them.  The weights are packed in panels: the block of columns [lo, hi) is
+ * stored as its own contiguous [rows, hi - lo] matrix at w + lo * rows.  Each output lane sums row by
+ * row from zero, whatever NT is, so one token alone gets the same bits as in a batch. */
+__attribute__((optimize("fp-contract=fast"), always_inline))
+static inline void mv_panel(const float *x, int64_t xs, const int NT, const void *w, const int T, int rows, int lo,
+                            float *out, int64_t os, const float *scale) {
+    const int SWV = NT == 1 ? 8 : NT == 2 ? 4 : 2; /* vectors per token per stripe: at most 8 accumulators */
+    const int64_t base = (int64_t)lo * rows;
+    for (int s = 0; s < 8; s += SWV) {
+        v8 a[8];
+        for (int k = 0; k < NT * SWV; k++) a[k] = splat(0.0f);
+        for (int i = 0; i < rows; i++) {
+            const int64_t wr = base + (int64_t)i * 64 + 8 * s;
+            v8 wv[8];
+            for (int c = 0; c < SWV; c++) wv[c] = wload(w, wr + 8 * c, T);
+            for (int t = 0; t < NT; t++) {
+                const v8 xi = splat(x[t * xs + i]);
+                for (int c = 0; c < SWV; c++) a[t * SWV + c] += xi * wv[c];
+            }
+        }
+        for (int t = 0; t < NT; t++)
+            for (int c = 0; c < SWV; c++) {
+                v8 r = a[t * SWV + c];
+                if (T == 2) r *= load8(scale + lo + 8 * (s + c));
+                store8(out + t * os + lo + 8 * (s + c), r);
+            }
+    }
+}
+
+/* A partial panel (fewer than 64 columns), one token at a time. */
+__attribute__((optimize("fp-contract=fast"), always_inline))
+static inline void mv_narrow(const float *x, const void *w, const int T, int rows, int lo, int hi, float *out,
+                             const float *scale) {
+    const int64_t base = (int64_t)lo * rows;
+    const int width = hi - lo;
+    for (int j = 0; j < width; j++) out[lo + j] = 0.0f;
+    for (int i = 0; i < rows; i++) {
+        const float xi = x[i];
+        for (int j = 0; j < width; j++) out[lo + j] += xi * wget(w, base + (int64_t)i * width + j, T);
+    }
+    if (T == 2)
+        for (int j = 0; j < width; j++) out[lo + j] *= scale[lo + j];
+}
+
+__attribute__((always_inline))
+static inline void mv_block_t(const float *x, int64_t xs, int n, const void *w, const int T, int rows, int lo, int hi,
+                              float *out, int64_t os, const float *scale) {
+    if (hi - lo != 64) {
+        for (int t = 0; t < n; t++) mv_narrow(x + t * xs, w, T, rows, lo, hi, out + t * os, scale);
+        return;
+    }
+    int t = 0;
+    for (; t + 4 <= n; t += 4) mv_panel(x + t * xs, xs, 4, w, T, rows, lo, out + t * os, os, scale);
+    switch (n - t) {
+        case 3: mv_panel(x + t * xs, xs, 3, w, T, rows, lo, out + t * os, os, scale); break;
+        case 2: mv_panel(x + t * xs, xs, 2, w, T, rows, lo, out + t * os, os, scale); break;
+        case 1: mv_panel(x + t * xs, xs, 1, w, T, rows, lo, out + t * os, os, scale); break;
+        default: break;
+    }
+}
+
+static void mv_block(const float *x, int64_t xs, int n, const void *w, int T, int rows, int lo, int hi, float *out,
+                     int64_t os, const float *scale) {
+    if (T == 1) mv_block_t(x, xs, n, w, 1, rows, lo, hi, out, os, scale);
+    else if (T == 2) mv_block_t(x, xs, n, w, 2, rows, lo, hi, out, os, scale);
+    else mv_block_t(x, xs, n, w, 0, rows, lo, hi, out, os, scale);
+}
+
+/* The columns are split into blocks of 64 (whole cache lines, eight vectors) between the threads;
+ * x holds n rows `xs` floats apart, out n rows `os` apart. */
+#define BLOCK 64
+#define MATVEC(x, xs, n, w, rows, cols, out, os, scale)                                      \
+    _Pragma("omp for schedule(static)")                                                    \
+    for (int b = 0; b < ((cols) + BLOCK - 1) / BLOCK; b++) {                                \
+        int lo = b * BLOCK, hi = lo + BLOCK < (cols) ? lo + BLOCK : (cols);                \
+        mv_block((x), (xs), (n), (w), m->wtype, (rows), lo, hi, (out), (os), (scale));     \
+    }
+
+/* logits[t][r] = h[t] . w[r] for the rows r0..r1 of a [rows, cols] matrix in torch's layout (the
+ * embedding, as a tied lm_head).  Eight rows at a time, their sums finished together (hsum8); token by
+ * token, so one token alone gets the same bits as in a batch (the eight rows stay in L1 between tokens). */
+__attribute__((optimize("fp-contract=fast"), always_inline))
+static inline void rowdot_t(const float *h, int64_t hs, int n, const void *w, const int T, int cols, int r0, int r1,
+                            float *out, int64_t os, const float *scale) {
+    const int c8 = cols & ~7;
+    int r = r0;
+    for (; r + 8 <= r1; r += 8) {
+        for (int t = 0; t < n; t++) {
+            const float *ht = h + t * hs;
+            v8 a[8];
+            for (int k = 0; k < 8; k++) a[k] = splat(0.0f);
+            for (int i = 0; i < c8; i += 8) {
+                const v8 hv = load8(ht + i);
+                for (int k = 0; k < 8; k++) a[k] += hv * wload(w, (int64_t)(r + k) * cols + i, T);
+            }
+            v8 sums = hsum8(a);
+            for (int k = 0; k < 8; k++) {
+                float sum = sums[k];
+                for (int j = c8; j < cols; j++) sum += ht[j] * wget(w, (int64_t)(r + k) * cols + j, T);
+                out[t * os + r + k] = T == 2 ? sum * scale[r + k] : sum;
+            }
+        }
+    }
+    for (; r < r1; r++)
+        for (int t = 0; t < n; t++) {
+            const float *ht = h + t * hs;
+            v8 a = splat(0.0f);
+            for (int i = 0; i < c8; i += 8) a += load8(ht + i) * wload(w, (int64_t)r * cols + i, T);
+            float sum = hsum(a);
+            for (int j = c8; j < cols; j++) sum += ht[j] * wget(w, (int64_t)r * cols + j, T);
+            out[t * os + r] = T == 2 ? sum * scale[r] : sum;
+        }
+}
+
+static void rowdot(const float *h, int64_t hs, int n, const void *w, int T, int cols, int r0, int r1, float *out,
+                   int64_t os, const float *scale) {
+    if (n == 1) {  /* every decode step: the accumulator in a register */
+        if (T == 1) rowdot_t(h, hs, 1, w, 1, cols, r0, r1, out, os, scale);
+        else if (T == 2) rowdot_t(h, hs, 1, w, 2, cols, r0, r1, out, os, scale);
+        else rowdot_t(h, hs, 1, w, 0, cols, r0, r1, out, os, scale);
+    } else if (T == 1) rowdot_t(h, hs, n, w, 1, cols, r0, r1, out, os, scale);
+    else if (T == 2) rowdot_t(h, hs, n, w, 2, cols, r0, r1, out, os, scale);
+    else rowdot_t(h, hs, n, w, 0, cols, r0, r1, out, os, scale);
+}
+
+#define LM_ROWS 64
+#define LM_HEAD(h, n, logits)                                                                          \
+    _Pragma("omp for schedule(static)")                                                              \
+    for (int b = 0; b < (m->vocab + LM_ROWS - 1) / LM_ROWS; b++) {                                    \
+        const int r0 = b * LM_ROWS, r1 = r0 + LM_ROWS < m->vocab ? r0 + LM_ROWS : m->vocab;          \
+        rowdot((h), m->hidden, (n), m->lm_head, m->wtype, m->hidden, r0, r1, (logits), m->vocab,    \
+               m->lm_head_scale);                                                                    \
+    }
+
+/* The embedding row of `token` as fp32. */
+static void embed_row(const Model *m, int32_t token, float *out) {
+    const int64_t base = (int64_t)token * m->hidden;
+    const float sc = m->wtype == 2 ? m->embed_scale[token] : 1.0f;
+    for (int i = 0; i < m->hidden; i++) out[i] = wget(m->embed, base + i, m->wtype) * sc;
+}
+
+/* Logits of n rows of final-normed hidden states (the torch prefill's last position). */
+void tabd_lm_head(const Model *m, const float *h, int32_t n, float *logits, int32_t threads) {
+#pragma omp parallel num_threads(threads > 0 ? threads : 1)
+    LM_HEAD(h, n, logits)
+}
+
