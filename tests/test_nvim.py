@@ -524,7 +524,9 @@ def main():
 @pytest.mark.skipif(not _real_server_available(), reason="tabd serve is not available in this build")
 def test_real_daemon_next_suggestion_from_cache(nvim_bin, tmp_path):
     log = tmp_path / "tabd.jsonl"
-    ed = Editor(nvim_bin, _tabd_cmd(), tmp_path, hard_limit_s=300, init_options={"log": str(log), "depth": 2})
+    # minConfidence 0: the test is about the cache path, not about which suggestions gating would hide
+    ed = Editor(nvim_bin, _tabd_cmd(), tmp_path, hard_limit_s=300,
+                init_options={"log": str(log), "depth": 2, "minConfidence": 0})
     try:
         src = tmp_path / "b.py"
         src.write_text(REAL_CODE)
