@@ -168,18 +168,21 @@ def content_key(text: str) -> str:
     return hashlib.blake2b("\n".join(lines).encode("utf-8"), digest_size=16).hexdigest()
 
 
-def cap_tests(files: list[SourceFile], share: float, seed: int) -> list[SourceFile]:
-    """Drop test files at random (seeded) until their characters are at most `share` of the total."""
-    tests = [f for f in files if f.test]
+def cap_tests(files: list, share: float, seed: int) -> list:
+    """Drop test files at random (seeded) until their characters are at most `share` of the total.
+
+    Works on anything with `.text` and `.test` (corpus files, training sources).
+    """
+    tests = [i for i, f in enumerate(files) if f.test]
     code_chars = sum(len(f.text) for f in files if not f.test)
     allowed = share / (1 - share) * code_chars if share < 1 else float("inf")
     random.Random(seed).shuffle(tests)
     kept, used = set(), 0
-    for f in tests:
-        if used + len(f.text) <= allowed:
-            kept.add(id(f))
-            used += len(f.text)
-    return [f for f in files if not f.test or id(f) in kept]
+    for i in tests:
+        if used + len(files[i].text) <= allowed:
+            kept.add(i)
+            used += len(files[i].text)
+    return [f for i, f in enumerate(files) if not f.test or i in kept]
 
 
 def build(dists: list[tuple[str, str]], cache: Path, out: Path, test_share: float = 0.15, seed: int = 0,

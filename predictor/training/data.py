@@ -12,7 +12,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-from tabd.predictor.training.corpus import is_test_path, read_corpus
+from tabd.predictor.training.corpus import cap_tests, is_test_path, read_corpus
 
 VAL_PERCENT = 2.0
 
@@ -66,16 +66,7 @@ def corpus_sources(path: str) -> list[Source]:
 
 def cap_test_share(sources: list[Source], share: float, seed: int) -> list[Source]:
     """Drop test files (seeded) until they hold at most `share` of the characters."""
-    code = sum(len(s.text) for s in sources if not s.test)
-    allowed = share / (1 - share) * code if share < 1 else float("inf")
-    tests = [s for s in sources if s.test]
-    random.Random(seed).shuffle(tests)
-    keep, used = set(), 0
-    for s in tests:
-        if used + len(s.text) <= allowed:
-            keep.add((s.group, s.path))
-            used += len(s.text)
-    return [s for s in sources if not s.test or (s.group, s.path) in keep]
+    return cap_tests(sources, share, seed)
 
 
 def line_spans(text: str) -> list[tuple[int, int]]:
