@@ -354,6 +354,15 @@ class TabdProtocol(LanguageServerProtocol):
 
     # -- lifecycle --------------------------------------------------------------------------
 
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams):
+        """pygls' initialize, plus what tabd tells clients beyond LSP: experimental.tabd.debounceMs, the server's
+        debounce floor (0: none), so a client can send at once and leave the waiting to the server."""
+        result = yield from super().lsp_initialize(params)
+        config = getattr(self._server, "config", None)
+        result.capabilities.experimental = {"tabd": {"debounceMs": getattr(config, "debounce_ms", 0)}}
+        return result
+
     @lsp_method(types.EXIT)
     def lsp_exit(self, *args):
         """Stop serving: exit code 0 after shutdown, 1 without (LSP). The transport closes the rest."""

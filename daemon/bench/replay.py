@@ -41,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--replay-echo-rounds", type=int, default=3,
                    help="also replay a session that types what the model suggests, this many suggestions after "
                         "each Enter (the \"accepting\" figures; 0: skip)")
+    g.add_argument("--replay-debounce-ms", type=int, default=0, metavar="MS",
+                   help="the servers' --debounce-ms (default 0: at speed 0 each keystroke waits for its answer, so "
+                        "there is no rhythm to fit, and a wait would add the same constant to every model answer)")
     g.add_argument("--replay-server-cmd", default=None, help=argparse.SUPPRESS)  # tests: another server
 
 
@@ -72,6 +75,7 @@ def _shared_flags(args: argparse.Namespace) -> list[str]:
             flags += [f"--{name}", str(value)]
     if getattr(args, "replay_max_new_tokens", None):
         flags += ["--max-new-tokens", str(args.replay_max_new_tokens)]
+    flags += ["--debounce-ms", str(getattr(args, "replay_debounce_ms", 0))]  # both servers alike; in the report's server_flags
     return flags
 
 

@@ -50,6 +50,8 @@ class Config:
     context_lines: int = 32
     context_idle_ms: int = 1000
     warmup: bool = True  # prefill the prompt at the cursor on open, focus and context change
+    # a request that needs the model first waits this long at least (adaptive above it, daemon/runtime/debounce.py); 0: off
+    debounce_ms: int = 20
 
     def validate(self) -> "Config":
         checks = [
@@ -65,6 +67,7 @@ class Config:
             ("context_bytes", 1024, 64 << 20),
             ("context_lines", 4, 256),
             ("context_idle_ms", 50, 60_000),
+            ("debounce_ms", 0, 1000),
         ]
         for name, lo, hi in checks:
             value = getattr(self, name)
@@ -110,6 +113,7 @@ CLIENT_OPTIONS: dict[str, tuple[str, tuple[type, ...]]] = {
     "contextLines": ("context_lines", (int,)),
     "contextIdleMs": ("context_idle_ms", (int,)),
     "warmup": ("warmup", (bool,)),
+    "debounceMs": ("debounce_ms", (int,)),
 }
 
 

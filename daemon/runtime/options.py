@@ -41,6 +41,10 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                    help="confidence gating: show a suggestion up to the first token the model gives less than P "
                         "(0..1; 0 shows everything; default: the calibrated value). Alt+\\ / an invoked request "
                         "shows the best guess anyway")
+    g.add_argument("--debounce-ms", type=int, default=None, metavar="MS",
+                   help="a request the cache cannot answer waits at least MS before the model runs, longer when you "
+                        "type steadily or the model is slow (at most 1000); a newer keystroke cancels it "
+                        "(0: off; default 20)")
     g.add_argument("--no-speculation", action="store_true", help="do not prefetch the state after accept")
     g.add_argument("--no-cache", action="store_true", help="no completion cache, type-through or in-flight reuse")
     g.add_argument("--no-kv-reuse", action="store_true", help="recompute the whole prompt on every request")
@@ -69,6 +73,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         max_new_tokens=args.max_new_tokens,
         **({} if getattr(args, "min_confidence", None) is None else {"min_confidence": args.min_confidence}),
         **({} if getattr(args, "lookup_min_p", None) is None else {"lookup_min_p": args.lookup_min_p}),
+        **({} if getattr(args, "debounce_ms", None) is None else {"debounce_ms": args.debounce_ms}),
         speculation=not args.no_speculation,
         cache=not args.no_cache,
         kv_reuse=not args.no_kv_reuse,

@@ -10,11 +10,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
-import os
-import statistics
 import time
-from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from tabd.cache.context import EMPTY, Snapshot
@@ -24,14 +21,14 @@ from tabd.cache.state import DocState, Window
 from tabd.cache.store import CompletionCache, Entry
 from tabd.cache.typed import Shown, TypeThroughIndex, typed_length
 from tabd.daemon.runtime.config import Config
+from tabd.daemon.runtime.debounce import Debounce, Waits
 from tabd.daemon.runtime.speculation import Speculation
+from tabd.daemon.runtime.stats import SOURCES, Reporting, Stats
 from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime.scheduler import FOREGROUND, Cancelled, Job, Scheduler
 from tabd.daemon.runtime.workspace import Warmer, Workspace, chunks_of, context_options, reuse_of
 from tabd.predictor.postprocess import gate, wants_multiline
 from tabd.predictor.types import Backend, GenSettings, Interrupted, Prediction
-
-SOURCES = ("cache", "typed", "inflight", "model", "none")
 
 
 @dataclass
@@ -73,6 +70,8 @@ class Outcome:
     from_key: str = ""  # for a typed answer: the key of the suggestion typed into
     hidden: bool = False  # the layer had a suggestion, and confidence gating showed none of it
     error: str | None = None
+    debounce_ms: float = 0.0  # the wait before the model (0 for an answer from memory before any wait)
+    debounce_why: str = ""
 
 
 @dataclass
@@ -98,47 +97,12 @@ class Computation:
         return self.depth > 0
 
 
-@dataclass
-class Stats:
-    sources: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SOURCES, 0))
-    prefetch: dict[str, int] = field(default_factory=lambda: {"started": 0, "finished": 0, "cancelled": 0, "preempted": 0})
-    after_accept_requests: int = 0
-    after_accept_from_cache: int = 0
-    after_accept_ms: deque = field(default_factory=lambda: deque(maxlen=1000))
-    latency_ms: deque = field(default_factory=lambda: deque(maxlen=1000))
-    model: dict[str, int] = field(default_factory=lambda: {"started": 0, "finished": 0, "cancelled": 0})
-    accepts: int = 0
-    dismisses: int = 0
-    last_source: str = ""
-    last_latency_ms: float = 0.0
-    last_depth: int = 0  # the speculation depth that computed the last answer (0: the request itself)
-    accepts_by: dict[str, int] = field(default_factory=dict)  # "command" (tabd.accept) or "edit" (seen in didChange)
-    branches: dict[str, int] = field(default_factory=dict)  # prefetches started per branch ("all", "all.word", ...)
-    # prompt tokens [reused, total] per kind of model run: what share of each prompt the kept KV covered
-    reuse: dict[str, list[int]] = field(default_factory=lambda: {"request": [0, 0], "prefetch": [0, 0], "warmup": [0, 0]})
-    last_context_tokens: int = 0
-    last_reuse: float = 0.0
-
-
 def _retrieve(future: asyncio.Future) -> None:
     if not future.cancelled():
         future.exception()
 
 
-def rss_bytes() -> int:
-    """This process's resident memory now (0 where /proc is not)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-def _p50(values) -> float:
-    return round(statistics.median(values), 3) if values else 0.0
-
-
-class CompletionService(Speculation):
+class CompletionService(Speculation, Reporting):
     def __init__(self, config: Config, backend_factory: Callable[[Config], Backend], events: EventLog | None = None) -> None:
         self.config = config
         self.events = events or EventLog()
@@ -150,6 +114,8 @@ class CompletionService(Speculation):
         self.backend: Backend | None = None
         self.load_error: str | None = None
         self._ids = itertools.count(1)
+        self.debounce = Debounce(config.debounce_ms)
+        self.waits = Waits()
         self._init_speculation()
         self._foreground: dict[str, Computation] = {}  # doc -> its latest request's computation
         self._last_shown: dict[str, tuple[Window, str]] = {}  # doc -> (window, text) of its latest suggestion
@@ -200,25 +166,42 @@ class CompletionService(Speculation):
         return Request(str(next(self._ids)), doc, version, state, window, key, time.monotonic(), key in self._planned,
                        0.0 if invoked else self.config.min_confidence, context)
 
-    def _from_memory(self, req: Request) -> Answer | None:
+    def _from_memory(self, req: Request, waited: float = 0.0) -> Answer | None:
         entry = self.cache.get(req.key)
         if entry is not None:
             text = self.shown_part(entry.text, entry.confidence, req.min_confidence)  # the cache keeps it whole
             self._used(req.key)
             return self._serve(req, Outcome(text, "cache", entry.depth, cache_ms=self._since(req.t0),
-                                            hidden=bool(entry.text) and not text))
+                                            hidden=bool(entry.text) and not text, debounce_ms=waited))
         hit = self.typed.lookup(req.window)
         if hit is not None:
             shown, rest = hit
             self._used(shown.key)
-            return self._serve(req, Outcome(rest, "typed", shown.depth, cache_ms=self._since(req.t0), from_key=shown.key))
+            return self._serve(req, Outcome(rest, "typed", shown.depth, cache_ms=self._since(req.t0), from_key=shown.key,
+                                            debounce_ms=waited))
         return None
+
+    async def _reused(self, req: Request, waited: float = 0.0) -> Answer | None:
+        """The answer from memory or from the computation in flight for this very state; None when neither has it."""
+        if not self.config.cache:
+            return None
+        answer = self._from_memory(req, waited)
+        if answer is not None:
+            return answer
+        comp = self.inflight.get(req.key)
+        if comp is None:
+            return None
+        self.scheduler.promote(comp.job, FOREGROUND)
+        return await self._await(req, comp, "inflight", waited)
 
     def lookup(self, doc: str, version: int, state: DocState, invoked: bool = False) -> Answer | None:
         """The answer from memory (cache, type-through) at once, with no await; None when it needs more."""
         if not self.config.cache or not self._loaded.future.done() or self.backend is None:
             return None
-        return self._from_memory(self._request(doc, version, state, invoked, True))
+        answer = self._from_memory(self._request(doc, version, state, invoked, True))
+        if answer is not None:
+            self.waits.end(doc, "superseded")  # an older request still waiting out its debounce is of no use now
+        return answer
 
     async def complete(self, doc: str, version: int, state: DocState, invoked: bool = False) -> Answer:
         t0 = time.monotonic()
@@ -227,22 +210,38 @@ class CompletionService(Speculation):
         if not ready:
             return self._finish(req, Outcome("", "none", error=self.load_error))
 
-        if self.config.cache:
-            answer = self._from_memory(req)
-            if answer is not None:
-                return answer
-            comp = self.inflight.get(req.key)
-            if comp is not None:
-                self.scheduler.promote(comp.job, FOREGROUND)
-                return await self._await(req, comp, "inflight")
-
+        answer = await self._reused(req)
+        if answer is not None:
+            self.waits.end(doc, "superseded")
+            return answer
         previous = self._foreground.get(doc)
         if previous is not None and previous.key != req.key:
             self._cancel(previous, "superseded")  # its waiters get an empty answer at once
+        wait = self.debounce.wait_for(doc, invoked, req.after_accept)
+        if wait.ms > 0:  # only a request that needs the model waits, and a newer keystroke cuts the wait short
+            answer = await self._debounced(req, wait.ms, wait.why)
+            if answer is not None:
+                return answer
         self.warmer.cancel(doc)
         comp = self._start(req.key, doc, state, req.window, self.settings_for(state), depth=0, context=req.context)
         self._foreground[doc] = comp
-        return await self._await(req, comp, "model")
+        return await self._await(req, comp, "model", wait.ms, wait.why)
+
+    async def _debounced(self, req: Request, ms: float, why: str) -> Answer | None:
+        """Wait out the debounce: None to go on to the model, else the answer (empty when cut, or from memory)."""
+        started = time.monotonic()
+        try:
+            cut = await self.waits.wait(req.doc, req.window, ms / 1000)
+        except asyncio.CancelledError:
+            self.events.emit("cancel", id=req.id, doc=req.doc, reason="client", debounce_ms=round(self._since(started), 3))
+            raise
+        if cut:
+            self.stats.debounce["superseded"] += 1
+            self.events.emit("cancel", id=req.id, doc=req.doc, reason=cut, debounce_ms=round(self._since(started), 3))
+            return self._finish(req, Outcome("", "none", debounce_ms=self._since(started), debounce_why=why))
+        self.stats.debounce["waited"] += 1
+        self.stats.debounce_ms.append(ms)
+        return await self._reused(req, ms)  # a prefetch may have answered, or begun, this state meanwhile
 
     def _after(self, fn: Callable[[], None]) -> None:
         """Run fn once the answer is out: a 0 s timer runs after the callbacks already queued, which include the
@@ -258,7 +257,7 @@ class CompletionService(Speculation):
     def _since(t0: float) -> float:
         return (time.monotonic() - t0) * 1000
 
-    async def _await(self, req: Request, comp: Computation, source: str) -> Answer:
+    async def _await(self, req: Request, comp: Computation, source: str, waited: float = 0.0, why: str = "") -> Answer:
         comp.waiters += 1
         result = asyncio.wrap_future(comp.job.future)
         result.add_done_callback(_retrieve)  # a waiter that left must not leave an unread exception behind
@@ -266,7 +265,7 @@ class CompletionService(Speculation):
             prediction: Prediction = await asyncio.shield(result)
         except Cancelled:
             self.events.emit("cancel", id=req.id, doc=req.doc, reason=comp.cancel_reason or "shutdown")
-            return self._finish(req, Outcome("", "none"))
+            return self._finish(req, Outcome("", "none", debounce_ms=waited, debounce_why=why))
         except asyncio.CancelledError:
             comp.waiters -= 1
             if comp.waiters == 0 and not comp.prefetch:
@@ -280,7 +279,8 @@ class CompletionService(Speculation):
         queue_ms = (comp.job.started_at - comp.job.queued_at) * 1000 if comp.job.started_at else 0.0
         depth = comp.depth if source == "inflight" else 0
         text = self.shown_part(prediction.text, prediction.confidence, req.min_confidence)
-        return self._serve(req, Outcome(text, source, depth, prediction, queue_ms, hidden=bool(prediction.text) and not text))
+        return self._serve(req, Outcome(text, source, depth, prediction, queue_ms, hidden=bool(prediction.text) and not text,
+                                        debounce_ms=waited, debounce_why=why))
 
     def _serve(self, req: Request, out: Outcome) -> Answer:
         answer = self._finish(req, out)
@@ -301,16 +301,18 @@ class CompletionService(Speculation):
         # a suggestion gating hid still counts for the layer that had it ready: the answer came from there
         shown_source = out.source if out.text or out.hidden else "none"
         self._count(shown_source, latency, req.after_accept)
-        self.stats.last_depth = out.depth
+        self.stats.last_depth, self.stats.last_debounce_ms = out.depth, out.debounce_ms
         p = out.prediction or Prediction("")
         if out.prediction is not None and out.source == "model":
             self._count_reuse("request", p)
+            self.debounce.model_answered(latency - out.debounce_ms)
         self._after(lambda: self.events.emit(  # after the answer is out: the log line costs the user nothing
             "completion", id=req.id, doc=req.doc, version=req.version, source=shown_source, origin=out.source,
             depth=out.depth, latency_ms=round(latency, 3), queue_ms=round(out.queue_ms, 3),
             cache_ms=round(out.cache_ms, 4), prefill_ms=round(p.prefill_ms, 3), decode_ms=round(p.decode_ms, 3),
             prefill_tokens=p.prefill_tokens, reused_tokens=p.reused_tokens, decode_tokens=p.decode_tokens,
             chars=len(out.text), key=short_key(req.key) if req.key else "", after_accept=req.after_accept,
+            debounce_ms=round(out.debounce_ms, 3), **({"debounce_why": out.debounce_why} if out.debounce_why else {}),
             queue_depth=self.scheduler.depth(),
             context_tokens=p.context_tokens, context_chunks=len(req.context.chunks), reuse=reuse_of(p),
             **({"hidden": True} if out.hidden else {}),
@@ -404,6 +406,9 @@ class CompletionService(Speculation):
     def document_changed(self, doc: str, state: DocState | None) -> None:
         """Cancel work the new document state (None: the document is gone) can no longer use."""
         now = state.window(self.config.prefix_chars, self.config.suffix_chars) if state is not None else None
+        if now is not None:
+            self.debounce.edited(doc, time.monotonic())
+        self.waits.end(doc, "closed" if now is None else "stale", unless_window=now)  # a newer keystroke: no wait goes on
         for key, comp in self.inflight.items():
             if comp.doc != doc or comp.job.done():
                 continue
@@ -419,6 +424,7 @@ class CompletionService(Speculation):
     def document_closed(self, doc: str) -> None:
         self.accepts.closed(doc)
         self.document_changed(doc, None)
+        self.debounce.closed(doc)
         self._last_shown.pop(doc, None)
         self.workspace.closed(doc)
 
@@ -447,39 +453,6 @@ class CompletionService(Speculation):
             self._prefetch_after(doc, state, shown[1], 0, window, "", context)
         elif self.config.warmup:
             self.warmer.submit(self.backend, doc, window, self.settings_for(state), context)
-
-    # -- stats ---------------------------------------------------------------------------
-
-    def stats_dict(self) -> dict:
-        s = self.stats
-        aa = s.after_accept_requests
-        return {
-            "sources": dict(s.sources),
-            **self.speculation_stats(),  # prefetch (with used, wasted_per_accept), accepts_by, speculation
-            "after_accept": {
-                "requests": aa,
-                "from_cache": s.after_accept_from_cache,
-                "hit_rate": round(s.after_accept_from_cache / aa, 4) if aa else 0.0,
-                "p50_ms": _p50(s.after_accept_ms),
-            },
-            "latency_ms": {"p50": _p50(s.latency_ms)},
-            "last": {"source": s.last_source, "latency_ms": round(s.last_latency_ms, 3), "depth": s.last_depth},
-            "model_calls": s.model["started"] + s.prefetch["started"],  # every job the model worker was given
-            "requests_to_model": dict(s.model),
-            "accepts": s.accepts,
-            "dismisses": s.dismisses,
-            "cache": {"entries": len(self.cache), "bytes": self.cache.bytes, "bound_bytes": self.cache.max_bytes},
-            "kv_bytes": self.backend.kv_bytes() if self.backend is not None else 0,
-            "queue_depth": self.scheduler.depth(),
-            "model": self.model_id,
-            "engine": self.backend.engine_name if self.backend is not None else None,
-            "weights": getattr(self.backend, "weights_why", None),  # the format the weights are held in, and why
-            "rss_bytes": rss_bytes(),
-            "error": self.load_error,
-            "context": {**self.workspace.stats_dict(), "last_tokens": s.last_context_tokens},
-            "prompt_reuse": {**{kind: round(r / t, 4) if t else 0.0 for kind, (r, t) in s.reuse.items()},
-                             "last": round(s.last_reuse, 4)},
-        }
 
     @staticmethod
     def _workers(config: Config) -> int:

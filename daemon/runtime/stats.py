@@ -1,0 +1,89 @@
+"""The service's counters (Stats) and the `tabd/stats` report built from them (a mixin of CompletionService).
+
+The service (daemon/runtime/service.py) owns the state read here: stats, cache,
+backend, scheduler, workspace, debounce.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+from collections import deque
+from dataclasses import dataclass, field
+
+SOURCES = ("cache", "typed", "inflight", "model", "none")
+
+
+@dataclass
+class Stats:
+    sources: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SOURCES, 0))
+    prefetch: dict[str, int] = field(default_factory=lambda: {"started": 0, "finished": 0, "cancelled": 0, "preempted": 0})
+    after_accept_requests: int = 0
+    after_accept_from_cache: int = 0
+    after_accept_ms: deque = field(default_factory=lambda: deque(maxlen=1000))
+    latency_ms: deque = field(default_factory=lambda: deque(maxlen=1000))
+    model: dict[str, int] = field(default_factory=lambda: {"started": 0, "finished": 0, "cancelled": 0})
+    accepts: int = 0
+    dismisses: int = 0
+    last_source: str = ""
+    last_latency_ms: float = 0.0
+    last_depth: int = 0  # the speculation depth that computed the last answer (0: the request itself)
+    last_debounce_ms: float = 0.0  # what the last answer waited before the model (0: it came from memory)
+    accepts_by: dict[str, int] = field(default_factory=dict)  # "command" (tabd.accept) or "edit" (seen in didChange)
+    branches: dict[str, int] = field(default_factory=dict)  # prefetches started per branch ("all", "all.word", ...)
+    # prompt tokens [reused, total] per kind of model run: what share of each prompt the kept KV covered
+    reuse: dict[str, list[int]] = field(default_factory=lambda: {"request": [0, 0], "prefetch": [0, 0], "warmup": [0, 0]})
+    last_context_tokens: int = 0
+    last_reuse: float = 0.0
+    # requests that waited out a debounce, and those a newer keystroke ended during it (they never reach the model)
+    debounce: dict[str, int] = field(default_factory=lambda: {"waited": 0, "superseded": 0})
+    debounce_ms: deque = field(default_factory=lambda: deque(maxlen=1000))  # the waits, for their median
+
+
+def rss_bytes() -> int:
+    """This process's resident memory now (0 where /proc is not)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _p50(values) -> float:
+    return round(statistics.median(values), 3) if values else 0.0
+
+
+class Reporting:
+    def stats_dict(self) -> dict:
+        s = self.stats
+        aa = s.after_accept_requests
+        return {
+            "sources": dict(s.sources),
+            **self.speculation_stats(),  # prefetch (with used, wasted_per_accept), accepts_by, speculation
+            "after_accept": {
+                "requests": aa,
+                "from_cache": s.after_accept_from_cache,
+                "hit_rate": round(s.after_accept_from_cache / aa, 4) if aa else 0.0,
+                "p50_ms": _p50(s.after_accept_ms),
+            },
+            "latency_ms": {"p50": _p50(s.latency_ms)},
+            "last": {"source": s.last_source, "latency_ms": round(s.last_latency_ms, 3), "depth": s.last_depth,
+                     "debounce_ms": round(s.last_debounce_ms, 3)},
+            "debounce": {**self.debounce.summary(), **s.debounce, "p50_ms": _p50(s.debounce_ms),
+                         "waiting": len(self.waits)},
+            "model_calls": s.model["started"] + s.prefetch["started"],  # every job the model worker was given
+            "requests_to_model": dict(s.model),
+            "accepts": s.accepts,
+            "dismisses": s.dismisses,
+            "cache": {"entries": len(self.cache), "bytes": self.cache.bytes, "bound_bytes": self.cache.max_bytes},
+            "kv_bytes": self.backend.kv_bytes() if self.backend is not None else 0,
+            "queue_depth": self.scheduler.depth(),
+            "model": self.model_id,
+            "engine": self.backend.engine_name if self.backend is not None else None,
+            "weights": getattr(self.backend, "weights_why", None),  # the format the weights are held in, and why
+            "rss_bytes": rss_bytes(),
+            "error": self.load_error,
+            "context": {**self.workspace.stats_dict(), "last_tokens": s.last_context_tokens},
+            "prompt_reuse": {**{kind: round(r / t, 4) if t else 0.0 for kind, (r, t) in s.reuse.items()},
+                             "last": round(s.last_reuse, 4)},
+        }
+
