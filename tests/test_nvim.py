@@ -558,6 +558,9 @@ def test_real_daemon_next_suggestion_from_cache(nvim_bin, tmp_path):
         assert ghost2["text"]
         stats = ed.stats()
         assert stats["last"]["source"] == "cache", stats
+        # tabd debounces after its cache, so the plugin asked at once (no timer) and the hit waited 0 ms there
+        assert ed.lua("return require('tabd').state.server_debounce_ms") == 20
+        assert stats["last"]["debounce_ms"] == 0, stats
         assert stats["after_accept"]["requests"] == 1 and stats["after_accept"]["from_cache"] == 1, stats
         assert stats["sources"]["cache"] >= 1, stats
         # :checkhealth reports the same numbers.

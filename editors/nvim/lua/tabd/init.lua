@@ -24,7 +24,10 @@ local COLON_METHODS = has("0.11")
 
 M.defaults = {
   cmd = { "tabd", "serve" },
+  -- Used only with a server that does not debounce: tabd says it does (experimental.tabd.debounceMs > 0),
+  -- and then each keystroke asks at once, so answers from its memory are never held back by a timer.
   debounce_ms = 75,
+  server_debounce = true, -- false: keep the plugin's own timer even when the server debounces
   accept_key = "<Tab>",
   accept_word_key = "<C-Right>",
   accept_line_key = false,
@@ -55,7 +58,8 @@ local follow_typing -- defined below, used by the autocommands
 local attached = {}
 
 -- Numbers the plugin keeps for :checkhealth and tests.
-M.state = { requests = 0, responses = 0, shown = 0, accepted = 0, last_latency_ms = nil, last_error = nil }
+M.state = { requests = 0, responses = 0, shown = 0, accepted = 0, last_latency_ms = nil, last_error = nil,
+  server_debounce_ms = nil }
 
 local function client_call(client, method, ...)
   if COLON_METHODS then
@@ -330,8 +334,25 @@ function M.request(kind)
   return ok
 end
 
--- Ask after `debounce_ms` of quiet; each keystroke restarts the wait.
+-- The server's own debounce floor in ms (experimental.tabd.debounceMs in its capabilities), or 0.
+local function server_debounce_ms(client)
+  local caps = client and client.server_capabilities or {}
+  local tabd = type(caps.experimental) == "table" and caps.experimental.tabd or nil
+  local ms = type(tabd) == "table" and tabd.debounceMs or 0
+  return type(ms) == "number" and ms or 0
+end
+
+-- A server that debounces after its cache is asked at once: an answer from memory comes back at once, and one
+-- that needs the model waits there (a newer keystroke, cancelling this request, ends that wait). Any other
+-- server is asked after `debounce_ms` of quiet; each keystroke restarts the wait.
 function M.schedule_request(kind)
+  local client = M.get_client()
+  local ms = server_debounce_ms(client)
+  M.state.server_debounce_ms = ms
+  if M.config.server_debounce and ms > 0 then
+    M.request(kind or 2)
+    return
+  end
   if not timer then
     timer = uv.new_timer()
   end
