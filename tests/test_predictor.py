@@ -252,20 +252,26 @@ def test_teacher_forced_scores_equal_the_probabilities_recorded_while_decoding()
     assert [round(p, 4) for p in scored] == [round(p, 4) for p in probs]
 
 
-def test_a_copy_candidate_is_shown_as_far_as_the_model_verifies_it():
+def test_a_copy_candidate_is_shown_as_far_as_the_model_verifies_it(fixture_model):
+    """The fixture model writes ` total()` and finds any other token near impossible (tests/fixture_model.py)."""
+    from fixture_model import SUGGESTION
+
     from tabd.predictor.lookup import copy_suggestion
     from tabd.predictor.postprocess import gate
 
-    backend = LocalBackend(DEFAULT_MODEL_DIR, device="cpu", threads=1)
-    prefix = "def handler_1(request):\n    value = request.get('key')\n    return value\n\n\ndef handler_2(request):\n    value = req"
-    off = backend.predict(prefix, "\n", GenSettings(lookup_min_p=0.0))
-    on = backend.predict(prefix, "\n", GenSettings(lookup_min_p=0.001))
-    candidate = copy_suggestion(prefix)
-    assert candidate == "uest.get('key')"
-    assert on.text in (off.text, candidate)
-    if on.text == candidate:  # shown: the verified part passes any gate, and an invoked request sees it all
-        shown = gate(on.text, on.confidence, 0.9)
-        assert shown and candidate.startswith(shown)
-        assert gate(on.text, on.confidence, 0.0) == candidate
+    backend = LocalBackend(fixture_model, device="cpu", threads=1)
+    on, off = GenSettings(lookup_min_p=0.001), GenSettings(lookup_min_p=0.0)
+    # a copy the model agrees with as far as ` total()`: shown, verified that far
+    prefix = "    result = total() + 1\n    other = 2\n    result ="
+    assert copy_suggestion(prefix) == " total() + 1"
+    assert backend.predict(prefix, "\n", off).text == SUGGESTION  # no verification: the model's own guess
+    verified = backend.predict(prefix, "\n", on)
+    assert verified.text == " total() + 1"
+    assert gate(verified.text, verified.confidence, 0.9) == SUGGESTION  # the verified part passes any gate
+    assert gate(verified.text, verified.confidence, 0.0) == " total() + 1"  # an invoked request sees it all
     # never verified at a joint probability of 1: the model's own guess is all there is
-    assert backend.predict(prefix, "\n", GenSettings(lookup_min_p=1.0)).text == off.text
+    assert backend.predict(prefix, "\n", GenSettings(lookup_min_p=1.0)).text == SUGGESTION
+    # a copy the model rejects at its first token is not shown: the model's own guess is
+    prefix = "    value = compute(1)\n    other = 2\n    value ="
+    assert copy_suggestion(prefix) == " compute(1)"
+    assert backend.predict(prefix, "\n", on).text == SUGGESTION
