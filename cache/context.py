@@ -5,8 +5,11 @@ made), the places the user edited recently, and reads the current document's
 import block and enclosing headers. `select` scores the candidates by
 identifier overlap with the text around the cursor (the rule the embedded
 model was trained with), leaves out those that repeat the local window, and
-takes what fits a token budget. It knows no LSP and no model: documents are
-ids and strings, tokens are estimated from characters.
+takes what fits a token budget. A snapshot also carries the texts to copy
+from (the other open documents whole, and the current one above the window,
+within the bytes bound): copy candidates cost no prompt tokens. It knows no
+LSP and no model: documents are ids and strings, tokens are estimated from
+characters.
 
 The result is a Snapshot: the service holds one per document and replaces it
 only on an idle timer or a move elsewhere, so keystrokes never change the
@@ -68,6 +71,9 @@ class Snapshot:
     generation: int = -1  # the store's generation it was picked at
     anchor: int = -1  # prompt window start it was picked for
     suffix: str = ""  # ...and the window's suffix, which typing at the cursor never changes
+    # (path, text) searched for copy candidates, never put in the prompt: the other open documents whole, and the
+    # current one above the window, as they were at the pick
+    sources: tuple[tuple[str, str], ...] = ()
 
     def moved_from(self, start: int, suffix: str) -> bool:
         """A window elsewhere: the text after the cursor and the window's start both differ (a jump, not typing)."""
@@ -352,6 +358,26 @@ class ContextStore:
             out.append(Chunk(doc, own.path, -1, headers, "scope", identifiers(headers)))
         return out
 
+    def sources(self, doc: str, window_start: int) -> list[tuple[str, str]]:
+        """Text to copy from, nearest first, within max_bytes: `doc` above the window, then the other documents.
+
+        Copying costs no prompt tokens, so whole files are offered, where the
+        prompt gets a few chunks; the search is a few scans of each text.
+        """
+        left = self.options.max_bytes
+        out: list[tuple[str, str]] = []
+        own = self.docs.get(doc)
+        if own is not None and own.current() is not None and window_start > 0:
+            out.append((own.path, own.text[max(0, window_start - left):window_start]))
+            left -= len(out[-1][1])
+        for other in reversed(self.docs):
+            d = self.docs[other]
+            if other == doc or left <= 0 or d.current() is None:
+                continue
+            out.append((d.path, d.text[:left]))
+            left -= len(out[-1][1])
+        return [s for s in out if s[1]]
+
     def select(self, doc: str, offset: int, prefix: str, suffix: str, window_start: int) -> Snapshot:
         """The context for `doc` with the cursor at `offset` and this prompt window."""
         o = self.options
@@ -378,16 +404,17 @@ class ContextStore:
                 continue
             chosen.append(chunk)
             used += chunk.cost
-        return make_snapshot(chosen, self.generation, window_start, suffix)
+        return make_snapshot(chosen, self.generation, window_start, suffix, self.sources(doc, window_start))
 
 
-def make_snapshot(chunks: list[Chunk], generation: int, anchor: int, suffix: str = "") -> Snapshot:
-    if not chunks:
+def make_snapshot(chunks: list[Chunk], generation: int, anchor: int, suffix: str = "",
+                  sources: list[tuple[str, str]] | None = None) -> Snapshot:
+    sources = tuple(sources or ())
+    if not chunks and not sources:
         return Snapshot(generation=generation, anchor=anchor, suffix=suffix)
     h = hashlib.blake2b(digest_size=8)
-    for c in chunks:
-        for part in (c.path, c.text):
-            data = part.encode("utf-8", "surrogatepass")
-            h.update(len(data).to_bytes(8, "little"))
-            h.update(data)
-    return Snapshot(tuple(chunks), h.hexdigest(), sum(c.cost for c in chunks), generation, anchor, suffix)
+    for part in [p for c in chunks for p in (c.path, c.text)] + ["\0sources"] + [p for s in sources for p in s]:
+        data = part.encode("utf-8", "surrogatepass")
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return Snapshot(tuple(chunks), h.hexdigest(), sum(c.cost for c in chunks), generation, anchor, suffix, sources)

@@ -295,7 +295,8 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
             raise JsonRpcInvalidParams("tabd/context expects {uri} after initialize")
         snap = ls.service.workspace.current(doc_id(uri))
         return {"uri": uri, "digest": snap.digest, "tokens": snap.tokens,
-                "chunks": [{"path": c.path, "kind": c.kind, "line": c.line, "text": c.text} for c in snap.chunks]}
+                "chunks": [{"path": c.path, "kind": c.kind, "line": c.line, "text": c.text} for c in snap.chunks],
+                "sources": [{"path": path, "chars": len(text)} for path, text in snap.sources]}
 
     @server.feature(DOCUMENT)
     def document(ls: TabdServer, params: Any) -> dict:

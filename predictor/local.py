@@ -22,7 +22,7 @@ from tabd.predictor.engine.runner import Runner, TransformersRunner
 from tabd.predictor.threads import AdaptiveThreads
 from tabd.predictor.lookup import copy_suggestion
 from tabd.predictor.templates import FimTemplate, detect_family, template_for
-from tabd.predictor.types import ContextChunk, GenSettings, Interrupted, ModelLoadError, Prediction
+from tabd.predictor.types import ContextChunk, GenSettings, Interrupted, ModelLoadError, Prediction, prompt_chunks
 
 FORK_MIN_TOKENS = 4  # copy another slot's prefix when it holds more than this many more of the prompt
 ENGINES = ("fast", "torch", "hf", "plain")
@@ -284,7 +284,7 @@ class LocalBackend:
     ) -> Prediction:
         self.threads.adjust()
         line = postprocess.CursorLine.of(prefix, suffix)
-        layout = self.layout(prefix, suffix, settings.max_new_tokens, context)
+        layout = self.layout(prefix, suffix, settings.max_new_tokens, prompt_chunks(context))
         ids = layout.ids
         t0 = time.perf_counter()
         slot, reused, logits = self._prefill(slot_id, ids, should_stop)
@@ -318,7 +318,7 @@ class LocalBackend:
         text = postprocess.finish(raw, line, settings.multiline, settings.max_lines)
         confidence = self._confidence(tokens, probs, heal, line, settings, len(text))
         text, confidence, scored = self._copy_candidate(prefix, text, confidence, logits, slot, len(ids), layout, line,
-                                                        settings)
+                                                        settings, context)
         return Prediction(
             text=text,
             prefill_tokens=len(ids) - reused,
@@ -353,13 +353,13 @@ class LocalBackend:
     ) -> Prediction:
         """Prefill the prompt predict() would run, decode nothing (llama.vim's n_predict 0): its next call is a KV hit."""
         self.threads.adjust()
-        layout = self.layout(prefix, suffix, settings.max_new_tokens, context)
+        layout = self.layout(prefix, suffix, settings.max_new_tokens, prompt_chunks(context))
         t0 = time.perf_counter()
         _, reused, _ = self._prefill(slot_id, layout.ids, should_stop)
         return Prediction("", prefill_tokens=len(layout.ids) - reused, reused_tokens=reused,
                           prefill_ms=(time.perf_counter() - t0) * 1000, context_tokens=layout.context_tokens)
 
-    def _copy_candidate(self, prefix, text, confidence, logits, slot, prompt_len, layout, line, settings):
+    def _copy_candidate(self, prefix, text, confidence, logits, slot, prompt_len, layout, line, settings, context=()):
         """(text, confidence, tokens scored): the copy candidate where the model verifies it, else the model's own.
 
         Code repeats itself, and a small model judges a copy better than it
@@ -371,7 +371,9 @@ class LocalBackend:
         so confidence gating shows the verified part and an invoked request all.
         """
         t = settings.lookup_min_p
-        candidate = copy_suggestion(prefix) if t > 0 else ""
+        # the window first, then the workspace (the prompt's chunks, then whole open files): a name or a call
+        # copied from another file
+        candidate = copy_suggestion(prefix, sources=[c.text for c in context]) if t > 0 else ""
         if candidate:
             candidate = postprocess.finish(candidate, line, settings.multiline, settings.max_lines)
         if not candidate or candidate == text:

@@ -32,7 +32,7 @@ from tabd.predictor import postprocess
 from tabd.predictor.prompt_text import fim_prompt, guess_template
 from tabd.predictor.templates import FimTemplate, template_for
 from tabd.predictor.fim import chunk_text
-from tabd.predictor.types import ContextChunk, GenSettings, Interrupted, Prediction
+from tabd.predictor.types import ContextChunk, GenSettings, Interrupted, Prediction, prompt_chunks
 
 SERVER_FIM = "server"  # --fim server: the server applies the model's own FIM template
 
@@ -268,6 +268,7 @@ class RemoteBackend:
               context: Sequence[ContextChunk] = ()) -> tuple[str, dict]:
         """The route and JSON body; workspace context where the server takes it (input_extra), else as prompt text."""
         info = self.info or ServerInfo()
+        context = prompt_chunks(context)  # the lookup-only files are the local backend's to copy from
         if self.route == "infill":
             body = {"input_prefix": prefix, "input_suffix": suffix, "prompt": "", "n_predict": settings.max_new_tokens,
                     "temperature": 0, "top_k": 1, "stream": True, "cache_prompt": True}

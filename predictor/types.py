@@ -41,6 +41,13 @@ class ContextChunk:
 
     path: str
     text: str
+    # searched for copy candidates only, never put in the prompt: whole open files, which cost no tokens
+    lookup_only: bool = False
+
+
+def prompt_chunks(context: Sequence["ContextChunk"]) -> list["ContextChunk"]:
+    """The chunks that go in the prompt (not the lookup-only ones)."""
+    return [c for c in context if not c.lookup_only]
 
 
 class Backend(Protocol):

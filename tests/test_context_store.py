@@ -156,3 +156,37 @@ def test_typing_keeps_the_snapshot_and_a_jump_picks_again():
     far = snap_at(1000)  # a jump: the text after the cursor and the window start both differ
     assert far is not first and far.anchor != first.anchor
     assert changed == []  # a request's own pick needs no warm-up: the request runs its prompt anyway
+
+
+def test_whole_open_files_are_offered_for_copying_within_the_bytes_bound():
+    store = ContextStore(ContextOptions(max_bytes=4096))
+    store.open("h", "pkg/headers.py", HELPER)
+    store.open("big", "pkg/big.py", "x = 1\n" * 10_000)  # 60 kB: cut to what the bound leaves
+    own = "# filler line\n" * 300 + "def handle(request):\n    key, value = parse_header(request.first"
+    store.open("a", "pkg/app.py", own)
+    start, prefix = window_of(own)
+    snap = store.select("a", len(own), prefix, "", start)
+    paths = [p for p, _ in snap.sources]
+    # the current file above the window first (nearest), then the other files, newest first
+    assert paths[0] == "pkg/app.py" and snap.sources[0][1] == own[max(0, start - 4096):start]
+    # the newest other file takes what the bound leaves; the older one gets nothing
+    assert paths == ["pkg/app.py", "pkg/big.py"] and sum(len(t) for _, t in snap.sources) == 4096
+    # the sources are part of the digest (the cache key): a different file to copy from, a different key
+    store.close("big")
+    again = store.select("a", len(own), prefix, "", start)
+    assert again.sources[1:] == (("pkg/headers.py", HELPER),)
+    assert again.digest != snap.digest
+    assert ContextStore(ContextOptions(tokens=0)).select("a", 0, "", "", 0).sources == ()  # context off: none
+
+
+def test_a_copy_comes_from_the_longest_match_in_the_window_or_another_file():
+    from tabd.predictor.lookup import copy_suggestion
+
+    other = "def run(config):\n    result = compute_everything(config, strict=True)\n"
+    prefix = "    result = compute(1)\n    x = 2\n    result = compute"
+    # the window has a 12-character match ("result = co..."); the other file a longer one
+    assert copy_suggestion(prefix) == "(1)"
+    assert copy_suggestion(prefix, sources=[other]) == "_everything(config, strict=True)"
+    # at equal length the window wins: it is the nearer text
+    assert copy_suggestion("    x = value_of(a)\n    x = value_of", sources=["    x = value_of(b)\n"]) == "(a)"
+    assert copy_suggestion("    nothing alike here", sources=[other]) == ""

@@ -341,7 +341,7 @@ class CompletionService(Speculation, Reporting):
         comp = Computation(key, doc, state, window, settings, depth, root, chain, context=context, kinds=kinds)
         backend = self.backend
         slot = f"{doc}#{'.'.join(kinds)}" if kinds else doc  # each speculation branch keeps its own KV
-        extra = {"context": chunks_of(context)} if context.chunks else {}  # backends without context take no such argument
+        extra = {"context": chunks_of(context)} if context.digest else {}  # backends without context take no such argument
 
         def run(should_stop):
             try:

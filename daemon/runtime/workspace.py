@@ -29,8 +29,9 @@ def context_options(config: Config) -> ContextOptions:
 
 
 def chunks_of(context: Snapshot) -> list[ContextChunk]:
-    """The snapshot as the predictor takes it."""
-    return [ContextChunk(path, text) for path, text in context.pairs()]
+    """The snapshot as the predictor takes it: the prompt's chunks, then the texts to copy from."""
+    return ([ContextChunk(path, text) for path, text in context.pairs()]
+            + [ContextChunk(path, text, lookup_only=True) for path, text in context.sources])
 
 
 def reuse_of(p: Prediction) -> float:
@@ -177,7 +178,8 @@ class Workspace:
         return {
             "enabled": self.enabled,
             "tokens_budget": self.options.tokens,
-            "active": {"chunks": len(snap.chunks), "tokens": snap.tokens, "digest": snap.digest},
+            "active": {"chunks": len(snap.chunks), "tokens": snap.tokens, "digest": snap.digest,
+                       "sources": len(snap.sources), "source_bytes": sum(len(t) for _, t in snap.sources)},
             "documents": len(self.store.docs),
             "skipped": len(self.store.skipped),
             "held": {"chunks": held_chunks, "bytes": held_bytes,
@@ -202,7 +204,7 @@ class Warmer:
         previous = self.jobs.pop(doc, None)
         if previous is not None and not previous.done():
             self.scheduler.cancel(previous)
-        extra = {"context": chunks_of(context)} if context.chunks else {}
+        extra = {"context": chunks_of(context)} if context.digest else {}
         warmups = self.workspace.stats.warmups
         job: Job | None = None
 
