@@ -129,6 +129,7 @@ class TabdServer(LanguageServer):
         return types.Position(line=line, character=character)
 
     async def answer_at(self, uri: str, position: types.Position, invoked: bool = False) -> tuple[Answer, types.Position]:
+        arrived = time.monotonic()
         try:
             doc, version, state, offset = self.state_at(uri, position)
         except DocumentError as exc:
@@ -140,7 +141,7 @@ class TabdServer(LanguageServer):
             return answer, self.position_of(uri, offset)
         await self.service.ready()  # loading is bounded on its own; the timeout is for the answer
         try:
-            answer = await asyncio.wait_for(self.service.complete(doc, version, state, invoked), REQUEST_TIMEOUT_S)
+            answer = await asyncio.wait_for(self.service.complete(doc, version, state, invoked, arrived), REQUEST_TIMEOUT_S)
         except asyncio.TimeoutError:
             logger.warning("no answer within %.0f s; answering empty", REQUEST_TIMEOUT_S)
             self.events.emit("error", where="timeout", doc=doc, message=f"no answer within {REQUEST_TIMEOUT_S:.0f} s")

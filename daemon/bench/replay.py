@@ -75,8 +75,12 @@ def _shared_flags(args: argparse.Namespace) -> list[str]:
             flags += [f"--{name}", str(value)]
     if getattr(args, "replay_max_new_tokens", None):
         flags += ["--max-new-tokens", str(args.replay_max_new_tokens)]
-    flags += ["--debounce-ms", str(getattr(args, "replay_debounce_ms", 0))]  # both servers alike; in the report's server_flags
     return flags
+
+
+def _replay_flags(args: argparse.Namespace) -> list[str]:
+    """Both replay servers' flags: the shared ones and the debounce (not for other sections' servers, e.g. start)."""
+    return _shared_flags(args) + ["--debounce-ms", str(getattr(args, "replay_debounce_ms", 0))]
 
 
 def _ratio(naive: float, full: float) -> float | None:
@@ -116,7 +120,7 @@ def _options(args: argparse.Namespace, extra_flags: list[str]) -> Any:
 
     server_cmd = getattr(args, "replay_server_cmd", None)
     return ReplayOptions(speed=getattr(args, "replay_speed", 0.0), think_ms=getattr(args, "replay_think_ms", 250.0),
-                         server_args=_shared_flags(args) + extra_flags,
+                         server_args=_replay_flags(args) + extra_flags,
                          server_command=shlex.split(server_cmd) if server_cmd else None,
                          max_seconds=getattr(args, "replay_max_seconds", None),
                          progress=not getattr(args, "json", False))
@@ -162,7 +166,7 @@ def run_section(args: argparse.Namespace) -> dict[str, Any]:
         report["session"] = {"keystrokes": session.changes(), "seconds": round(session.duration, 1),
                              "file": None if getattr(args, "replay_session", None) is None else str(path),
                              "seed": getattr(args, "replay_seed", 7), "rounds": max(1, getattr(args, "replay_rounds", 1)),
-                             "speed": getattr(args, "replay_speed", 0.0), "server_flags": _shared_flags(args)}
+                             "speed": getattr(args, "replay_speed", 0.0), "server_flags": _replay_flags(args)}
         if getattr(args, "replay_echo_rounds", 3) > 0:
             echo = _echo_session(args, Path(tmp))
             report["accepting"] = _compare(echo, args)

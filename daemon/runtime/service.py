@@ -203,7 +203,9 @@ class CompletionService(Speculation, Reporting):
             self.waits.end(doc, "superseded")  # an older request still waiting out its debounce is of no use now
         return answer
 
-    async def complete(self, doc: str, version: int, state: DocState, invoked: bool = False) -> Answer:
+    async def complete(self, doc: str, version: int, state: DocState, invoked: bool = False,
+                       arrived: float | None = None) -> Answer:
+        """The answer for a state; `arrived`: when the request reached the server (monotonic), if it waited before."""
         t0 = time.monotonic()
         ready = await self.ready()
         req = dataclasses.replace(self._request(doc, version, state, invoked, ready), t0=t0)
@@ -218,20 +220,22 @@ class CompletionService(Speculation, Reporting):
         if previous is not None and previous.key != req.key:
             self._cancel(previous, "superseded")  # its waiters get an empty answer at once
         wait = self.debounce.wait_for(doc, invoked, req.after_accept)
-        if wait.ms > 0:  # only a request that needs the model waits, and a newer keystroke cuts the wait short
-            answer = await self._debounced(req, wait.ms, wait.why)
+        left = wait.ms - self._since(arrived or t0)  # from the request's arrival: a wait for the model load counts
+        if left > 0:  # only a request that needs the model waits, and a newer keystroke cuts the wait short
+            answer = await self._debounced(req, left, wait.ms, wait.why)
             if answer is not None:
                 return answer
         self.warmer.cancel(doc)
         comp = self._start(req.key, doc, state, req.window, self.settings_for(state), depth=0, context=req.context)
         self._foreground[doc] = comp
-        return await self._await(req, comp, "model", wait.ms, wait.why)
+        return await self._await(req, comp, "model", wait.ms if left > 0 else 0.0, wait.why if left > 0 else "")
 
-    async def _debounced(self, req: Request, ms: float, why: str) -> Answer | None:
-        """Wait out the debounce: None to go on to the model, else the answer (empty when cut, or from memory)."""
+    async def _debounced(self, req: Request, left: float, ms: float, why: str) -> Answer | None:
+        """Wait out what is `left` of the debounce `ms`: None to go on to the model, else the answer (empty when
+        cut, or from memory)."""
         started = time.monotonic()
         try:
-            cut = await self.waits.wait(req.doc, req.window, ms / 1000)
+            cut = await self.waits.wait(req.doc, req.window, left / 1000)
         except asyncio.CancelledError:
             self.events.emit("cancel", id=req.id, doc=req.doc, reason="client", debounce_ms=round(self._since(started), 3))
             raise
