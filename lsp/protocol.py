@@ -244,6 +244,9 @@ class TabdProtocol(LanguageServerProtocol):
     initialized = False
     exit_code: int | None = None
     on_exit: Callable[[int], None] | None = None  # set by the transport: stop serving with this code
+    # set by the server: an inline completion's result from memory, as plain JSON, or None to take the normal path
+    answer_now: Callable[[Any], dict | None] | None = None
+    after_answer: Callable[[], None] | None = None
 
     # -- from JSON value to handler ---------------------------------------------------------
 
@@ -307,6 +310,18 @@ class TabdProtocol(LanguageServerProtocol):
         self.dispatch(value, msg_id if has_id else None)
 
     def dispatch(self, value: dict, request_id: Any) -> None:
+        if request_id is not None and value["method"] == types.TEXT_DOCUMENT_INLINE_COMPLETION and self.answer_now \
+                and self.initialized and not self._shutdown:
+            try:
+                result = self.answer_now(value["params"])  # from memory, on plain JSON: no structuring, task or loop turn
+            except Exception:  # the normal path answers it, or reports what is wrong
+                logger.exception("answering from memory")
+                result = None
+            if result is not None:
+                self._send_data({"jsonrpc": "2.0", "id": request_id, "result": result})
+                if self.after_answer is not None:
+                    self.after_answer()  # the answer is out: now what it sets going, before the next message
+                return
         try:
             message = self.structure_message(value)
         except Exception as exc:  # a notification whose params do not parse: nobody to answer

@@ -57,6 +57,9 @@ async def test_tab_after_a_context_change_is_served_from_memory(client: Language
 
     change(client, uri, 2, line, char, "widget(x):")  # Tab
     await inline(client, uri, line, char + len("widget(x):"))
-    last = [e for e in read_log(LOG) if e.get("event") == "completion"][-1]
+    deadline = time.monotonic() + 10  # the log line is written after the answer: wait for the Tab's line
+    while len(lines := [e for e in read_log(LOG) if e.get("event") == "completion"]) < 2 and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    last = lines[-1]
     assert last["after_accept"] and last["origin"] == "cache"  # planned again under the new context, before the Tab
     assert (await stats(client))["context"]["changes"] >= 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import logging
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -29,6 +30,8 @@ from tabd.daemon.runtime.scheduler import FOREGROUND, Cancelled, Job, Scheduler
 from tabd.daemon.runtime.workspace import Warmer, Workspace, chunks_of, context_options, reuse_of
 from tabd.predictor.postprocess import gate, wants_multiline
 from tabd.predictor.types import Backend, GenSettings, Interrupted, Prediction
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -114,6 +117,7 @@ class CompletionService(Speculation, Reporting):
         self.backend: Backend | None = None
         self.load_error: str | None = None
         self._ids = itertools.count(1)
+        self._pending_after: list[Callable[[], None]] = []
         self.debounce = Debounce(config.debounce_ms)
         self.waits = Waits()
         self._init_speculation()
@@ -249,13 +253,27 @@ class CompletionService(Speculation, Reporting):
 
     def _after(self, fn: Callable[[], None]) -> None:
         """Run fn once the answer is out: a 0 s timer runs after the callbacks already queued, which include the
-        LSP layer's write of a response answered without an await (lookup)."""
+        LSP layer's write of the response; an answer written at once (lookup) runs it right after (run_after)."""
+        self._pending_after.append(fn)
+        if len(self._pending_after) > 1:
+            return  # the drain is scheduled already
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no loop (a plain call): now
-            fn()
+            self.run_after()
             return
-        loop.call_later(0, fn)
+        loop.call_later(0, self.run_after)
+
+    def run_after(self) -> None:
+        """What the answers given so far set going (type-through, accept tracking, planning, log lines). The LSP
+        layer calls it once it has written an answer from memory, so that a fast client's next message (its Tab)
+        cannot overtake the suggestion it accepts."""
+        pending, self._pending_after = self._pending_after, []
+        for fn in pending:
+            try:
+                fn()
+            except Exception:  # one failed step must not drop the others
+                logger.exception("after an answer")
 
     @staticmethod
     def _since(t0: float) -> float:
