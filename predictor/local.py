@@ -20,7 +20,7 @@ from tabd.predictor import loader, postprocess, prompt_ids
 from tabd.predictor.engine import generate
 from tabd.predictor.engine.runner import Runner, TransformersRunner
 from tabd.predictor.threads import AdaptiveThreads
-from tabd.predictor.lookup import copy_match
+from tabd.predictor.lookup import copy_suggestion
 from tabd.predictor.templates import FimTemplate, detect_family, template_for
 from tabd.predictor.types import ContextChunk, GenSettings, Interrupted, ModelLoadError, Prediction, prompt_chunks
 
@@ -369,24 +369,17 @@ class LocalBackend:
         scored teacher-forced from the prompt's logits (a decode step a token).
         Its confidence is that verification: 1 for the verified part, 0 after,
         so confidence gating shows the verified part and an invoked request all.
-        A copy whose match is at least lookup_trust characters is shown whole
-        without scoring: on held-out cuts the joint probability cut long
-        copies short far more often than they were wrong (README, "Suggestion
-        quality").
         """
         t = settings.lookup_min_p
         # the window first, then the workspace (the prompt's chunks, then whole open files): a name or a call
         # copied from another file
-        matched, candidate = copy_match(prefix, sources=[c.text for c in context]) if t > 0 else (0, "")
+        candidate = copy_suggestion(prefix, sources=[c.text for c in context]) if t > 0 else ""
         if candidate:
             candidate = postprocess.finish(candidate, line, settings.multiline, settings.max_lines)
         if not candidate or candidate == text:
             return text, confidence, 0
         heal = layout.heal
         cand_ids = self._encode(heal + candidate)
-        if settings.lookup_trust and matched >= settings.lookup_trust and candidate.strip():
-            self.last_tokens = list(cand_ids)  # what this request "decoded", for serve-model's raw text
-            return candidate, ((len(candidate), 1.0),), 0
         self._cut(slot, prompt_len)
         probs = generate.score_tokens(self.runner, logits, slot.cache, cand_ids, t, self._allowed_first(heal))
         slot.ids.extend(cand_ids[: max(0, len(probs) - 1)])  # the tokens fed (the last scored one is not)

@@ -20,18 +20,11 @@ MIN_MATCH, MAX_MATCH = 8, 48
 
 def copy_suggestion(prefix: str, min_match: int = MIN_MATCH, max_match: int = MAX_MATCH,
                     sources: Sequence[str] = ()) -> str:
-    """What followed the longest earlier occurrence of the prefix's tail, to the end of its line."""
-    return copy_match(prefix, min_match, max_match, sources)[1]
-
-
-def copy_match(prefix: str, min_match: int = MIN_MATCH, max_match: int = MAX_MATCH,
-               sources: Sequence[str] = ()) -> tuple[int, str]:
-    """(characters matched, what followed) for the longest earlier occurrence of the prefix's tail.
+    """What followed the longest earlier occurrence of the prefix's tail, to the end of its line.
 
     The prefix itself is searched (its most recent occurrence that ends before
     the cursor), then each of `sources` (workspace text: other files, in the
     order given): the longest match wins, and at equal length the nearest text.
-    (0, "") when nothing of at least min_match characters has text after it.
     """
     top = min(max_match, len(prefix) - 1)
     best, best_n = "", min_match - 1
@@ -41,7 +34,7 @@ def copy_match(prefix: str, min_match: int = MIN_MATCH, max_match: int = MAX_MAT
             best, best_n = found, n
             if n >= top:
                 break
-    return (best_n, best) if best else (0, "")
+    return best
 
 
 def _longest(prefix: str, text: str, before: int, low: int, high: int) -> tuple[int, str]:

@@ -13,13 +13,10 @@ class GenSettings:
     # copy candidates: what followed the last occurrence of the text before the cursor is shown instead of the
     # model's own guess, as far as the model's joint probability of the copied text stays at least this (0: off)
     lookup_min_p: float = 0.001
-    # ...except a copy whose match before the cursor is at least this many characters long: shown whole, unverified
-    # (a long exact match predicts its continuation better than a small model's joint probability does; 0: never)
-    lookup_trust: int = 24
 
     def tag(self) -> str:
         """The part of the cache key that generation settings decide."""
-        return f"greedy;n={self.max_new_tokens};ml={int(self.multiline)};l={self.max_lines};lk={self.lookup_min_p};lt={self.lookup_trust}"
+        return f"greedy;n={self.max_new_tokens};ml={int(self.multiline)};l={self.max_lines};lk={self.lookup_min_p}"
 
 
 @dataclass(frozen=True)

@@ -111,12 +111,3 @@ def test_min_confidence_is_validated_as_an_initialization_option():
     assert config.min_confidence == 0.25 and not problems
     config, problems = apply_client_options(Config(), {"minConfidence": "high"})
     assert problems and config.min_confidence == Config().min_confidence
-
-
-def test_lookup_trust_is_validated_as_an_initialization_option():
-    config, problems = apply_client_options(Config(), {"lookupTrust": -1})
-    assert config.lookup_trust == Config().lookup_trust and "lookupTrust" in problems[0]
-    config, problems = apply_client_options(Config(), {"lookupTrust": 0})
-    assert config.lookup_trust == 0 and not problems
-    config, problems = apply_client_options(Config(), {"lookupTrust": 2.5})
-    assert problems and config.lookup_trust == Config().lookup_trust

@@ -275,17 +275,3 @@ def test_a_copy_candidate_is_shown_as_far_as_the_model_verifies_it(fixture_model
     prefix = "    value = compute(1)\n    other = 2\n    value ="
     assert copy_suggestion(prefix) == " compute(1)"
     assert backend.predict(prefix, "\n", on).text == SUGGESTION
-
-
-def test_a_copy_with_a_long_match_is_shown_whole_without_verification(fixture_model):
-    """The fixture model rejects `thing(1)`; a 25-character match shows it anyway, unless lookup_trust is 0."""
-    from tabd.predictor.lookup import copy_match
-    from tabd.predictor.postprocess import gate
-
-    backend = LocalBackend(fixture_model, device="cpu", threads=1)
-    prefix = "    value = compute_everything(1)\n    other = 2\n    value = compute_every"
-    assert copy_match(prefix) == (len("    value = compute_every"), "thing(1)")
-    trusted = backend.predict(prefix, "\n", GenSettings(lookup_trust=24))
-    assert trusted.text == "thing(1)" and gate(trusted.text, trusted.confidence, 0.99) == "thing(1)"
-    assert backend.predict(prefix, "\n", GenSettings(lookup_trust=26)).text != "thing(1)"  # the match is 25: verified
-    assert backend.predict(prefix, "\n", GenSettings(lookup_trust=0)).text != "thing(1)"  # 0: always verified

@@ -25,7 +25,6 @@ class Config:
     suffix_chars: int = 600
     max_new_tokens: int = 48
     lookup_min_p: float = 0.001  # copy candidates shown as far as the model's joint probability of them stays >= this (0: off)
-    lookup_trust: int = 24  # ...or whole, unverified, when the copy's match is at least this many characters (0: never)
     # confidence gating: a suggestion is cut before the first token the model is less sure of;
     # 0.5 maximised the Tab user's saved keystrokes on the held-out stdlib split (README, "Suggestion quality")
     min_confidence: float = 0.5
@@ -69,7 +68,6 @@ class Config:
             ("context_lines", 4, 256),
             ("context_idle_ms", 50, 60_000),
             ("debounce_ms", 0, 1000),
-            ("lookup_trust", 0, 1000),
         ]
         for name, lo, hi in checks:
             value = getattr(self, name)
@@ -108,7 +106,6 @@ CLIENT_OPTIONS: dict[str, tuple[str, tuple[type, ...]]] = {
     "maxNewTokens": ("max_new_tokens", (int,)),
     "minConfidence": ("min_confidence", (float, int)),
     "lookupMinP": ("lookup_min_p", (float, int)),
-    "lookupTrust": ("lookup_trust", (int,)),
     "threads": ("threads", (int,)),
     "contextTokens": ("context_tokens", (int,)),
     "contextChunks": ("context_chunks", (int,)),

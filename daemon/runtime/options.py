@@ -37,9 +37,6 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                    help="copy candidates (what followed the last occurrence of the text before the cursor) replace the "
                         "model's guess as far as the model's joint probability of the copied text stays >= P "
                         "(0: off; default 0.001)")
-    g.add_argument("--lookup-trust", type=int, default=None, metavar="N",
-                   help="a copy candidate whose match before the cursor is at least N characters is shown whole, "
-                        "without the model's verification (0: always verify; default 24)")
     g.add_argument("--min-confidence", type=float, default=None, metavar="P",
                    help="confidence gating: show a suggestion up to the first token the model gives less than P "
                         "(0..1; 0 shows everything; default: the calibrated value). Alt+\\ / an invoked request "
@@ -76,7 +73,6 @@ def config_from_args(args: argparse.Namespace) -> Config:
         max_new_tokens=args.max_new_tokens,
         **({} if getattr(args, "min_confidence", None) is None else {"min_confidence": args.min_confidence}),
         **({} if getattr(args, "lookup_min_p", None) is None else {"lookup_min_p": args.lookup_min_p}),
-        **({} if getattr(args, "lookup_trust", None) is None else {"lookup_trust": args.lookup_trust}),
         **({} if getattr(args, "debounce_ms", None) is None else {"debounce_ms": args.debounce_ms}),
         speculation=not args.no_speculation,
         cache=not args.no_cache,

@@ -68,10 +68,9 @@ def figures_backend(args: argparse.Namespace):
 
 def model_figures(args: argparse.Namespace) -> dict[str, Any]:
     backend = figures_backend(args)
-    lookup, trust = getattr(args, "lookup_min_p", None), getattr(args, "lookup_trust", None)
+    lookup = getattr(args, "lookup_min_p", None)
     settings = GenSettings(max_new_tokens=getattr(args, "max_new_tokens", 48) or 48,
-                           **({} if lookup is None else {"lookup_min_p": lookup}),
-                           **({} if trust is None else {"lookup_trust": trust}))
+                           **({} if lookup is None else {"lookup_min_p": lookup}))
     line_cuts, mid_cuts = held_out_cuts(getattr(args, "quality_cuts", 120))
     cuts = [*line_cuts, *mid_cuts]
     preds = [backend.predict(c.prefix, c.suffix, settings, slot_id="quality") for c in cuts]
