@@ -28,6 +28,8 @@ class Scripted:
         self.calls += 1
         if prefix.endswith("unsure: "):
             return Prediction(text="maybe_this()", confidence=((5, 0.1), (12, 0.99)))
+        if prefix.endswith("call("):
+            return Prediction(text=")", confidence=((1, 0.99),))
         if prefix.endswith("self.value"):
             return Prediction(text=" * 2", confidence=((2, 0.9), (4, 0.9)))
         if prefix.endswith("    "):
@@ -111,3 +113,21 @@ def test_min_confidence_is_validated_as_an_initialization_option():
     assert config.min_confidence == 0.25 and not problems
     config, problems = apply_client_options(Config(), {"minConfidence": "high"})
     assert problems and config.min_confidence == Config().min_confidence
+
+
+def test_a_one_character_suggestion_is_not_shown_but_an_invoked_request_gets_it():
+    async def go():
+        service, _ = _service(0.5)
+        try:
+            auto = await _complete(service, "x = call(")
+            invoked = await _complete(service, "x = call(", invoked=True)
+            return auto, invoked
+        finally:
+            service.close()
+    auto, invoked = _run(go())
+    assert auto.text == "" and auto.source == "model"  # sure of it, but Tab would save no keystroke
+    assert invoked.text == ")"
+    config, problems = apply_client_options(Config(), {"minChars": 0})
+    assert config.min_chars == Config().min_chars and "minChars" in problems[0]
+    config, problems = apply_client_options(Config(), {"minChars": 1})
+    assert config.min_chars == 1 and not problems

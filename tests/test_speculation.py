@@ -86,7 +86,7 @@ async def test_a_partial_accept_is_seen_as_such_and_typing_is_not_an_accept(clie
 async def test_depth_follows_acceptance(client: LanguageClient):
     """A user who takes every suggestion gets deeper chains; one who never does, fewer prefetches, then none."""
     uri, version = "file:///w/d.py", 1
-    open_doc(client, uri, "a = 1\nb = 2\nc = 3\n" * 4)
+    open_doc(client, uri, "a = 10\nb = 20\nc = 30\n" * 4)  # two-character suggestions: one would not be shown
     for line in range(12, 20):  # an accept streak: each line's suggestion taken whole, then on to the next line
         version += 1
         change(client, uri, version, line, 0, "abc"[line % 3] + " = ")  # typed: the copy backend then has a line

@@ -28,6 +28,7 @@ class Config:
     # confidence gating: a suggestion is cut before the first token the model is less sure of;
     # 0.5 maximised the Tab user's saved keystrokes on the held-out stdlib split (README, "Suggestion quality")
     min_confidence: float = 0.5
+    min_chars: int = 2  # a shown suggestion has at least this many characters (an invoked request shows any)
     cache_entries: int = 2048
     cache_bytes: int = 8 << 20
     threads: int | None = None
@@ -68,6 +69,7 @@ class Config:
             ("context_lines", 4, 256),
             ("context_idle_ms", 50, 60_000),
             ("debounce_ms", 0, 1000),
+            ("min_chars", 1, 1000),
         ]
         for name, lo, hi in checks:
             value = getattr(self, name)
@@ -105,6 +107,7 @@ CLIENT_OPTIONS: dict[str, tuple[str, tuple[type, ...]]] = {
     "suffixChars": ("suffix_chars", (int,)),
     "maxNewTokens": ("max_new_tokens", (int,)),
     "minConfidence": ("min_confidence", (float, int)),
+    "minChars": ("min_chars", (int,)),
     "lookupMinP": ("lookup_min_p", (float, int)),
     "threads": ("threads", (int,)),
     "contextTokens": ("context_tokens", (int,)),

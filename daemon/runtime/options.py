@@ -41,6 +41,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                    help="confidence gating: show a suggestion up to the first token the model gives less than P "
                         "(0..1; 0 shows everything; default: the calibrated value). Alt+\\ / an invoked request "
                         "shows the best guess anyway")
+    g.add_argument("--min-chars", type=int, default=None, metavar="N",
+                   help="show a suggestion only if it has at least N characters (default 2: a one-character "
+                        "suggestion saves no keystroke, Tab is one too); an invoked request shows any")
     g.add_argument("--debounce-ms", type=int, default=None, metavar="MS",
                    help="a request the cache cannot answer waits at least MS before the model runs, longer when you "
                         "type steadily or the model is slow (at most 1000); a newer keystroke cancels it "
@@ -72,6 +75,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         threads=args.threads,
         max_new_tokens=args.max_new_tokens,
         **({} if getattr(args, "min_confidence", None) is None else {"min_confidence": args.min_confidence}),
+        **({} if getattr(args, "min_chars", None) is None else {"min_chars": args.min_chars}),
         **({} if getattr(args, "lookup_min_p", None) is None else {"lookup_min_p": args.lookup_min_p}),
         **({} if getattr(args, "debounce_ms", None) is None else {"debounce_ms": args.debounce_ms}),
         speculation=not args.no_speculation,

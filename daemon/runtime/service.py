@@ -58,6 +58,7 @@ class Request:
     after_accept: bool  # the state is one an accept of a shown suggestion reaches
     min_confidence: float = 0.0  # gating for this request: 0 for an invoked one (the best guess anyway)
     context: Snapshot = EMPTY  # the workspace context before the prompt
+    min_chars: int = 1  # shorter suggestions are not shown: 1 (all) for an invoked request
 
 
 @dataclass(frozen=True)
@@ -158,9 +159,11 @@ class CompletionService(Speculation, Reporting):
 
     # -- requests -------------------------------------------------------------
 
-    def shown_part(self, text: str, confidence, min_confidence: float | None = None) -> str:
-        """What a request shows of a full suggestion: the part the model is sure of (confidence gating)."""
-        return gate(text, confidence, self.config.min_confidence if min_confidence is None else min_confidence)
+    def shown_part(self, text: str, confidence, min_confidence: float | None = None, min_chars: int | None = None) -> str:
+        """What a request shows of a full suggestion: the part the model is sure of (confidence gating), if it is
+        long enough to be worth a Tab (a one-character suggestion saves no keystroke: Tab is one too)."""
+        shown = gate(text, confidence, self.config.min_confidence if min_confidence is None else min_confidence)
+        return shown if len(shown) >= (self.config.min_chars if min_chars is None else min_chars) else ""
 
     def _request(self, doc: str, version: int, state: DocState, invoked: bool, ready: bool) -> Request:
         window = state.window(self.config.prefix_chars, self.config.suffix_chars)
@@ -168,12 +171,12 @@ class CompletionService(Speculation, Reporting):
         context = self.workspace.snapshot(doc, state, window)
         key = self.key_for(window, self.settings_for(state), context) if ready else ""
         return Request(str(next(self._ids)), doc, version, state, window, key, time.monotonic(), key in self._planned,
-                       0.0 if invoked else self.config.min_confidence, context)
+                       0.0 if invoked else self.config.min_confidence, context, 1 if invoked else self.config.min_chars)
 
     def _from_memory(self, req: Request, waited: float = 0.0) -> Answer | None:
         entry = self.cache.get(req.key)
         if entry is not None:
-            text = self.shown_part(entry.text, entry.confidence, req.min_confidence)  # the cache keeps it whole
+            text = self.shown_part(entry.text, entry.confidence, req.min_confidence, req.min_chars)  # the cache keeps it whole
             self._used(req.key)
             return self._serve(req, Outcome(text, "cache", entry.depth, cache_ms=self._since(req.t0),
                                             hidden=bool(entry.text) and not text, debounce_ms=waited))
@@ -300,7 +303,7 @@ class CompletionService(Speculation, Reporting):
         comp.waiters -= 1
         queue_ms = (comp.job.started_at - comp.job.queued_at) * 1000 if comp.job.started_at else 0.0
         depth = comp.depth if source == "inflight" else 0
-        text = self.shown_part(prediction.text, prediction.confidence, req.min_confidence)
+        text = self.shown_part(prediction.text, prediction.confidence, req.min_confidence, req.min_chars)
         return self._serve(req, Outcome(text, source, depth, prediction, queue_ms, hidden=bool(prediction.text) and not text,
                                         debounce_ms=waited, debounce_why=why))
 
