@@ -385,3 +385,30 @@ def test_typed_repeating_file_gets_accepts_served_from_memory(tmp_path):
     assert s["accepted"] >= 1, s
     assert s["after_accept"]["requests"] == s["accepted"]
     assert s["after_accept"]["from_cache"] >= 1, s
+
+
+@pytest.mark.slow
+@needs_server
+def test_typing_through_a_suggestion_counts_it_once_among_distinct_suggestions(tmp_path, fixture_model):
+    # The fixture model suggests ` total()` after "def"; the person types ` totally`, so each of ` tota`
+    # keeps the suggestion showing (type-through), and the Tab user never takes it.
+    source = repeating_file(tmp_path)
+    text = source.read_text()
+    uri = source.resolve().as_uri()
+    lines = text.split("\n")
+    from tabd.daemon.sessions.format import advance
+    events = [{"t": 0.0, "op": "open", "uri": uri, "language": "python", "text": text}]
+    pos = {"line": len(lines) - 1, "character": len(lines[-1])}
+    for k, ch in enumerate("def totally"):
+        events.append({"t": round(0.1 * (k + 1), 3), "op": "change", "uri": uri,
+                       "range": {"start": dict(pos), "end": dict(pos)}, "text": ch})
+        pos = advance(pos, ch)
+    path = tmp_path / "through.jsonl"
+    write_session(path, events)
+    m = run_replay([read_session(path)], serve_options(accept="tab", server_args=SERVE_FLAGS + [
+        "--model", fixture_model, "--min-confidence", "0"]))
+    assert m.error is None, m.error
+    s = m.summary()
+    assert s["accepted"] == 0 and s["sources"]["typed"] >= 4, s  # " ", "t", "o", "t", "a" typed into it
+    assert s["distinct_shown"] == s["shown"] - s["sources"]["typed"] and s["distinct_shown"] >= 1
+    assert s["acceptance_rate_distinct"] == 0.0

@@ -21,7 +21,8 @@ from typing import Any
 
 USERS = ("tab", "words")
 USER_KEYS = ("keystrokes_saved_share", "acceptance_rate", "chars_per_accept", "shown_per_100_keystrokes",
-             "saved_share", "accepted", "full_accepts", "partial_accepts", "shown", "accepted_chars_full")
+             "saved_share", "accepted", "full_accepts", "partial_accepts", "shown", "accepted_chars_full",
+             "distinct_shown", "acceptance_rate_distinct")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -270,6 +270,8 @@ class Driver:
             self.m.model_ms.append(latency)
         if items:
             self.m.shown += 1
+            if source != "typed":  # type-through keeps showing the suggestion typed into: the same one, not a new one
+                self.m.distinct_shown += 1
         return items
 
     # ------------------------------------------------------------ document sync

@@ -30,7 +30,8 @@ class Measurements:
     keystrokes: int = 0
     requests: int = 0
     answered: int = 0
-    shown: int = 0
+    shown: int = 0  # answers with a suggestion
+    distinct_shown: int = 0  # ...not counting type-through (the rest of a suggestion already shown, as editors do)
     accepted: int = 0
     partial_accepts: int = 0
     dismissed: int = 0
@@ -113,6 +114,8 @@ class Measurements:
             "keystrokes_saved": self.keystrokes_saved,
             "keystrokes_saved_share": round(self.keystrokes_saved / recorded, 4) if recorded else 0.0,
             "acceptance_rate": round(self.accepted / self.shown, 4) if self.shown else 0.0,
+            "distinct_shown": self.distinct_shown,
+            "acceptance_rate_distinct": round(self.accepted / self.distinct_shown, 4) if self.distinct_shown else 0.0,
             "chars_per_accept": round(self.accepted_chars / self.accepted, 2) if self.accepted else 0.0,
             "shown_per_100_keystrokes": round(100 * self.shown / recorded, 2) if recorded else 0.0,
             "answered": self.answered,
@@ -152,6 +155,8 @@ def format_table(summary: dict[str, Any]) -> str:
          f"{100 * summary.get('saved_share', 0):.1f}% / {100 * summary.get('keystrokes_saved_share', 0):.1f}%"),
         ("accepted per shown", f"{100 * summary.get('acceptance_rate', 0):.1f}%"
                                f" ({summary.get('chars_per_accept', 0)} chars each)"),
+        ("accepted per distinct suggestion", f"{100 * summary.get('acceptance_rate_distinct', 0):.1f}%"
+                                             f" ({summary.get('distinct_shown', 0)} shown, type-through not counted)"),
         ("after-accept requests", aa["requests"]),
         ("  served from cache", f"{aa['from_cache']} ({100 * aa['hit_rate']:.0f}%)"),
         ("sources", "  ".join(f"{k}={v}" for k, v in summary["sources"].items())),
