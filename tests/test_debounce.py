@@ -145,3 +145,22 @@ async def test_a_client_cancel_during_the_debounce_gets_an_error_and_no_model_ca
         await asyncio.wait_for(asyncio.wrap_future(fut) if not asyncio.isfuture(fut) else fut, 30)
     s = await until(client, lambda s: s["debounce"]["waiting"] == 0, "the wait ends")
     assert s["requests_to_model"]["started"] == before["requests_to_model"]["started"]
+
+
+async def test_the_wait_follows_the_rhythm_and_the_model():
+    """The rule itself, on plain numbers: no wait for a model well inside the typing gap, else min(rhythm, model)."""
+    from tabd.daemon.runtime.debounce import Debounce
+
+    d = Debounce(20)
+    assert d.wait_for("a").ms == 20  # nothing measured yet: the base
+    for i in range(6):
+        d.edited("a", i * 0.150)  # typing at 150 ms a key
+    d.model_answered(10)  # the embedded model: about 10 ms
+    assert d.wait_for("a").ms == 0
+    slow = Debounce(20)
+    for i in range(6):
+        slow.edited("a", i * 0.150)
+    slow.model_answered(300)  # a 0.5B model: the wait is the typing gap
+    assert slow.wait_for("a").ms == 150
+    assert slow.wait_for("a", invoked=True).ms == 0 and slow.wait_for("a", after_accept=True).ms == 0
+    assert Debounce(0).wait_for("a").ms == 0
