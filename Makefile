@@ -1,7 +1,8 @@
 # tabd: `make demo` and `make test` each work on a fresh machine.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-PIP := $(VENV)/bin/pip
+# pip through the venv's python: a copied venv's bin/pip keeps the shebang of the venv it was copied from.
+PIP := $(PY) -m pip
 STAMP := $(VENV)/.tabd-installed
 
 .PHONY: demo test test-fast test-deps bench-deps venv clean
@@ -31,10 +32,15 @@ test-fast: $(STAMP)
 
 # llama.cpp for `tabd bench engines`, built once (10 minutes on 2 idle cores, 48 on a busy pair) into .cache, where
 # predictor/bench/gguf.py finds the sdist's GGUF converter. No binary wheel exists for this platform. The AMX
-# kernels are left out: this VM advertises AMX and faults in it (q8_0 died with an illegal instruction). CI skips it.
+# kernels are left out: this VM advertises AMX and faults in it (q8_0 died with an illegal instruction). GGML_AMX_*=OFF
+# alone does nothing under the default GGML_NATIVE (-march=native defines __AMX_INT8__, which compiles the AMX path in),
+# so the build names its instruction sets instead: AVX-512 (VNNI, BF16, VBMI) and AVX-VNNI on, AMX off. The
+# multimodal library (LLAVA_BUILD) is left out: the bench never loads it and it is a third of the build. CI skips it.
 LLAMA_CPP_VERSION ?= 0.3.36
 BENCH_CACHE ?= .cache
-LLAMA_CMAKE_ARGS ?= -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
+	-DGGML_AVX_VNNI=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON \
+	-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF
 LLAMA_SDIST := $(BENCH_CACHE)/llama_cpp_python-$(LLAMA_CPP_VERSION).tar.gz
 
 $(LLAMA_SDIST):
