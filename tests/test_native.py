@@ -249,8 +249,13 @@ def test_verifying_drafts_in_one_pass_gives_the_logits_and_cache_of_single_steps
     generate.prefill(fast, ids[:300], a)
     generate.prefill(fast, ids[:300], b)
     one = torch.stack([fast.native.step(t, a)[1].clone() for t in ids[300 : 301 + drafts]])
-    together = fast.verify(ids[300 : 301 + drafts], b)
+    choices = fast.verify(ids[300 : 301 + drafts], b)
+    together = fast.native.logits_buf[: drafts + 1]
     assert torch.equal(one, together)  # bit for bit: each weight is read once for all, summed in the same order
+    # the greedy choice and its probability after each, computed in C beside the argmax: torch's softmax numbers
+    assert [c for c, _ in choices] == torch.argmax(one, dim=-1).tolist()
+    expected = torch.softmax(one, dim=-1).max(dim=-1).values
+    assert torch.allclose(torch.tensor([p for _, p in choices]), expected, rtol=1e-5, atol=0)
     assert a.length == b.length and torch.equal(a.k[:, :, : a.length], b.k[:, :, : b.length])
 
 
@@ -312,3 +317,18 @@ def test_the_plain_tensor_layout_used_off_the_cpu_runs_here_in_bf16():
     torch.testing.assert_close(got.float(), want.float(), rtol=0.05, atol=0.05)
     step = fast.forward_last([ids[0]], cache)  # a decode step on top of the cache
     assert step.shape == want.shape and cache.length == 41
+
+
+# -- tabd bench preempt: a foreground request behind a prefilling prefetch, through LSP ------------------
+
+def test_bench_preempt_drives_a_real_server_and_reports_the_wait_against_a_chunk():
+    r = subprocess.run([sys.executable, "-m", "tabd.daemon", "bench", "preempt", "--json", "--preempt-rounds", "1"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)["preempt"]
+    assert d["shape"] == "embedded" and d["chunk_tokens"] == 2048  # the embedded model's chunk: the whole prompt
+    row = d["rounds"][0]
+    assert row["cold_prefill_tokens"] > 1000  # document A's long prompt was prefilled cold
+    assert d["prefetch"]["started"] >= 1  # A's answer started the prefetch B was asked behind
+    assert row["b_queue_ms"] >= 0 and row["chunk_ms"] > 0
+    assert row["queue_over_chunk"] == pytest.approx(row["b_queue_ms"] / row["chunk_ms"], abs=0.01)

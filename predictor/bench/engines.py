@@ -8,7 +8,15 @@ same machine noise, and medians are reported with ratios tabd / llama.cpp
 Measured at 2048 context with 2 threads:
 prefill at 512 and 2048, decode per token, and the "keystroke later" request
 (the previous request's prompt is cached; the new prompt appends 1 token, or
-replaces 2 and appends 1): time to the first token and to 16 tokens.
+replaces 2 and appends 1): time to the first token and to 16 tokens. A round
+prefills once: decode continues after the measured prefill, and each keystroke's
+previous request reuses its prefix, as it would in an editor (at 0.5B a prefill
+is the minutes of a round).
+
+Several weight formats of tabd (`--engines-weights fp32,bf16,int8`) and GGUF
+types of llama.cpp (`--engines-gguf-types f32,f16,q8_0`) run side by side in one
+run; each tabd format's ratio is taken against the best llama.cpp worker for
+that figure (`llamacpp_best` says which).
 
 `--shape NAME` runs a model shape instead of the embedded model: random weights
 at Qwen2.5-Coder 0.5B's or 1.5B's configuration (shapes.py, built once without
@@ -53,6 +61,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--engines-threads", type=int, default=2, help="threads for both engines (default 2)")
     g.add_argument("--engines-torch", action="store_true",
                    help="also run tabd's engine with its one-token steps in torch (no native code), as tabd_torch")
+    g.add_argument("--engines-weights", metavar="LIST", type=_weights_list,
+                   help="tabd weight formats side by side, e.g. fp32,bf16,int8 (default: --weights)")
+    g.add_argument("--engines-gguf-types", metavar="LIST", type=_gguf_types, default=("f32",),
+                   help=f"llama.cpp GGUF types side by side, from {','.join(GGUF_TYPES)} (default f32)")
+    g.add_argument("--engines-flash", choices=("both", "on", "off"), default="both",
+                   help="llama.cpp with flash attention, without, or both (default both)")
+
+
+GGUF_TYPES = ("f32", "f16", "bf16", "q8_0")
+WEIGHTS = ("auto", "fp32", "bf16", "int8")
+
+
+def _listed(value: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
+    items = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+    bad = [v for v in items if v not in allowed]
+    if not items or bad:
+        raise argparse.ArgumentTypeError(f"{what}: {', '.join(bad) or 'none given'}; use {','.join(allowed)}")
+    return items
+
+
+def _weights_list(value: str) -> tuple[str, ...]:
+    return _listed(value, WEIGHTS, "weight formats")
+
+
+def _gguf_types(value: str) -> tuple[str, ...]:
+    return _listed(value, GGUF_TYPES, "GGUF types")
 
 
 def token_ids(tokenizer, n: int) -> list[int]:
@@ -90,46 +124,56 @@ class TabdEngine:
         self.backend = LocalBackend(model_dir, device="cpu", threads=threads, engine=engine, weights=weights)
         torch.set_num_threads(threads)
         self.runner = self.backend.runner
-
-    def fresh(self, ids: list[int]):
-        from tabd.predictor.engine import generate
-
-        cache = self.backend.runner.new_cache(len(ids) + 2 * DECODE + 8)
-        return generate.prefill(self.runner, ids, cache, len(ids)), cache  # one chunk: nothing to pre-empt here
+        self.cache, self.held, self.logits = None, [], None  # the KV a round carries on, and the ids it holds
 
     def prefill_ms(self, ids: list[int]) -> float:
-        t0 = time.perf_counter()
-        self.fresh(ids)
-        return (time.perf_counter() - t0) * 1000
-
-    def decode_ms(self, ids: list[int]) -> float:
         from tabd.predictor.engine import generate
 
-        logits, cache = self.fresh(ids)
-        token = generate.greedy(logits)
+        t0 = time.perf_counter()
+        self.cache = self.backend.runner.new_cache(len(ids) + 2 * DECODE + 8)
+        self.logits = generate.prefill(self.runner, ids, self.cache, len(ids))  # one chunk: nothing to pre-empt
+        self.held = list(ids)
+        return (time.perf_counter() - t0) * 1000
+
+    def decode_ms(self) -> float:
+        """Median of one-token steps after the prefill just measured."""
+        from tabd.predictor.engine import generate
+
+        token = generate.greedy(self.logits)
         times = []
         for _ in range(DECODE):
             t0 = time.perf_counter()
-            token = generate.greedy(generate.decode_one_token(self.runner, token, cache))
+            self.held.append(token)
+            token = generate.greedy(generate.decode_one_token(self.runner, token, self.cache))
             times.append((time.perf_counter() - t0) * 1000)
         return statistics.median(times)
+
+    def _request(self, ids: list[int]) -> None:
+        """A request for `ids` on the cache as it is (its common prefix reused), decoding DECODE tokens."""
+        from tabd.predictor.engine import generate
+        from tabd.predictor.local import common_prefix
+
+        keep = min(common_prefix(self.held, ids), len(ids) - 1)
+        self.cache.truncate(keep)
+        logits = generate.prefill(self.runner, ids[keep:], self.cache)
+        self.held = list(ids)
+        generate.decode_n_tokens(self.runner, logits, self.cache, DECODE, lambda t: True, self.held.append)
 
     def keystroke(self, old: list[int], new: list[int]) -> tuple[float, float]:
         """(first token ms, 16 tokens ms) for `new` when the cache holds `old` and what was decoded after it."""
         from tabd.predictor.engine import generate
         from tabd.predictor.local import common_prefix
 
-        logits, cache = self.fresh(old)
-        generate.decode_n_tokens(self.runner, logits, cache, DECODE, lambda t: True, lambda t: None)
+        self._request(old)  # the previous request (a prefix of what the cache holds: little to run)
         t0 = time.perf_counter()
-        keep = min(common_prefix(old, new), len(new) - 1)
-        cache.truncate(keep)
-        logits = generate.prefill(self.runner, new[keep:], cache)
-        first = generate.greedy(logits)
+        keep = min(common_prefix(self.held, new), len(new) - 1)
+        self.cache.truncate(keep)
+        logits = generate.prefill(self.runner, new[keep:], self.cache)
+        generate.greedy(logits)
         t1 = time.perf_counter()
-        generate.decode_n_tokens(self.runner, logits, cache, DECODE, lambda t: True, lambda t: None)
+        self.held = list(new)
+        generate.decode_n_tokens(self.runner, logits, self.cache, DECODE, lambda t: True, self.held.append)
         t2 = time.perf_counter()
-        del first
         return (t1 - t0) * 1000, (t2 - t0) * 1000
 
     def lookup(self) -> dict:
@@ -167,17 +211,17 @@ class LlamaCppEngine:
 
     def prefill_ms(self, ids: list[int]) -> float:
         self.llm.reset()
+        self.ids = ids
         t0 = time.perf_counter()
         self.llm.eval(ids)
         return (time.perf_counter() - t0) * 1000
 
-    def decode_ms(self, ids: list[int]) -> float:
-        self.llm.reset()
-        self.llm.eval(ids)
+    def decode_ms(self) -> float:
+        """Median of one-token steps after the prefill just measured."""
         times = []
-        for i in range(DECODE):
+        for i in range(DECODE):  # which tokens does not change the time; the prompt's own, as before
             t0 = time.perf_counter()
-            self.llm.eval([ids[i]])
+            self.llm.eval([self.ids[i]])
             times.append((time.perf_counter() - t0) * 1000)
         return statistics.median(times)
 
@@ -192,17 +236,17 @@ class LlamaCppEngine:
         return first, (time.perf_counter() - t0) * 1000
 
     def keystroke(self, old: list[int], new: list[int]) -> tuple[float, float]:
-        self.llm.reset()
-        self._generate(old, DECODE)  # the previous request: its prompt and output are cached
+        self._generate(old, DECODE)  # the previous request (its prefix reused by generate()): prompt and output cached
         return self._generate(new, DECODE)
 
 
 def run_round(eng, ids: list[int], context: int = CONTEXT) -> dict:
+    """One round, one long prefill: decode and both keystrokes go on from the KV it leaves."""
     out = {"prefill_512": eng.prefill_ms(ids[:512])} if context >= 2048 else {}
     n = context - DECODE
     ms = eng.prefill_ms(ids[:n])
     out.update({f"prefill_{context}": ms, "prefill_per_1k": ms * 1000 / n})
-    decode = eng.decode_ms(ids[: context - 2 * DECODE])
+    decode = eng.decode_ms()
     base = ids[: context - 2 * DECODE - 3]
     append = base + ids[len(base) : len(base) + 1]
     replace = base[:-2] + ids[len(base) + 5 : len(base) + 8]
@@ -215,7 +259,7 @@ def run_round(eng, ids: list[int], context: int = CONTEXT) -> dict:
 
 def worker(argv: list[str]) -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("--worker", required=True)
+    p.add_argument("--worker", required=True)  # tabd[:WEIGHTS], tabd-torch, llamacpp[-fa]
     p.add_argument("--model")
     p.add_argument("--gguf")
     p.add_argument("--threads", type=int, default=2)
@@ -224,7 +268,7 @@ def worker(argv: list[str]) -> int:
     p.add_argument("--ids", required=True)
     a = p.parse_args(argv)
     ids = json.loads(Path(a.ids).read_text())
-    if a.worker in ("tabd", "tabd-torch"):
+    if a.worker.startswith("tabd"):
         eng = TabdEngine(a.model, a.threads, "torch" if a.worker == "tabd-torch" else "fast", a.weights)
     else:
         eng = LlamaCppEngine(a.gguf, a.threads, flash=a.worker == "llamacpp-fa")
@@ -247,7 +291,7 @@ def worker(argv: list[str]) -> int:
 # -- the parent ---------------------------------------------------------------------
 
 
-def _gguf_path(args, model_dir: Path) -> Path:
+def _gguf_path(args, model_dir: Path, outtype: str = "f32") -> Path:
     given = getattr(args, "engines_gguf", None)
     if given:
         if not Path(given).is_file():
@@ -261,22 +305,36 @@ def _gguf_path(args, model_dir: Path) -> Path:
     stamp = hashlib.blake2b(
         "".join(f"{w.resolve()}:{w.stat().st_size}:{w.stat().st_mtime_ns}" for w in weights).encode(), digest_size=6
     ).hexdigest()
-    cached = gguf.CACHE / f"tabd-f32-{stamp}.gguf"  # converted once per set of weights
+    cached = gguf.CACHE / f"tabd-{outtype}-{stamp}.gguf"  # converted once per set of weights and type
     if cached.exists():
         return cached
-    return Path(gguf.convert(model_dir, cached, "f32"))
+    return Path(gguf.convert(model_dir, cached, outtype))
 
 
-def _llamacpp(args, model_dir: Path) -> tuple[Path | None, str]:
-    """(GGUF for llama.cpp, "") or (None, the one line saying why llama.cpp cannot run)."""
+def _llamacpp(args, model_dir: Path) -> tuple[dict[str, Path], str]:
+    """({GGUF type: file} for llama.cpp, "") or ({}, the one line saying why llama.cpp cannot run)."""
     try:
         import llama_cpp  # noqa: F401
     except ImportError:
-        return None, "llama.cpp is not installed (make bench-deps builds it once, 10-48 minutes)"
+        return {}, "llama.cpp is not installed (make bench-deps builds it once, 10-48 minutes)"
+    types = ("given",) if getattr(args, "engines_gguf", None) else getattr(args, "engines_gguf_types", None) or ("f32",)
     try:
-        return _gguf_path(args, model_dir), ""
+        return {t: _gguf_path(args, model_dir, t) for t in types}, ""
     except (OSError, RuntimeError) as exc:  # no converter here, or it failed: one line, not a traceback
-        return None, f"cannot make the model's GGUF for llama.cpp: {exc}"
+        return {}, f"cannot make the model's GGUF for llama.cpp: {exc}"
+
+
+def _workers(args, ggufs: dict[str, Path]) -> list[tuple[str, str, str]]:
+    """(name, --worker, weights or GGUF file) for every worker of the run, tabd's first."""
+    weights = getattr(args, "engines_weights", None) or (getattr(args, "weights", "auto") or "auto",)
+    out = [("tabd" if i == 0 else f"tabd:{w}", "tabd", w) for i, w in enumerate(weights)]
+    if getattr(args, "engines_torch", False):
+        out.append(("tabd-torch", "tabd-torch", weights[0]))
+    flash = {"both": ("llamacpp", "llamacpp-fa"), "on": ("llamacpp-fa",), "off": ("llamacpp",)}[
+        getattr(args, "engines_flash", "both") or "both"]
+    for i, (kind, path) in enumerate(ggufs.items()):
+        out += [(w if i == 0 else f"{w}:{kind}", w, str(path)) for w in flash]
+    return out
 
 
 def _start(name: str, cmd: list[str], threads: int) -> tuple[subprocess.Popen, str]:
@@ -300,7 +358,7 @@ def run_section(args: argparse.Namespace) -> dict:
     shape = getattr(args, "shape", "embedded") or "embedded"
     model_dir = Path(getattr(args, "model", None) or shapes.model_dir(shape))
     context = CONTEXT if shape == "embedded" else 1024  # a 2k prefill at 0.5B takes half a minute here
-    gguf, why = _llamacpp(args, model_dir)
+    ggufs, why = _llamacpp(args, model_dir)
     from tabd.predictor.fastload import tokenizer_for
 
     cfg = json.loads((model_dir / "config.json").read_text())
@@ -311,38 +369,68 @@ def run_section(args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory(prefix="tabd-engines-") as tmp:
         ids_file = Path(tmp) / "ids.json"
         ids_file.write_text(json.dumps(ids))
-        workers, labels = {}, {}
-        names = ["tabd"] + (["tabd-torch"] if getattr(args, "engines_torch", False) else [])
-        names += ["llamacpp", "llamacpp-fa"] if gguf is not None else []
-        for name in names:  # one at a time: a 1.5B shape is 6 GB of fp32 while it loads
-            cmd = [sys.executable, "-m", "tabd.predictor.bench.engines", "--worker", name, "--ids", str(ids_file),
+        workers, labels, extras, formats = {}, {}, {}, {}
+        for name, kind, what in _workers(args, ggufs):
+            formats[name] = what  # one at a time: a 1.5B shape is 6 GB of fp32 while it loads
+            cmd = [sys.executable, "-m", "tabd.predictor.bench.engines", "--worker", kind, "--ids", str(ids_file),
                    "--threads", str(threads), "--model", str(model_dir), "--context", str(context),
-                   "--weights", getattr(args, "weights", "auto") or "auto", "--gguf", str(gguf or "")]
+                   "--weights", what if kind.startswith("tabd") else "auto",
+                   "--gguf", what if kind.startswith("llamacpp") else ""]
             workers[name], labels[name] = _start(name, cmd, threads)
         rounds: dict[str, list[dict]] = {name: [] for name in workers}
         for r in range(getattr(args, "engines_rounds", 5)):
             order = list(workers) if r % 2 == 0 else list(reversed(workers))
             for name in order:
                 rounds[name].append(_ask(workers[name], "round"))
-        extras = _ask(workers["tabd"], "extras")
+        for name in workers:
+            if name.startswith("tabd") and name != "tabd-torch":
+                extras[name] = _ask(workers[name], "extras")
         for proc in workers.values():
             proc.stdin.close()
             proc.wait(timeout=60)
     med = {name: {k: round(statistics.median(r[k] for r in rs), 2) for k in rs[0]} for name, rs in rounds.items()}
-    file_bytes = shapes.weight_bytes(model_dir)
-    report = {"shape": shape, "tabd": med["tabd"], "tabd_engine": labels["tabd"], "weights": extras["weights"],
-              "rss_bytes": extras["rss_bytes"], "weights_file_bytes": file_bytes,
-              "rss_over_weights_file": round(extras["rss_bytes"] / max(1, file_bytes), 2),
-              "weight_bytes_held": extras["weight_bytes_held"], "prefill_chunk": extras["prefill_chunk"],
-              "lookup": extras["lookup"], "threads": threads, "context": context}
-    if gguf is None:
+    report = _tabd_report(med, extras, formats, shapes.weight_bytes(model_dir))
+    report.update({"shape": shape, "tabd_engine": labels["tabd"], "threads": threads, "context": context})
+    if not ggufs:
         report["llamacpp"] = f"unavailable: {why}"
         raise PartialReport(f"{why}; tabd's figures are absolute, the ratios could not be measured", report)
-    best = {k: min(med["llamacpp"][k], med["llamacpp-fa"][k]) for k in med["tabd"]}
-    report.update({"llamacpp": med["llamacpp"], "llamacpp_flash_attn": med["llamacpp-fa"],
-                   "ratios": {k: round(med["tabd"][k] / best[k], 2) for k in med["tabd"]}, "gguf": gguf.name,
-                   **_torch_columns(med, best)})
+    report.update(_ratios(med, ggufs, formats))
+    report.update(_torch_columns(med, {k: report["llamacpp_best"][k]["ms"] for k in med["tabd"]}))
     return report
+
+
+def _tabd_report(med: dict, extras: dict, formats: dict[str, str], file_bytes: int) -> dict:
+    """tabd's medians (the first weight format as "tabd", every one under tabd_by_weights) and its memory."""
+    first = extras["tabd"]
+    report = {"tabd": med["tabd"], "weights": first["weights"], "rss_bytes": first["rss_bytes"],
+              "weights_file_bytes": file_bytes, "rss_over_weights_file": round(first["rss_bytes"] / max(1, file_bytes), 2),
+              "weight_bytes_held": first["weight_bytes_held"], "prefill_chunk": first["prefill_chunk"],
+              "lookup": first["lookup"]}
+    if len(extras) > 1:
+        report["tabd_by_weights"] = {
+            formats[name]: {**med[name], "weights": e["weights"], "rss_bytes": e["rss_bytes"],
+                                      "rss_over_weights_file": round(e["rss_bytes"] / max(1, file_bytes), 2),
+                                      "lookup_speedup": e["lookup"]["speedup"]}
+            for name, e in extras.items()}
+    return report
+
+
+def _ratios(med: dict, ggufs: dict[str, Path], formats: dict[str, str]) -> dict:
+    """llama.cpp's medians, its best worker per figure, and each tabd format's ratio to that best."""
+    cpp = {name: m for name, m in med.items() if name.startswith("llamacpp")}
+    keys = list(med["tabd"])
+    best = {k: min(((m[k], name) for name, m in cpp.items()), key=lambda x: x[0]) for k in keys}
+    out = {"llamacpp_best": {k: {"ms": ms, "worker": name} for k, (ms, name) in best.items()},
+           "ratios": {k: round(med["tabd"][k] / best[k][0], 2) for k in keys},
+           "gguf": {kind: path.name for kind, path in ggufs.items()}, "llamacpp_workers": cpp}
+    if "llamacpp" in cpp:
+        out["llamacpp"] = cpp["llamacpp"]
+    if "llamacpp-fa" in cpp:
+        out["llamacpp_flash_attn"] = cpp["llamacpp-fa"]
+    tabds = [n for n in med if n.startswith("tabd") and n != "tabd-torch"]
+    if len(tabds) > 1:
+        out["ratios_by_weights"] = {formats[n]: {k: round(med[n][k] / best[k][0], 2) for k in keys} for n in tabds}
+    return out
 
 
 def _torch_columns(med: dict, best: dict) -> dict:

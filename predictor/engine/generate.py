@@ -11,6 +11,7 @@ from typing import Callable
 
 import torch
 
+from tabd.predictor.engine.chunking import CHUNK_WORK, PREFILL_CHUNK, chunk_for  # noqa: F401 (re-exported)
 from tabd.predictor.engine.runner import Runner, greedy_p
 from tabd.predictor.types import Interrupted
 
@@ -22,24 +23,6 @@ __all__ = ["Runner", "chunk_for", "decode_n_tokens", "decode_one_token", "forwar
 def forward_last(model: Runner, ids: list[int], cache) -> torch.Tensor:
     """Logits at the last position after running `ids` on top of `cache`."""
     return model.forward_last(ids, cache)
-
-
-PREFILL_CHUNK = 256  # tokens per prefill chunk at 0.5B parameters: the longest a foreground request waits
-CHUNK_WORK = 256 * 500_000_000  # tokens x parameters per chunk (see chunk_for)
-
-
-def chunk_for(parameters: int) -> int:
-    """Prefill chunk for a model of this size: a power of two in [64, 2048] near CHUNK_WORK / parameters.
-
-    Measured here (2 cores, loaded): at Qwen2.5-Coder-0.5B's shape a 1k-token prefill took 13.1 s whole,
-    14.6 s in chunks of 512, 16.0 s in 256 (4.1 s each), 21.5 s in 128 and 31.9 s in 64 (small GEMMs run
-    far below peak); the embedded 4M-parameter model loses 37% in chunks of 256 and nothing at 2048,
-    where the whole prompt takes tens of ms. So chunks shrink as the model grows."""
-    target = CHUNK_WORK / max(1, parameters)
-    chunk = 64
-    while chunk < 2048 and chunk * 2 <= target * 1.41:
-        chunk *= 2
-    return chunk
 
 
 def prefill(
@@ -155,17 +138,6 @@ class Lookup:
         return {"lookup_steps": self.steps, "drafted": self.drafted, "accepted_drafts": self.accepted}
 
 
-def _verified(model, token: int, drafts: list[int], cache) -> list[tuple[int, float]] | None:
-    """Feed token and its drafts in one pass; the greedy choice and its probability after each, or None."""
-    logits = model.verify([token, *drafts], cache)
-    if logits is None:
-        return None
-    best = torch.argmax(logits, dim=-1)
-    top = logits.gather(1, best[:, None])[:, 0]
-    probs = torch.exp(top - torch.logsumexp(logits, dim=-1))
-    return list(zip(best.tolist(), probs.tolist()))
-
-
 def decode_n_tokens(
     model,
     logits: torch.Tensor,
@@ -215,7 +187,7 @@ def _lookup_step(model, token, drafts, cache, n, tokens, go_on, on_feed, probs, 
     decoding would, go_on asked after each), and cuts the cache back to what was kept. The next token
     and its probability, or None when go_on said stop at a draft."""
     base = cache.length
-    choices = _verified(model, token, drafts, cache)
+    choices = model.verify([token, *drafts], cache)
     if choices is None:  # no multi-token pass here: one token at a time
         lookup.max_draft = 0
         choices = [greedy_p(decode_one_token(model, token, cache))]

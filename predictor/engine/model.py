@@ -200,18 +200,19 @@ class FastLlama:
     def decode_greedy(self, token: int, cache: FastCache) -> tuple[int, float]:
         """Feed one token; the greedy next token and the model's probability of it."""
         if self.native is not None:
-            best, logits = self.native.step(token, cache)
-        else:
-            logits = self.forward_last([token], cache)
-            best = int(torch.argmax(logits))
+            best, _ = self.native.step(token, cache)
+            return best, self.native.probs[0]  # computed beside the argmax in C: no torch op per token
+        logits = self.forward_last([token], cache)
+        best = int(torch.argmax(logits))
         return best, float(torch.exp(logits[best] - torch.logsumexp(logits, 0)))
 
-    def verify(self, ids: list[int], cache: FastCache) -> torch.Tensor | None:
-        """Feed up to NATIVE_STEPS tokens in one native pass; the logits after each ([n, vocab], a reused
-        buffer), the same numbers one step at a time gives. None where there is no native step."""
+    def verify(self, ids: list[int], cache: FastCache) -> list[tuple[int, float]] | None:
+        """Feed up to NATIVE_STEPS tokens in one native pass; the greedy choice and its probability after
+        each, the numbers one step at a time gives. None where there is no native step."""
         if self.native is None or len(ids) > NATIVE_STEPS:
             return None
-        return self.native.steps(ids, cache)
+        self.native.steps(ids, cache)
+        return [(self.native.best[i], self.native.probs[i]) for i in range(len(ids))]
 
     def _embed(self, ids: list[int]) -> torch.Tensor:
         index = torch.tensor(ids, device=self.device)

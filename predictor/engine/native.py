@@ -93,12 +93,12 @@ def load() -> tuple[ctypes.CDLL | None, str]:
                 lib = ctypes.CDLL(str(build()))
                 M = ctypes.POINTER(_Model)
                 lib.tabd_decode.restype = ctypes.c_int32
-                lib.tabd_decode.argtypes = [M, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32,
-                                            ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32]
+                lib.tabd_decode.argtypes = [M, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
+                                            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32]
                 lib.tabd_decode_n.restype = ctypes.c_int32
                 lib.tabd_decode_n.argtypes = [M, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p,
                                               ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                              ctypes.c_int32]
+                                              ctypes.c_void_p, ctypes.c_int32]
                 lib.tabd_lm_head.restype = None
                 lib.tabd_lm_head.argtypes = [M, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32]
                 lib.tabd_scratch_floats.restype = ctypes.c_int64
@@ -116,7 +116,8 @@ def _ptr(t) -> int | None:
 
 class NativeDecoder:
     """Binds a FastLlama's CPU weight store (weights.py: panels in fp32, bf16 or int8) to the native step, in
-    place: no copy. `step(token, cache)` returns (argmax, logits); `steps(ids, cache)` the logits after each."""
+    place: no copy. `step(token, cache)` returns (argmax, logits); `steps(ids, cache)` the logits after each.
+    Both leave each row's argmax in `best` and its probability in `probs` (computed in C, beside the argmax)."""
 
     def __init__(self, lib: ctypes.CDLL, fast) -> None:
         if fast.embed_rows is None:
@@ -161,6 +162,7 @@ class NativeDecoder:
         self.logits_buf = torch.empty(self.max_batch, self.model.vocab, dtype=torch.float32)
         self.logits = self.logits_buf[0]
         self.best = (ctypes.c_int32 * self.max_batch)()
+        self.probs = (ctypes.c_float * self.max_batch)()
         self.ids = (ctypes.c_int32 * self.max_batch)()
 
     def steps(self, ids: list[int], cache) -> torch.Tensor:
@@ -174,7 +176,7 @@ class NativeDecoder:
         for i, t in enumerate(ids):
             self.ids[i] = t if 0 <= t < 2**31 else -1
         rc = self.lib.tabd_decode_n(self.ref, cache.k.data_ptr(), cache.v.data_ptr(), pos, self.ids, n,
-                                    self.logits_buf.data_ptr(), self.best, self.scratch.data_ptr(),
+                                    self.logits_buf.data_ptr(), self.best, self.probs, self.scratch.data_ptr(),
                                     torch.get_num_threads())
         if rc != 0:
             raise ValueError(f"native decode refused tokens {ids} at position {pos}")
@@ -188,9 +190,10 @@ class NativeDecoder:
         self.model.capacity = cache.capacity
         best = self.lib.tabd_decode(self.ref, cache.k.data_ptr(), cache.v.data_ptr(), pos,
                                     token if 0 <= token < 2**31 else -1,
-                                    self.logits.data_ptr(), self.scratch.data_ptr(), torch.get_num_threads())
+                                    self.logits.data_ptr(), self.probs, self.scratch.data_ptr(), torch.get_num_threads())
         if best < 0:
             raise ValueError(f"native decode refused token {token} at position {pos}")
+        self.best[0] = best
         cache.length = pos + 1
         return best, self.logits
 

@@ -28,9 +28,10 @@ class Runner(Protocol):
     def new_cache(self, capacity: int) -> KVCache:
         """An empty cache for up to `capacity` tokens."""
 
-    def verify(self, ids: list[int], cache: Any) -> torch.Tensor | None:
-        """Feed a few tokens in one pass; the logits after each ([n, vocab]), the numbers one step at a time
-        gives, or None where the runner has no such pass (prompt-lookup drafts need it to stay greedy-exact)."""
+    def verify(self, ids: list[int], cache: Any) -> list[tuple[int, float]] | None:
+        """Feed a few tokens in one pass; the greedy choice and its probability after each, as one step at a
+        time gives them, or None where the runner has no such pass (prompt-lookup drafts need it to stay
+        greedy-exact)."""
 
 
 def greedy_p(logits: torch.Tensor, allowed: torch.Tensor | None = None) -> tuple[int, float]:

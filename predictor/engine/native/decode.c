@@ -111,6 +111,18 @@ static inline v8 exp8(v8 x) {
     return (v8)((i8)(p * (v8)bits) & ~under);
 }
 
+/* sum of exp(x[j] - top) over n floats (top their maximum): the softmax's denominator, so the argmax's
+ * probability is its inverse.  Done here, not by torch after the call: a logsumexp per decoded token was
+ * 10% of the embedded model's keystroke (dispatch, and a second pass over the logits from Python). */
+static float sum_exp(const float *x, int n, float top) {
+    v8 acc = splat(0.0f);
+    int j = 0;
+    for (; j + 8 <= n; j += 8) acc += exp8(load8(x + j) - splat(top));
+    float sum = hsum(acc);
+    for (; j < n; j++) sum += expf(x[j] - top);
+    return sum;
+}
+
 /* One query head over `len` cached positions: softmax(q k^T * scale) v, as torch computes it
  * (scores, max, exp, sum, divide, weighted sum of values); `s` holds `len` floats of scratch. */
 static void attend(const float *q, const float *k, const float *v, int len, int d, float scale, float *s,
@@ -285,10 +297,11 @@ static void attend_group128(const float *q, int group, const float *k, const flo
 
 /* Feeds `n` <= MAXB tokens at positions pos .. pos + n - 1 (the cache holds positions [0, pos)), writes
  * their keys and values into kcache/vcache ([layers, kv_heads, capacity, head_dim]), the next-token
- * logits after each into logits[n][vocab] and their argmax into best[n]; 0, or -1 when the arguments are
- * out of range.  Token t attends to positions [0, pos + t]: the same numbers as n calls of one token. */
+ * logits after each into logits[n][vocab], their argmax into best[n] and, when prob is not NULL, the softmax
+ * probability of that argmax into prob[n]; 0, or -1 when the arguments are out of range.  Token t attends to
+ * positions [0, pos + t]: the same numbers as n calls of one token. */
 int32_t tabd_decode_n(const Model *m, float *kcache, float *vcache, int32_t pos, const int32_t *tokens, int32_t n,
-                      float *logits, int32_t *best, float *scratch, int32_t threads) {
+                      float *logits, int32_t *best, float *prob, float *scratch, int32_t threads) {
     if (n < 1 || n > MAXB || pos < 0 || pos + n > m->capacity || pos + n > m->max_pos || m->head_dim > 512) return -1;
     for (int t = 0; t < n; t++)
         if (tokens[t] < 0 || tokens[t] >= m->vocab) return -1;
@@ -392,15 +405,17 @@ int32_t tabd_decode_n(const Model *m, float *kcache, float *vcache, int32_t pos,
             for (int j = 1; j < m->vocab; j++)
                 if (lg[j] > top) top = lg[j], top_i = j;
             best[t] = top_i;
+            if (prob) prob[t] = 1.0f / sum_exp(lg, m->vocab, top);
         }
     }
     return 0;
 }
 
-/* One token: the argmax of the logits after it, or -1 when the arguments are out of range. */
+/* One token: the argmax of the logits after it (its probability into *prob when not NULL), or -1 when the
+ * arguments are out of range. */
 int32_t tabd_decode(const Model *m, float *kcache, float *vcache, int32_t pos, int32_t token, float *logits,
-                    float *scratch, int32_t threads) {
+                    float *prob, float *scratch, int32_t threads) {
     int32_t best = -1;
-    if (tabd_decode_n(m, kcache, vcache, pos, &token, 1, logits, &best, scratch, threads) != 0) return -1;
+    if (tabd_decode_n(m, kcache, vcache, pos, &token, 1, logits, &best, prob, scratch, threads) != 0) return -1;
     return best;
 }
