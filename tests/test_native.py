@@ -332,3 +332,17 @@ def test_bench_preempt_drives_a_real_server_and_reports_the_wait_against_a_chunk
     assert d["prefetch"]["started"] >= 1  # A's answer started the prefetch B was asked behind
     assert row["b_queue_ms"] >= 0 and row["chunk_ms"] > 0
     assert row["queue_over_chunk"] == pytest.approx(row["b_queue_ms"] / row["chunk_ms"], abs=0.01)
+
+
+def test_lookup_drafts_what_followed_the_latest_earlier_occurrence():
+    look = generate.Lookup([5, 6, 7, 8, 9, 1, 6, 7, 8, 2, 3], max_draft=7)
+    look.k = 7
+    for t in (5, 6, 7):
+        look.add(t)
+    assert look.draft(7) == [8, 9, 1, 6, 7, 8, 2]  # the 3-gram "5 6 7" seen at the start: what came after it
+    look.add(99)
+    assert look.draft(7) == []  # "7 99" and "6 7 99" were never seen
+    look = generate.Lookup([1, 2, 3, 4, 1, 2, 3, 5, 1, 2], max_draft=7)
+    look.k = 7
+    assert look.draft(2) == [3, 5]  # the latest occurrence, cut to the limit
+    assert generate.Lookup([1, 2, 0x110000, 1], max_draft=7).draft(7) == []  # an id past Unicode's range: no drafts

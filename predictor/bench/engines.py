@@ -65,6 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="tabd weight formats side by side, e.g. fp32,bf16,int8 (default: --weights)")
     g.add_argument("--engines-gguf-types", metavar="LIST", type=_gguf_types, default=("f32",),
                    help=f"llama.cpp GGUF types side by side, from {','.join(GGUF_TYPES)} (default f32)")
+    g.add_argument("--engines-progress", action="store_true", help="say on stderr what each worker took")
     g.add_argument("--engines-flash", choices=("both", "on", "off"), default="both",
                    help="llama.cpp with flash attention, without, or both (default both)")
 
@@ -101,11 +102,13 @@ def token_ids(tokenizer, n: int) -> list[int]:
 
 
 def repetitive_states() -> list[tuple[str, str]]:
-    """A file that repeats its own lines (a table of similar methods), typed a little further each time."""
+    """A file that repeats its own lines (a table of similar methods), typed through its second half: the
+    state at the end of each line, the rest of the file after the cursor, as a session replayed."""
     body = "".join(f"    def get_{n}(self):\n        return self.data.get('{n}', None)\n\n"
-                   for n in ("name", "path", "size", "mode", "user", "group"))
-    text = "class Record:\n" + body + "    def get_owner(self):\n        return self.data.get("
-    return [(text[:cut], "\n") for cut in range(len(text) - 48, len(text) + 1, 24)]
+                   for n in ("name", "path", "size", "mode", "user", "group", "owner", "inode"))
+    text = "class Record:\n" + body
+    ends = [i + 1 for i, c in enumerate(text) if c == "\n"]
+    return [(text[:cut], text[cut:]) for cut in ends[len(ends) // 2 :]]
 
 
 def rss_bytes() -> int:
@@ -182,12 +185,13 @@ class TabdEngine:
 
         settings = GenSettings(max_new_tokens=DECODE, multiline=True)
         b = self.backend
+        default = b.lookup
         ms = {True: 0.0, False: 0.0}
         tokens = accepted = passes = 0
         same = True
         for i, (prefix, suffix) in enumerate(repetitive_states()):
             out = {}
-            for on in (True, False):
+            for on in (True, False) if i % 2 == 0 else (False, True):  # alternating: the machine's noise on both
                 b.lookup = on
                 p = b.predict(prefix, suffix, settings, slot_id=f"lookup-{on}")
                 out[on] = (p.text, list(b.last_tokens))
@@ -195,9 +199,10 @@ class TabdEngine:
                 if on:
                     tokens, accepted, passes = tokens + p.decode_tokens, accepted + p.accepted_drafts, passes + p.decode_passes
             same = same and out[True] == out[False]
-        b.lookup = True
-        return {"tokens": tokens, "accepted_drafts": accepted, "passes": passes,
-                "tokens_per_pass": round(tokens / max(1, passes), 2), "decode_ms_lookup": round(ms[True], 1),
+        b.lookup = default
+        return {"states": len(repetitive_states()), "tokens": tokens, "accepted_drafts": accepted, "passes": passes,
+                "tokens_per_pass": round(tokens / max(1, passes), 2),
+                "accepted_per_pass": round(accepted / max(1, passes), 2), "decode_ms_lookup": round(ms[True], 1),
                 "decode_ms_plain": round(ms[False], 1), "speedup": round(ms[False] / max(1e-9, ms[True]), 2),
                 "same_output": same}
 
@@ -272,17 +277,17 @@ def worker(argv: list[str]) -> int:
         eng = TabdEngine(a.model, a.threads, "torch" if a.worker == "tabd-torch" else "fast", a.weights)
     else:
         eng = LlamaCppEngine(a.gguf, a.threads, flash=a.worker == "llamacpp-fa")
-    run_round(eng, ids, 256)  # warm-up, short: at 0.5B a full round takes a minute
+    run_round(eng, ids, 128)  # warm-up, short: at 0.5B a full round takes a minute
     label = eng.backend.engine_name if isinstance(eng, TabdEngine) else a.worker
     print("ready", label, flush=True)
     for line in sys.stdin:
         command = line.strip()
         if command == "round":
             print(json.dumps(run_round(eng, ids, a.context)), flush=True)
-        elif command == "extras" and isinstance(eng, TabdEngine):  # once, after the rounds
+        elif command in ("extras", "memory") and isinstance(eng, TabdEngine):  # once, after the rounds
             print(json.dumps({"rss_bytes": rss_bytes(), "weights": eng.backend.weights_why,
                               "weight_bytes_held": eng.runner.weight_bytes(), "prefill_chunk": eng.backend.prefill_chunk,
-                              "lookup": eng.lookup()}), flush=True)
+                              **({"lookup": eng.lookup()} if command == "extras" else {})}), flush=True)
         else:
             break
     return 0
@@ -366,6 +371,10 @@ def run_section(args: argparse.Namespace) -> dict:
     threads = getattr(args, "engines_threads", 2)
     import tempfile
 
+    def say(line: str) -> None:
+        if getattr(args, "engines_progress", False):
+            print(f"bench engines: {line}", file=sys.stderr, flush=True)
+
     with tempfile.TemporaryDirectory(prefix="tabd-engines-") as tmp:
         ids_file = Path(tmp) / "ids.json"
         ids_file.write_text(json.dumps(ids))
@@ -376,15 +385,19 @@ def run_section(args: argparse.Namespace) -> dict:
                    "--threads", str(threads), "--model", str(model_dir), "--context", str(context),
                    "--weights", what if kind.startswith("tabd") else "auto",
                    "--gguf", what if kind.startswith("llamacpp") else ""]
+            t0 = time.perf_counter()
             workers[name], labels[name] = _start(name, cmd, threads)
+            say(f"{name} ready in {time.perf_counter() - t0:.0f} s")
         rounds: dict[str, list[dict]] = {name: [] for name in workers}
         for r in range(getattr(args, "engines_rounds", 5)):
             order = list(workers) if r % 2 == 0 else list(reversed(workers))
             for name in order:
+                t0 = time.perf_counter()
                 rounds[name].append(_ask(workers[name], "round"))
-        for name in workers:
+                say(f"round {r + 1} {name} {time.perf_counter() - t0:.0f} s")
+        for name in workers:  # prompt lookup once, for the first format: the others' memory only
             if name.startswith("tabd") and name != "tabd-torch":
-                extras[name] = _ask(workers[name], "extras")
+                extras[name] = _ask(workers[name], "extras" if name == "tabd" else "memory")
         for proc in workers.values():
             proc.stdin.close()
             proc.wait(timeout=60)
@@ -410,7 +423,7 @@ def _tabd_report(med: dict, extras: dict, formats: dict[str, str], file_bytes: i
         report["tabd_by_weights"] = {
             formats[name]: {**med[name], "weights": e["weights"], "rss_bytes": e["rss_bytes"],
                                       "rss_over_weights_file": round(e["rss_bytes"] / max(1, file_bytes), 2),
-                                      "lookup_speedup": e["lookup"]["speedup"]}
+                                      }
             for name, e in extras.items()}
     return report
 
