@@ -394,7 +394,7 @@ def run_section(args: argparse.Namespace) -> dict:
             for name in order:
                 t0 = time.perf_counter()
                 rounds[name].append(_ask(workers[name], "round"))
-                say(f"round {r + 1} {name} {time.perf_counter() - t0:.0f} s")
+                say(f"round {r + 1} {name} {time.perf_counter() - t0:.0f} s {json.dumps(rounds[name][-1])}")
         for name in workers:  # prompt lookup once, for the first format: the others' memory only
             if name.startswith("tabd") and name != "tabd-torch":
                 extras[name] = _ask(workers[name], "extras" if name == "tabd" else "memory")

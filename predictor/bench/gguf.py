@@ -1,6 +1,6 @@
 """Our model as a GGUF file for llama.cpp, with the converter that ships in llama-cpp-python's sdist.
 
-`python -m tabd.predictor.bench.gguf [MODEL_DIR] [-o OUT.gguf]` (f32; f16 with --outtype f16).
+`python -m tabd.predictor.bench.gguf [MODEL_DIR] [-o OUT.gguf]` (f32; --outtype f16, bf16 or q8_0).
 llama.cpp's converter knows byte-level BPE pre-tokenizers by a hash of how they
 split a test text; ours is new to it and it has no fallback, so an unknown hash
 is written as "gpt-2", which splits the same way (identical ids on 278k tokens
@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tabd.predictor.bench.gguf", description="Convert a tabd model to GGUF.")
     parser.add_argument("model_dir", nargs="?", default=str(DEFAULT_MODEL_DIR))
     parser.add_argument("-o", "--out", help="output file (default .cache/tabd-f32.gguf)")
-    parser.add_argument("--outtype", default="f32", choices=["f32", "f16"], help="f32 (default) or f16; q8_0 crashes here (AMX)")
+    parser.add_argument("--outtype", default="f32", choices=["f32", "f16", "bf16", "q8_0"],
+                        help="f32 (default), f16, bf16 or q8_0 (q8_0 needs make bench-deps' AMX-off build on this CPU)")
     args = parser.parse_args(argv)
     try:
         print(convert(args.model_dir, args.out, args.outtype))
