@@ -14,7 +14,8 @@ JSON-RPC client) holds a long document A and a short one B. Each round:
 
 The figure is B's `queue_ms` (enqueue to start on the model worker, from the
 log) against one chunk's time: the target is a wait of at most one chunk.
-B's extra client latency over B alone is reported beside it. With `--shape`
+B's extra client latency over B alone is reported beside it (the server runs
+with `--debounce-ms 0`: the wait measured is the worker's, not a debounce). With `--shape`
 (e.g. qwen2.5-coder-0.5b) the model is that shape's random weights.
 """
 from __future__ import annotations
@@ -165,7 +166,7 @@ def measure(model_dir: Path, extra: list[str], rounds: int, chars: int, keep_log
     with tempfile.TemporaryDirectory(prefix="tabd-preempt-") as tmp:
         log = Path(keep_log) if keep_log else Path(tmp) / "serve.jsonl"
         cmd = [sys.executable, "-m", "tabd.daemon", "serve", "--model", str(model_dir), "--no-kv-reuse", "--fixed-depth",
-               "--depth", "1", "--min-confidence", "0", "--no-context", "--max-new-tokens", "4",
+               "--depth", "1", "--min-confidence", "0", "--no-context", "--debounce-ms", "0", "--max-new-tokens", "4",
                "--log", str(log), *extra]
         s = Session(cmd, log, chars)
         try:
