@@ -1,5 +1,7 @@
 """KV per speculation branch (predictor/local.py): no branch evicts another, a new branch copies its parent's
-prefix instead of prefilling it, and the slots stay within their byte bound. The embedded model, any text."""
+prefix instead of prefilling it, and the slots stay within their byte bound. The fixture model (tests/fixture_model.py):
+its tokens are the text's own tokenization, so a prompt that appends what it wrote is an exact extension of its KV
+(a trained model may pick a non-canonical split, e.g. "start"+"swith", which re-tokenizes otherwise)."""
 from __future__ import annotations
 
 import pytest
@@ -14,8 +16,8 @@ SETTINGS = GenSettings(max_new_tokens=16, multiline=True, lookup_min_p=0.0)  # t
 
 
 @pytest.fixture(scope="module")
-def backend():
-    return LocalBackend(engine="fast", threads=1)
+def backend(fixture_model):
+    return LocalBackend(fixture_model, engine="fast", threads=1)
 
 
 def reuse(p) -> float:
