@@ -61,16 +61,19 @@ def test_a_suggestion_is_cut_where_confidence_drops():
     assert _run(go()) == "return self.value"
 
 
-def test_nothing_is_shown_when_the_first_piece_is_unsure_but_an_invoked_request_gets_the_best_guess():
+def _automatic_then_invoked(text: str):
+    """The answers to an automatic request at the end of `text`, then to an invoked one there."""
     async def go():
         service, _ = _service(0.5)
         try:
-            auto = await _complete(service, "x = 1\nunsure: ")
-            invoked = await _complete(service, "x = 1\nunsure: ", invoked=True)
-            return auto, invoked
+            return await _complete(service, text), await _complete(service, text, invoked=True)
         finally:
             service.close()
-    auto, invoked = _run(go())
+    return _run(go())
+
+
+def test_nothing_is_shown_when_the_first_piece_is_unsure_but_an_invoked_request_gets_the_best_guess():
+    auto, invoked = _automatic_then_invoked("x = 1\nunsure: ")
     assert auto.text == "" and auto.source == "model"  # the model answered; gating hid all of it
     assert invoked.text == "maybe_this()" and invoked.source == "cache"  # the cache kept the full text
 
@@ -116,15 +119,7 @@ def test_min_confidence_is_validated_as_an_initialization_option():
 
 
 def test_a_one_character_suggestion_is_not_shown_but_an_invoked_request_gets_it():
-    async def go():
-        service, _ = _service(0.5)
-        try:
-            auto = await _complete(service, "x = call(")
-            invoked = await _complete(service, "x = call(", invoked=True)
-            return auto, invoked
-        finally:
-            service.close()
-    auto, invoked = _run(go())
+    auto, invoked = _automatic_then_invoked("x = call(")
     assert auto.text == "" and auto.source == "model"  # sure of it, but Tab would save no keystroke
     assert invoked.text == ")"
     config, problems = apply_client_options(Config(), {"minChars": 0})
