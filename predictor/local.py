@@ -14,8 +14,6 @@ from types import SimpleNamespace
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-import torch
-
 from tabd.predictor import loader, postprocess, prompt_ids
 from tabd.predictor.engine import generate
 from tabd.predictor.engine.runner import Runner, TransformersRunner
@@ -25,7 +23,7 @@ from tabd.predictor.templates import FimTemplate, detect_family, template_for
 from tabd.predictor.types import ContextChunk, GenSettings, Interrupted, ModelLoadError, Prediction, prompt_chunks
 
 FORK_MIN_TOKENS = 4  # copy another slot's prefix when it holds more than this many more of the prompt
-ENGINES = ("fast", "torch", "hf", "plain")
+ENGINES = ("auto", "native", "fast", "torch", "hf", "plain")
 
 
 @dataclass
@@ -33,6 +31,12 @@ class Slot:
     ids: list[int] = field(default_factory=list)  # tokens whose keys and values the cache holds
     cache: object = None
     used: float = 0.0
+
+
+def _element_bytes(dtype) -> int:
+    import torch
+
+    return torch.finfo(dtype).bits // 8
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -70,17 +74,26 @@ class LocalBackend:
     ) -> None:
         self.model_dir = str(model_dir or loader.DEFAULT_MODEL_DIR)
         self.threads = AdaptiveThreads(threads)
-        self.model, self.tokenizer, self.placement = loader.load(
-            self.model_dir, device, trust_remote_code, fast=engine in ("fast", "torch"))
+        if engine not in ENGINES:
+            raise ModelLoadError(f"unknown engine {engine!r}: use {', '.join(ENGINES)}")
+        self.engine_why = f"{engine} (asked for)"
+        booted = self._boot(engine, device, weights) if engine in ("auto", "native") and not trust_remote_code else None
+        if booted is None:
+            self.model, self.tokenizer, self.placement = loader.load(
+                self.model_dir, device, trust_remote_code, fast=engine in ("auto", "fast", "torch"))
         self.template = self._choose_template(fim)
         self.kv_reuse = kv_reuse
         # prompt-lookup drafts, verified in one native pass (same tokens, fewer passes); by default where decode
         # is bound by memory (a pass of 8 tokens costs about one of 1): on the embedded model it costs ~4 and loses
         self.lookup = lookup
-        self.parameters = sum(p.numel() for p in self.model.parameters())
-        self.engine_name, self.runner = self._choose_engine(engine, weights)
+        if booted is None:
+            self.parameters = sum(p.numel() for p in self.model.parameters())
+            self.engine_name, self.runner = self._choose_engine("fast" if engine == "auto" else engine, weights)
+        else:
+            self.parameters = booted[1].parameters
+            self.engine_name, self.runner = booted
         if self.lookup is None:
-            from tabd.predictor.engine.weights import AUTO_FP32_BYTES
+            from tabd.predictor.engine.layout import AUTO_FP32_BYTES
 
             self.lookup = 4 * self.parameters > AUTO_FP32_BYTES
         self.prefill_chunk = max(1, prefill_chunk or generate.chunk_for(self.parameters))
@@ -92,7 +105,7 @@ class LocalBackend:
         cfg = self.model.config
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
-        elem = torch.finfo(self.model.dtype).bits // 8
+        elem = 4 if self.engine_name == "native" else _element_bytes(self.model.dtype)
         self.kv_bytes_per_token = 2 * cfg.num_hidden_layers * kv_heads * head_dim * elem
         self.stop_ids = self._stop_ids()
         self._vocab_text: list[str] | None = None
@@ -115,13 +128,38 @@ class LocalBackend:
                 raise ModelLoadError(str(exc)) from None
         return template_for(detect_family(self._special_tokens()))
 
+    def _boot(self, engine: str, device: str, weights: str) -> tuple[str, Runner] | None:
+        """("native", the torch-free runner) where it can serve this model here; else None, with the reason in
+        engine_why (a ModelLoadError for --engine native). It needs no torch: `import torch` is most of a cold start."""
+        from tabd.predictor import fastload
+        from tabd.predictor.engine import boot
+
+        d = loader.check_model_dir(self.model_dir)
+        why = boot.why_not(d, device)
+        if not why:
+            try:
+                runner = boot.load(d, weights, self.threads)
+                tokenizer = fastload.tokenizer_for(d, runner.config.model_type)
+            except (ValueError, KeyError, OSError) as exc:  # a tensor missing, a file numpy cannot read (bf16), ...
+                why = f"{type(exc).__name__}: {exc}"
+        if why:
+            if engine == "native":
+                raise ModelLoadError(f"the native engine cannot serve {d}: {why}")
+            self.engine_why = f"torch (the torch-free runner cannot serve this model here: {why})"
+            return None
+        self.model = SimpleNamespace(config=runner.config, device="cpu", dtype="float32", parameters=lambda: iter(()))
+        self.tokenizer, self.placement = tokenizer, loader.Placement("cpu", "float32")
+        self.weights_why, self.native_why = runner.weights_why, ""
+        self.engine_why = "native (torch-free: the native step serves the whole forward pass from numpy buffers)"
+        return "native", runner
+
     def _choose_engine(self, name: str, weights: str = "auto") -> tuple[str, Runner]:
         """The forward pass to run: ("fast", FastLlama) for Llama-shaped models, with short steps in native
         code where a C compiler is ("torch": the same in torch alone); else transformers' forward ("hf"/"plain").
         The fast engines hold the weights once, in the format `weights` names (fp32, bf16, int8 or auto)."""
         if name not in ENGINES:
             raise ModelLoadError(f"unknown engine {name!r}: use {', '.join(ENGINES)}")
-        from tabd.predictor.engine.weights import choose_format
+        from tabd.predictor.engine.layout import choose_format
 
         try:
             fmt, self.weights_why = choose_format(weights, 4 * self.parameters)
@@ -205,7 +243,15 @@ class LocalBackend:
             return None
         vocab = self.vocab_text()
         ok = [i for i, t in enumerate(vocab) if t.startswith(heal) and i not in self.stop_ids]
-        return torch.tensor(ok, dtype=torch.long, device=self.model.device) if ok else None
+        if not ok:
+            return None
+        if self.engine_name == "native":  # the torch-free runner's logits are numpy arrays
+            import numpy as np
+
+            return np.array(ok, dtype=np.int64)
+        import torch
+
+        return torch.tensor(ok, dtype=torch.long, device=self.model.device)
 
     # -- slots ----------------------------------------------------------------
 
@@ -304,7 +350,7 @@ class LocalBackend:
             return not postprocess.whole(text, line, settings.multiline, settings.max_lines)
 
         probs: list[float] = []
-        look = generate.Lookup(ids) if self.lookup and self.engine_name == "fast" else None
+        look = generate.Lookup(ids) if self.lookup and self.engine_name in ("fast", "native") else None
         tokens = generate.decode_n_tokens(
             self.runner, logits, slot.cache, settings.max_new_tokens, go_on, slot.ids.append, self._allowed_first(heal),
             probs, look,

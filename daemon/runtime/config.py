@@ -37,7 +37,7 @@ class Config:
     record: str | None = None
     trust_remote_code: bool = False
     backend: str = "local"  # local, openai (a remote OpenAI-compatible server) or copy (the no-model baseline)
-    engine: str = "fast"  # the local forward: fast, torch, hf or plain (see predictor/local.py)
+    engine: str = "auto"  # the local forward: auto, native, fast, torch, hf or plain (see predictor/local.py)
     weights: str = "auto"  # how the fast engine holds the weights: auto, fp32, bf16 or int8 (predictor/engine/weights.py)
     url: str | None = None  # --backend openai: the server
     api_key_env: str | None = None  # --backend openai: the environment variable holding its API key
@@ -83,7 +83,7 @@ class Config:
                 raise ConfigError(f"{name} must be a number between 0 and 1, got {value!r}")
         if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)) or not 0 < self.timeout <= 600:
             raise ConfigError(f"timeout must be a number of seconds above 0 and at most 600, got {self.timeout!r}")
-        choices = {"backend": ("local", "openai", "copy"), "engine": ("fast", "torch", "hf", "plain"),
+        choices = {"backend": ("local", "openai", "copy"), "engine": ("auto", "native", "fast", "torch", "hf", "plain"),
                    "weights": ("auto", "fp32", "bf16", "int8")}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

@@ -26,9 +26,11 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--fixed-depth", action="store_true",
                    help="prefetch exactly --depth accepts ahead whatever you accept (for benchmarks)")
     g.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
-    g.add_argument("--engine", default="fast", choices=["fast", "torch", "hf"],
-                   help="fast: hand-written forward, one-token steps in native code (built with the system C compiler; "
-                        "torch where there is none); torch: the hand-written forward in torch only; hf: transformers' forward")
+    g.add_argument("--engine", default="auto", choices=["auto", "native", "fast", "torch", "hf"],
+                   help="auto (default): native where it can run the model, else fast; native: the whole forward in "
+                        "native code, without torch (a Llama-shaped model on the CPU, a C compiler); fast: hand-written "
+                        "forward, one-token steps in native code (built with the system C compiler; torch where there is "
+                        "none); torch: the hand-written forward in torch only; hf: transformers' forward")
     g.add_argument("--weights", default="auto", choices=["auto", "fp32", "bf16", "int8"],
                    help="how the fast engine holds the weights on the CPU: fp32, bf16 (fp32 sums), int8 (a scale per "
                         "output column); auto: fp32 up to 512 MB of fp32 weights, else bf16 (tabd/stats says which)")
@@ -92,7 +94,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         context_lines=getattr(args, "context_lines", 32),
         context_idle_ms=getattr(args, "context_idle_ms", 1000),
         warmup=not getattr(args, "no_warmup", False),
-        engine=getattr(args, "engine", "fast") or "fast",
+        engine=getattr(args, "engine", "auto") or "auto",
         url=args.url,
         api_key_env=args.api_key_env,
         remote_model=args.remote_model,

@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import itertools
 import logging
+import sys
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -139,6 +140,10 @@ class CompletionService(Speculation, Reporting):
             self.load_error = str(exc)
             self.model_id = "unavailable"
             self.events.emit("error", where="load", message=self.load_error)
+
+    def _engine_fields(self) -> dict:
+        """Which engine computed a model answer, and whether torch was loaded then (the log's engine fields)."""
+        return {"engine": getattr(self.backend, "engine_name", None), "torch_loaded": "torch" in sys.modules}
 
     async def ready(self) -> bool:
         if not self._loaded.future.done():
@@ -340,6 +345,7 @@ class CompletionService(Speculation, Reporting):
             debounce_ms=round(out.debounce_ms, 3), **({"debounce_why": out.debounce_why} if out.debounce_why else {}),
             queue_depth=self.scheduler.depth(),
             context_tokens=p.context_tokens, context_chunks=len(req.context.chunks), reuse=reuse_of(p),
+            **(self._engine_fields() if out.prediction is not None else {}),
             **({"hidden": True} if out.hidden else {}),
             **({"from_key": short_key(out.from_key)} if out.from_key else {}),
             **({"error": out.error[:200]} if out.error else {}),

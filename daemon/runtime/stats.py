@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -79,6 +80,8 @@ class Reporting:
             "queue_depth": self.scheduler.depth(),
             "model": self.model_id,
             "engine": self.backend.engine_name if self.backend is not None else None,
+            "engine_why": getattr(self.backend, "engine_why", None),  # why this engine (why not the torch-free one)
+            "torch_loaded": "torch" in sys.modules,  # the torch-free engine answers without importing it
             "weights": getattr(self.backend, "weights_why", None),  # the format the weights are held in, and why
             "rss_bytes": rss_bytes(),
             "error": self.load_error,

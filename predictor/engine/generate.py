@@ -7,19 +7,20 @@ which is what lets the daemon cache answers by state.
 """
 from __future__ import annotations
 
-from typing import Callable
-
-import torch
+from typing import TYPE_CHECKING, Callable
 
 from tabd.predictor.engine.chunking import CHUNK_WORK, PREFILL_CHUNK, chunk_for  # noqa: F401 (re-exported)
-from tabd.predictor.engine.runner import Runner, greedy_p
+from tabd.predictor.engine.runner import Runner, greedy_p, inference, token_p
 from tabd.predictor.types import Interrupted
+
+if TYPE_CHECKING:  # logits are torch tensors, or numpy arrays from the torch-free runner (boot.py)
+    import torch
 
 __all__ = ["Runner", "chunk_for", "decode_n_tokens", "decode_one_token", "forward_last", "greedy", "greedy_p", "prefill",
            "score_tokens"]
 
 
-@torch.inference_mode()
+@inference
 def forward_last(model: Runner, ids: list[int], cache) -> torch.Tensor:
     """Logits at the last position after running `ids` on top of `cache`."""
     return model.forward_last(ids, cache)
@@ -60,7 +61,7 @@ def greedy(logits: torch.Tensor, allowed: torch.Tensor | None = None) -> int:
     return greedy_p(logits, allowed)[0]
 
 
-@torch.inference_mode()
+@inference
 def score_tokens(model, logits: torch.Tensor, cache, tokens: list[int], min_joint: float,
                  first_allowed: torch.Tensor | None = None) -> list[float]:
     """The model's probability of each of `tokens` in turn (teacher-forced), feeding each into the cache.
@@ -71,13 +72,9 @@ def score_tokens(model, logits: torch.Tensor, cache, tokens: list[int], min_join
     probs: list[float] = []
     joint = 1.0
     for i, token in enumerate(tokens):
-        if i == 0 and first_allowed is not None:
-            if not bool((first_allowed == token).any()):
-                return probs
-            sub = logits[first_allowed]
-            p = float(torch.exp(logits[token] - torch.logsumexp(sub, 0)))
-        else:
-            p = float(torch.exp(logits[token] - torch.logsumexp(logits, 0)))
+        p = token_p(logits, token, first_allowed if i == 0 else None)
+        if p is None:
+            return probs
         probs.append(p)
         joint *= p
         if joint < min_joint or i == len(tokens) - 1:

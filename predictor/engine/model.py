@@ -13,8 +13,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from tabd.predictor.engine.kvbuffer import KVBuffer
+from tabd.predictor.engine.layout import SMALL_BYTES  # fp32 weights up to this: prefill also keeps plain matrices
+
 SUPPORTED = {"llama", "qwen2", "mistral"}
-SMALL_BYTES = 64 << 20  # fp32 weights up to this: prefill also keeps plain matrices (a few MB, ~20% faster)
 NATIVE_STEPS = 8  # up to this many new tokens run as native one-token steps
 
 
@@ -25,33 +27,16 @@ def supported(cfg) -> bool:
     return not (getattr(cfg, "rope_scaling", None) and (cfg.rope_scaling or {}).get("rope_type", "default") != "default")
 
 
-class FastCache:
-    """Keys and values for every layer in one buffer each, written in place; `length` positions are valid."""
+class FastCache(KVBuffer):
+    """Keys and values for every layer in one torch buffer each, written in place; `length` positions are valid."""
 
     def __init__(self, layers: int, kv_heads: int, head_dim: int, capacity: int, dtype, device) -> None:
         self.k = torch.empty(layers, kv_heads, capacity, head_dim, dtype=dtype, device=device)
         self.v = torch.empty_like(self.k)
         self.length = 0
 
-    @property
-    def capacity(self) -> int:
-        return self.k.shape[2]
-
-    def ensure(self, needed: int) -> None:
-        if needed <= self.capacity:
-            return
-        capacity = max(needed, self.capacity * 2)
-        for name in ("k", "v"):
-            old = getattr(self, name)
-            new = old.new_empty(old.shape[0], old.shape[1], capacity, old.shape[3])
-            new[:, :, : self.length] = old[:, :, : self.length]
-            setattr(self, name, new)
-
-    def truncate(self, length: int) -> None:
-        self.length = min(self.length, length)
-
-    def nbytes(self) -> int:
-        return 2 * self.k.element_size() * self.k.nelement()
+    def _empty(self, like, capacity: int):
+        return like.new_empty(like.shape[0], like.shape[1], capacity, like.shape[3])
 
 
 def _release(t: torch.Tensor | None) -> None:

@@ -4,6 +4,7 @@ The shared library is cached under ~/.cache/tabd/native (or $TABD_CACHE/native),
 named by a hash of the source, the compiler flags and the CPU, so an edit or a
 new machine rebuilds it; building takes about a second. Where no C compiler
 is found, `load()` returns None with the reason, and the engine decodes in torch.
+No torch at import: the torch-free runner (boot.py) binds the same library to numpy buffers.
 """
 from __future__ import annotations
 
@@ -16,8 +17,6 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
-
-import torch
 
 SOURCE = Path(__file__).resolve().parent / "native" / "decode.c"
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC", "-std=c11"]
@@ -95,10 +94,11 @@ def load() -> tuple[ctypes.CDLL | None, str]:
                 lib.tabd_decode.restype = ctypes.c_int32
                 lib.tabd_decode.argtypes = [M, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
                                             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32]
-                lib.tabd_decode_n.restype = ctypes.c_int32
-                lib.tabd_decode_n.argtypes = [M, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p,
-                                              ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                              ctypes.c_void_p, ctypes.c_int32]
+                for name in ("tabd_decode_n", "tabd_prefill_n"):
+                    fn = getattr(lib, name)
+                    fn.restype = ctypes.c_int32
+                    fn.argtypes = [M, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32,
+                                   ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32]
                 lib.tabd_lm_head.restype = None
                 lib.tabd_lm_head.argtypes = [M, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32]
                 lib.tabd_scratch_floats.restype = ctypes.c_int64
@@ -111,15 +111,26 @@ def load() -> tuple[ctypes.CDLL | None, str]:
 
 
 def _ptr(t) -> int | None:
-    return None if t is None else t.data_ptr()
+    """The data address of a torch tensor or a numpy array (None for None)."""
+    if t is None:
+        return None
+    return t.data_ptr() if hasattr(t, "data_ptr") else t.ctypes.data
+
+
+def _plain_fp32(t) -> bool:
+    if hasattr(t, "data_ptr"):
+        return t.is_contiguous() and str(t.dtype) == "torch.float32"
+    return bool(t.flags.c_contiguous) and t.dtype.name == "float32"
 
 
 class NativeDecoder:
-    """Binds a FastLlama's CPU weight store (weights.py: panels in fp32, bf16 or int8) to the native step, in
-    place: no copy. `step(token, cache)` returns (argmax, logits); `steps(ids, cache)` the logits after each.
-    Both leave each row's argmax in `best` and its probability in `probs` (computed in C, beside the argmax)."""
+    """Binds a CPU weight store to the native step, in place: no copy. The store is a FastLlama's (weights.py:
+    torch tensors) or the torch-free runner's (boot.py: numpy arrays, the same layout); the buffers and the
+    logits handed back are of the same kind. `step(token, cache)` returns (argmax, logits); `steps(ids, cache)`
+    the logits after each; `prefill(ids, cache)` the last one's. Each leaves each row's argmax in `best` and its
+    probability in `probs` (computed in C, beside the argmax). `threads()` says how many threads a call uses."""
 
-    def __init__(self, lib: ctypes.CDLL, fast) -> None:
+    def __init__(self, lib: ctypes.CDLL, fast, threads=None) -> None:
         if fast.embed_rows is None:
             raise ValueError("the native decode step runs on the CPU weight store")
         self.lib = lib
@@ -131,20 +142,20 @@ class NativeDecoder:
 
         w_in, qkv, bias, o, w_post, gate_up, down = zip(*fast.layers)
         for t in (fast.norm, fast.cos, fast.sin, *w_in, *w_post, *[b for b in bias if b is not None]):
-            if not t.is_contiguous() or t.dtype != torch.float32:
+            if not _plain_fp32(t):
                 raise ValueError("the native decode step needs contiguous fp32 norms, biases and rotary tables")
         arrays = {
-            "attn_norm": [t.data_ptr() for t in w_in], "mlp_norm": [t.data_ptr() for t in w_post],
+            "attn_norm": [_ptr(t) for t in w_in], "mlp_norm": [_ptr(t) for t in w_post],
             "qkv_bias": [_ptr(b) for b in bias],
         }
         for name, mats in (("qkv", qkv), ("o", o), ("gate_up", gate_up), ("down", down)):
-            arrays[name] = [m.data.data_ptr() for m in mats]
+            arrays[name] = [_ptr(m.data) for m in mats]
             arrays[name + "_scale"] = [_ptr(m.scale) for m in mats]
         self._arrays = {k: ptrs(v) for k, v in arrays.items()}  # kept alive: the struct points into them
         cfg, emb, lm = fast.config, fast.embed_rows, fast.lm_rows
         # a small fp32 model's lm_head also as panels: at hidden 192 the panel loop beats eight-row dot products
-        self.lm_panels = None
-        if fast.small and fast.weights == "fp32":
+        self.lm_panels = getattr(fast, "lm_panels", None)
+        if self.lm_panels is None and fast.small and fast.weights == "fp32":
             from tabd.predictor.engine.weights import pack_panels
 
             self.lm_panels = pack_panels(lm.data.t())
@@ -152,22 +163,32 @@ class NativeDecoder:
             layers=n, hidden=cfg.hidden_size, heads=fast.n_heads, kv_heads=fast.n_kv, head_dim=fast.head_dim,
             inter=down[0].rows, vocab=lm.data.shape[0], capacity=0, max_pos=fast.cos.shape[0],
             eps=fast.eps, scale=fast.scale, wtype=WTYPES[fast.weights],
-            embed=emb.data.data_ptr(), embed_scale=_ptr(emb.scale), final_norm=fast.norm.data_ptr(),
-            lm_head=lm.data.data_ptr(), lm_head_scale=_ptr(lm.scale), lm_panels=_ptr(self.lm_panels), cos=fast.cos.data_ptr(), sin=fast.sin.data_ptr(),
+            embed=_ptr(emb.data), embed_scale=_ptr(emb.scale), final_norm=_ptr(fast.norm),
+            lm_head=_ptr(lm.data), lm_head_scale=_ptr(lm.scale), lm_panels=_ptr(self.lm_panels),
+            cos=_ptr(fast.cos), sin=_ptr(fast.sin),
             **{name: ctypes.cast(arr, ctypes.POINTER(ctypes.c_void_p)) for name, arr in self._arrays.items()},
         )
         self.ref = ctypes.byref(self.model)
         self.max_batch = int(lib.tabd_max_batch())
-        self.scratch = torch.empty(int(lib.tabd_scratch_floats(self.ref)), dtype=torch.float32)
-        self.logits_buf = torch.empty(self.max_batch, self.model.vocab, dtype=torch.float32)
+        floats = int(lib.tabd_scratch_floats(self.ref))
+        if hasattr(fast.norm, "data_ptr"):
+            import torch
+
+            self.threads = threads or torch.get_num_threads
+            self.scratch = torch.empty(floats, dtype=torch.float32)
+            self.logits_buf = torch.empty(self.max_batch, self.model.vocab, dtype=torch.float32)
+        else:
+            import numpy as np
+
+            self.threads = threads or (lambda: 1)
+            self.scratch = np.empty(floats, dtype=np.float32)
+            self.logits_buf = np.empty((self.max_batch, self.model.vocab), dtype=np.float32)
         self.logits = self.logits_buf[0]
         self.best = (ctypes.c_int32 * self.max_batch)()
         self.probs = (ctypes.c_float * self.max_batch)()
         self.ids = (ctypes.c_int32 * self.max_batch)()
 
-    def steps(self, ids: list[int], cache) -> torch.Tensor:
-        """Feed up to max_batch tokens after the cache's positions, each weight read once for all of them;
-        the logits after each ([n, vocab], a view of a reused buffer)."""
+    def _run(self, fn, ids: list[int], cache) -> None:
         n, pos = len(ids), cache.length
         if not 1 <= n <= self.max_batch:
             raise ValueError(f"native decode takes 1 to {self.max_batch} tokens, not {n}")
@@ -175,31 +196,42 @@ class NativeDecoder:
         self.model.capacity = cache.capacity
         for i, t in enumerate(ids):
             self.ids[i] = t if 0 <= t < 2**31 else -1
-        rc = self.lib.tabd_decode_n(self.ref, cache.k.data_ptr(), cache.v.data_ptr(), pos, self.ids, n,
-                                    self.logits_buf.data_ptr(), self.best, self.probs, self.scratch.data_ptr(),
-                                    torch.get_num_threads())
+        rc = fn(self.ref, _ptr(cache.k), _ptr(cache.v), pos, self.ids, n, _ptr(self.logits_buf), self.best, self.probs,
+                _ptr(self.scratch), self.threads())
         if rc != 0:
             raise ValueError(f"native decode refused tokens {ids} at position {pos}")
         cache.length = pos + n
-        return self.logits_buf[:n]
 
-    def step(self, token: int, cache) -> tuple[int, torch.Tensor]:
+    def steps(self, ids: list[int], cache):
+        """Feed up to max_batch tokens after the cache's positions, each weight read once for all of them;
+        the logits after each ([n, vocab], a view of a reused buffer)."""
+        self._run(self.lib.tabd_decode_n, ids, cache)
+        return self.logits_buf[: len(ids)]
+
+    def prefill(self, ids: list[int], cache):
+        """As steps(), but the logits after the last token alone (a view of a reused buffer; its argmax in
+        best[0]): a prompt's other positions need no lm_head."""
+        self._run(self.lib.tabd_prefill_n, ids, cache)
+        return self.logits
+
+    def step(self, token: int, cache):
         """Feed `token` after the cache's positions; the next token's greedy choice and the logits (reused buffer)."""
         pos = cache.length
         cache.ensure(pos + 1)
         self.model.capacity = cache.capacity
-        best = self.lib.tabd_decode(self.ref, cache.k.data_ptr(), cache.v.data_ptr(), pos,
-                                    token if 0 <= token < 2**31 else -1,
-                                    self.logits.data_ptr(), self.probs, self.scratch.data_ptr(), torch.get_num_threads())
+        best = self.lib.tabd_decode(self.ref, _ptr(cache.k), _ptr(cache.v), pos, token if 0 <= token < 2**31 else -1,
+                                    _ptr(self.logits), self.probs, _ptr(self.scratch), self.threads())
         if best < 0:
             raise ValueError(f"native decode refused token {token} at position {pos}")
         self.best[0] = best
         cache.length = pos + 1
         return best, self.logits
 
-    def lm_head(self, h: torch.Tensor) -> torch.Tensor:
+    def lm_head(self, h):
         """Logits of one final-normed row (torch prefill's last position), from the table in its own format."""
+        import torch
+
         h = h.reshape(-1).contiguous().to(torch.float32)
         out = torch.empty(self.model.vocab, dtype=torch.float32)
-        self.lib.tabd_lm_head(self.ref, h.data_ptr(), 1, out.data_ptr(), torch.get_num_threads())
+        self.lib.tabd_lm_head(self.ref, h.data_ptr(), 1, out.data_ptr(), self.threads())
         return out

@@ -3,14 +3,20 @@
 A runner gives logits after some ids on top of a KV cache, one greedy step,
 and a fresh cache that can be cut back. FastLlama (model.py) is one;
 TransformersRunner wraps a transformers causal LM as another, with our
-in-place cache ("hf") or transformers' DynamicCache ("plain"). generate.py and
-local.py call these methods, never asking which runner they have.
+in-place cache ("hf") or transformers' DynamicCache ("plain"); NativeRunner
+(boot.py) is the torch-free one, whose logits are numpy arrays. generate.py and
+local.py call these methods, never asking which runner they have, and the
+helpers below take either kind of logits. No torch at import: the torch-free
+runner's path must not load it.
 """
 from __future__ import annotations
 
-from typing import Any, Protocol
+import functools
+import sys
+from typing import TYPE_CHECKING, Any, Protocol
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 
 class KVCache(Protocol):
@@ -34,14 +40,58 @@ class Runner(Protocol):
         greedy-exact)."""
 
 
-def greedy_p(logits: torch.Tensor, allowed: torch.Tensor | None = None) -> tuple[int, float]:
-    """The greedy token and its probability (renormalised over `allowed` when the choice is restricted)."""
-    if allowed is not None:
-        sub = logits[allowed]
-        i = int(torch.argmax(sub))
-        return int(allowed[i]), float(torch.exp(sub[i] - torch.logsumexp(sub, 0)))
-    best = int(torch.argmax(logits))
-    return best, float(torch.exp(logits[best] - torch.logsumexp(logits, 0)))
+def _is_torch(x) -> bool:
+    return hasattr(x, "data_ptr")
+
+
+def greedy_p(logits, allowed=None) -> tuple[int, float]:
+    """The greedy token and its probability (renormalised over `allowed` when the choice is restricted);
+    logits and allowed are both torch tensors or both numpy arrays."""
+    if _is_torch(logits):
+        import torch
+
+        if allowed is not None:
+            sub = logits[allowed]
+            i = int(torch.argmax(sub))
+            return int(allowed[i]), float(torch.exp(sub[i] - torch.logsumexp(sub, 0)))
+        best = int(torch.argmax(logits))
+        return best, float(torch.exp(logits[best] - torch.logsumexp(logits, 0)))
+    pool = logits if allowed is None else logits[allowed]
+    i = int(pool.argmax())
+    return (i if allowed is None else int(allowed[i])), _np_p(pool, float(pool[i]))
+
+
+def token_p(logits, token: int, allowed=None) -> float | None:
+    """The probability of `token` (renormalised over `allowed`); None where `allowed` excludes it."""
+    if allowed is not None and not bool((allowed == token).any()):
+        return None
+    pool = logits if allowed is None else logits[allowed]
+    if _is_torch(logits):
+        import torch
+
+        return float(torch.exp(logits[token] - torch.logsumexp(pool, 0)))
+    return _np_p(pool, float(logits[token]))
+
+
+def _np_p(pool, value: float) -> float:
+    """exp(value - logsumexp(pool)) for a numpy pool, summed in float64."""
+    import numpy as np
+
+    top = float(pool.max())
+    return float(np.exp(value - top) / np.exp(pool.astype(np.float64) - top).sum())
+
+
+def inference(fn):
+    """fn under torch.inference_mode() once torch is loaded (the torch runners' logits); as it is without torch."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        torch = sys.modules.get("torch")
+        if torch is None or not hasattr(torch, "inference_mode"):
+            return fn(*args, **kwargs)
+        with torch.inference_mode():
+            return fn(*args, **kwargs)
+
+    return wrapper
 
 
 class TransformersRunner:
@@ -51,11 +101,13 @@ class TransformersRunner:
         self.model = model
         self.in_place = in_place
 
-    @torch.inference_mode()
     def forward_last(self, ids: list[int], cache: Any) -> torch.Tensor:
-        x = torch.tensor([ids], dtype=torch.long, device=self.model.device)
-        out = self.model(input_ids=x, cache=cache, use_cache=True, logits_to_keep=1)
-        return out.logits[0, -1]
+        import torch
+
+        with torch.inference_mode():
+            x = torch.tensor([ids], dtype=torch.long, device=self.model.device)
+            out = self.model(input_ids=x, cache=cache, use_cache=True, logits_to_keep=1)
+            return out.logits[0, -1]
 
     def decode_greedy(self, token: int, cache: Any) -> tuple[int, float]:
         return greedy_p(self.forward_last([token], cache))

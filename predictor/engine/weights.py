@@ -9,22 +9,9 @@ from __future__ import annotations
 
 import torch
 
-FORMATS = ("fp32", "bf16", "int8")
-PANEL = 64  # columns per block in decode.c's mv_panel
+from tabd.predictor.engine.layout import AUTO_FP32_BYTES, FORMATS, PANEL, choose_format  # noqa: F401 (re-exported)
+
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.int8}
-AUTO_FP32_BYTES = 512 << 20  # fp32 weights up to this size stay fp32 under --weights auto
-
-
-def choose_format(asked: str, fp32_bytes: int) -> tuple[str, str]:
-    """(format, why) for --weights asked; auto goes by the model's fp32 size."""
-    if asked not in (*FORMATS, "auto"):
-        raise ValueError(f"unknown weight format {asked!r}: use fp32, bf16, int8 or auto")
-    if asked != "auto":
-        return asked, f"{asked} (asked for)"
-    mb = fp32_bytes / (1 << 20)
-    if fp32_bytes <= AUTO_FP32_BYTES:
-        return "fp32", f"fp32 (auto: {mb:.0f} MB of fp32 weights; small enough that decode is not bound by memory)"
-    return "bf16", f"bf16 (auto: {mb:.0f} MB of fp32 weights; decode streams them per token, bf16 halves that)"
 
 
 def pack_panels(w: torch.Tensor) -> torch.Tensor:

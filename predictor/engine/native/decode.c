@@ -300,8 +300,8 @@ static void attend_group128(const float *q, int group, const float *k, const flo
  * logits after each into logits[n][vocab], their argmax into best[n] and, when prob is not NULL, the softmax
  * probability of that argmax into prob[n]; 0, or -1 when the arguments are out of range.  Token t attends to
  * positions [0, pos + t]: the same numbers as n calls of one token. */
-int32_t tabd_decode_n(const Model *m, float *kcache, float *vcache, int32_t pos, const int32_t *tokens, int32_t n,
-                      float *logits, int32_t *best, float *prob, float *scratch, int32_t threads) {
+static int32_t forward_n(const Model *m, float *kcache, float *vcache, int32_t pos, const int32_t *tokens, int32_t n,
+                         float *logits, int32_t *best, float *prob, float *scratch, int32_t threads, int last_only) {
     if (n < 1 || n > MAXB || pos < 0 || pos + n > m->capacity || pos + n > m->max_pos || m->head_dim > 512) return -1;
     for (int t = 0; t < n; t++)
         if (tokens[t] < 0 || tokens[t] >= m->vocab) return -1;
@@ -390,15 +390,19 @@ int32_t tabd_decode_n(const Model *m, float *kcache, float *vcache, int32_t pos,
 #pragma omp single
             for (int k = 0; k < n * H; k++) x[k] += h[k];
         }
+        /* last_only (a prefill): the logits of the last token alone; rows are computed independently, so
+         * they are the same bits as in a full call */
+        const int first = last_only ? n - 1 : 0, nr = n - first;
+        float *hl = h + (int64_t)first * H;
 #pragma omp single
-        for (int t = 0; t < n; t++) rmsnorm(x + t * H, m->final_norm, H, m->eps, h + t * H);
+        for (int t = 0; t < nr; t++) rmsnorm(x + (int64_t)(first + t) * H, m->final_norm, H, m->eps, hl + t * H);
         if (m->lm_panels) {
-            MATVEC(h, H, n, m->lm_panels, H, m->vocab, logits, m->vocab, m->lm_head_scale)
+            MATVEC(hl, H, nr, m->lm_panels, H, m->vocab, logits, m->vocab, m->lm_head_scale)
         } else {
-            LM_HEAD(h, n, logits)
+            LM_HEAD(hl, nr, logits)
         }
 #pragma omp single
-        for (int t = 0; t < n; t++) {
+        for (int t = 0; t < nr; t++) {
             const float *lg = logits + (int64_t)t * m->vocab;
             int32_t top_i = 0;
             float top = lg[0];
@@ -409,6 +413,18 @@ int32_t tabd_decode_n(const Model *m, float *kcache, float *vcache, int32_t pos,
         }
     }
     return 0;
+}
+
+int32_t tabd_decode_n(const Model *m, float *kcache, float *vcache, int32_t pos, const int32_t *tokens, int32_t n,
+                      float *logits, int32_t *best, float *prob, float *scratch, int32_t threads) {
+    return forward_n(m, kcache, vcache, pos, tokens, n, logits, best, prob, scratch, threads, 0);
+}
+
+/* A prefill's piece: like tabd_decode_n, but only the last token's logits (into logits[0]), argmax (best[0])
+ * and probability: the lm_head is most of a small model's work per token, and a prompt needs it once. */
+int32_t tabd_prefill_n(const Model *m, float *kcache, float *vcache, int32_t pos, const int32_t *tokens, int32_t n,
+                       float *logits, int32_t *best, float *prob, float *scratch, int32_t threads) {
+    return forward_n(m, kcache, vcache, pos, tokens, n, logits, best, prob, scratch, threads, 1);
 }
 
 /* One token: the argmax of the logits after it (its probability into *prob when not NULL), or -1 when the

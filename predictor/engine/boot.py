@@ -1,0 +1,239 @@
+"""The torch-free runner: a Llama-shaped model served by the native step alone, over numpy buffers.
+
+`import torch` costs 2-3 s here, more than everything else on the way to an
+editor's first suggestion; the native step (native/decode.c) already runs the
+whole forward pass from weight panels and only needs pointers. So this module
+reads config.json and the safetensors with numpy, packs the weights exactly as
+weights.py does (the same panels, the same bf16 rounding and int8 scales),
+computes the rotary tables as transformers does in fp32, and runs prefill as
+pieces of up to max_batch tokens (`tabd_prefill_n`: the lm_head only for the
+last) and decoding one token a step. It implements the Runner protocol
+(runner.py); its logits are numpy arrays.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from tabd.predictor.engine import native
+from tabd.predictor.engine.kvbuffer import KVBuffer
+from tabd.predictor.engine.layout import PANEL, SMALL_BYTES, choose_format
+
+NATIVE_STEPS = 8  # verify() passes of up to this many tokens, as FastLlama's
+
+
+def pack_panels(w: np.ndarray) -> np.ndarray:
+    """[rows, cols] -> the same numbers with each block of 64 columns stored as its own contiguous [rows, 64]."""
+    return np.concatenate([np.ascontiguousarray(w[:, lo : lo + PANEL]).reshape(-1) for lo in range(0, w.shape[1], PANEL)])
+
+
+def _bf16(w: np.ndarray) -> np.ndarray:
+    """fp32 -> bf16 bits (uint16), rounded to nearest even as torch's .to(torch.bfloat16) rounds."""
+    u = np.ascontiguousarray(w, dtype=np.float32).view(np.uint32)
+    return ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
+
+
+def _quantize(w: np.ndarray, fmt: str, dim: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """w in fmt, and for int8 the fp32 scale per slice along `dim` (weights.py's _quantize in numpy)."""
+    if fmt == "fp32":
+        return np.array(w, dtype=np.float32, copy=True), None
+    if fmt == "bf16":
+        return _bf16(w), None
+    scale = np.maximum(np.abs(w).max(axis=1 - dim) / np.float32(127.0), np.float32(1e-30)).astype(np.float32)
+    shape = (-1, 1) if dim == 0 else (1, -1)
+    return np.clip(np.round(w / scale.reshape(shape)), -127, 127).astype(np.int8), scale
+
+
+class Matrix:
+    """x @ W for W [rows, cols] ([in, out]) in weights.py's panels: what the native step reads."""
+
+    def __init__(self, w: np.ndarray, fmt: str) -> None:
+        self.rows, self.cols = w.shape
+        self.fmt = fmt
+        q, self.scale = _quantize(w, fmt, dim=1)
+        self.data = pack_panels(q)
+
+    def nbytes(self) -> int:
+        return self.data.nbytes + (0 if self.scale is None else self.scale.nbytes)
+
+
+class Rows:
+    """A [rows, cols] table in torch's layout: the embedding, and the lm_head (the same table when tied)."""
+
+    def __init__(self, w: np.ndarray, fmt: str) -> None:
+        self.fmt = fmt
+        self.data, self.scale = _quantize(w, fmt, dim=0)
+        self.data = np.ascontiguousarray(self.data)
+
+    def nbytes(self) -> int:
+        return self.data.nbytes + (0 if self.scale is None else self.scale.nbytes)
+
+
+def rotary(theta: float, dim: int, positions: int) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin [positions, dim], computed as transformers' default RoPE computes them in fp32."""
+    inv_freq = (np.float32(1.0) / (np.float32(theta) ** (np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim))))
+    freqs = np.arange(positions, dtype=np.float32)[:, None] * inv_freq.astype(np.float32)[None, :]
+    emb = np.concatenate([freqs, freqs], axis=-1)
+    return np.ascontiguousarray(np.cos(emb), dtype=np.float32), np.ascontiguousarray(np.sin(emb), dtype=np.float32)
+
+
+class NumpyCache(KVBuffer):
+    """FastCache's buffers in numpy: [layers, kv_heads, capacity, head_dim] fp32, written in place by the native step."""
+
+    def __init__(self, layers: int, kv_heads: int, head_dim: int, capacity: int) -> None:
+        self.k = np.empty((layers, kv_heads, capacity, head_dim), dtype=np.float32)
+        self.v = np.empty_like(self.k)
+        self.length = 0
+
+    def _empty(self, like, capacity: int):
+        return np.empty((like.shape[0], like.shape[1], capacity, like.shape[3]), dtype=like.dtype)
+
+
+def read_tensors(d: Path) -> dict[str, np.ndarray]:
+    """Every tensor of the directory's safetensors files as numpy (fp32 and fp16 files: numpy has no bf16)."""
+    from safetensors.numpy import load_file
+
+    tensors: dict[str, np.ndarray] = {}
+    for path in sorted(d.glob("*.safetensors")):
+        tensors.update(load_file(str(path)))
+    return {k: v.astype(np.float32, copy=False) for k, v in tensors.items()}
+
+
+class NativeRunner:
+    """The Runner protocol over the native step, with weights and caches in numpy: no torch anywhere."""
+
+    array_kind = "numpy"  # logits are numpy arrays (generate.py and local.py take either)
+
+    def __init__(self, config: SimpleNamespace, tensors: dict[str, np.ndarray], lib, weights: str = "auto",
+                 threads=None) -> None:
+        self.config = cfg = config
+        self.n_heads = cfg.num_attention_heads
+        self.n_kv = cfg.num_key_value_heads or self.n_heads
+        self.head_dim = cfg.head_dim
+        self.eps = cfg.rms_norm_eps
+        self.scale = self.head_dim**-0.5
+        self.parameters = _parameter_count(tensors, cfg)
+        self.weights, self.weights_why = choose_format(weights, 4 * self.parameters)
+        self.small = 4 * self.parameters <= SMALL_BYTES
+        self.cos, self.sin = rotary(cfg.rope_theta, self.head_dim, int(cfg.max_position_embeddings))
+        self._take_weights(tensors)
+        self.native = native.NativeDecoder(lib, self, threads)
+        self.max_batch = self.native.max_batch
+
+    def _take_weights(self, w: dict[str, np.ndarray]) -> None:
+        """The weights in weights.py's layout; each loaded tensor is dropped from `w` once copied (held once)."""
+        fmt, cfg = self.weights, self.config
+
+        def take(name: str) -> np.ndarray:
+            return w.pop(name)
+
+        embed = w["model.embed_tokens.weight"]
+        self.embed_rows = Rows(embed, fmt)
+        head = w.pop("lm_head.weight", None)
+        tied = head is None or (cfg.tie_word_embeddings and np.shares_memory(head, embed))
+        self.lm_rows = self.embed_rows if tied else Rows(head, fmt)
+        self.lm_panels = pack_panels(self.lm_rows.data.T) if self.small and fmt == "fp32" else None
+        del w["model.embed_tokens.weight"]
+        self.norm = np.ascontiguousarray(take("model.norm.weight"), dtype=np.float32)
+        self.layers = []
+        for i in range(cfg.num_hidden_layers):
+            p = f"model.layers.{i}."
+            q, k, v = (take(p + f"self_attn.{n}_proj.weight") for n in "qkv")
+            bias = None
+            if p + "self_attn.q_proj.bias" in w:
+                bias = np.ascontiguousarray(np.concatenate([take(p + f"self_attn.{n}_proj.bias") for n in "qkv"]))
+            qkv = Matrix(np.concatenate([q, k, v]).T, fmt)
+            gate_up = Matrix(np.concatenate([take(p + "mlp.gate_proj.weight"), take(p + "mlp.up_proj.weight")]).T, fmt)
+            o = Matrix(take(p + "self_attn.o_proj.weight").T, fmt)
+            down = Matrix(take(p + "mlp.down_proj.weight").T, fmt)
+            self.layers.append((np.ascontiguousarray(take(p + "input_layernorm.weight")), qkv, bias, o,
+                                np.ascontiguousarray(take(p + "post_attention_layernorm.weight")), gate_up, down))
+
+    def weight_bytes(self) -> int:
+        parts = [m for layer in self.layers for m in (layer[1], layer[3], layer[5], layer[6])]
+        total = sum(p.nbytes() for p in parts) + self.embed_rows.nbytes()
+        return total + (0 if self.lm_rows is self.embed_rows else self.lm_rows.nbytes())
+
+    def new_cache(self, capacity: int) -> NumpyCache:
+        return NumpyCache(len(self.layers), self.n_kv, self.head_dim, capacity)
+
+    def forward_last(self, ids: list[int], cache: NumpyCache) -> np.ndarray:
+        """Logits after `ids` (continuing the cache's positions), fed in pieces of up to max_batch tokens."""
+        if not ids:
+            raise ValueError("forward_last needs at least one token")
+        step = self.max_batch
+        for i in range(0, len(ids), step):
+            logits = self.native.prefill(ids[i : i + step], cache)
+        return logits.copy()
+
+    def decode_greedy(self, token: int, cache: NumpyCache) -> tuple[int, float]:
+        best, _ = self.native.step(token, cache)
+        return best, self.native.probs[0]
+
+    def verify(self, ids: list[int], cache: NumpyCache) -> list[tuple[int, float]] | None:
+        if len(ids) > NATIVE_STEPS:
+            return None
+        self.native.steps(ids, cache)
+        return [(self.native.best[i], self.native.probs[i]) for i in range(len(ids))]
+
+
+def _parameter_count(tensors: dict[str, np.ndarray], cfg) -> int:
+    """As nn.Module.parameters() counts them: a tied head is the embedding."""
+    return sum(t.size for k, t in tensors.items() if not (k == "lm_head.weight" and cfg.tie_word_embeddings))
+
+
+def why_not(d: Path, device: str) -> str:
+    """'' when the torch-free runner can serve this directory on this device, else why not (no torch needed)."""
+    from tabd.predictor import fastload
+
+    if device not in ("auto", "cpu"):
+        return f"device {device}: the native step runs on the CPU"
+    if device == "auto" and gpu_present():
+        return "a GPU may be present (auto device): torch decides"
+    try:
+        raw = json.loads((d / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        return f"config.json: {exc}"
+    if fastload._config(raw) is None:
+        return f"model_type {raw.get('model_type')!r} or its settings are not the Llama shape the native step runs"
+    lib, why = native.load()
+    return "" if lib is not None else f"no native build: {why}"
+
+
+def gpu_present() -> bool:
+    """Whether a CUDA (or ROCm) device node exists: without one, torch's "auto" would choose the CPU."""
+    return any(Path(p).exists() for p in ("/dev/nvidia0", "/dev/nvidiactl", "/dev/kfd", "/dev/dxg"))
+
+
+def load(d: Path, weights: str = "auto", threads=None) -> NativeRunner:
+    """The runner for a directory why_not() accepted; ValueError where its tensors are not a Llama's."""
+    from tabd.predictor import fastload
+
+    config = fastload._config(json.loads((d / "config.json").read_text()))
+    lib, why = native.load()
+    if config is None or lib is None:
+        raise ValueError(why or "not a Llama-shaped model")
+    tensors = read_tensors(d)
+    _check_tensors(tensors, config)
+    return NativeRunner(config, tensors, lib, weights, threads)
+
+
+def _check_tensors(w: dict, cfg) -> None:
+    """ValueError unless the tensors are exactly those the native step applies (as fastload checks them)."""
+    from tabd.predictor.fastload import _LAYER_KEYS, _OPTIONAL
+
+    needed = {"model.embed_tokens.weight", "model.norm.weight"}
+    known = needed | {"lm_head.weight"}
+    for i in range(cfg.num_hidden_layers):
+        p = f"model.layers.{i}."
+        needed |= {p + k for k in _LAYER_KEYS}
+        known |= {p + k for k in _LAYER_KEYS + _OPTIONAL}
+    if not cfg.tie_word_embeddings:
+        needed.add("lm_head.weight")
+    missing, unknown = needed - w.keys(), w.keys() - known
+    if missing or unknown:
+        raise ValueError(f"the safetensors are not a Llama-shaped model's: missing {sorted(missing)[:3]}, "
+                         f"not applied {sorted(unknown)[:3]}")

@@ -1,0 +1,172 @@
+"""The torch-free runner (predictor/engine/boot.py): the fast engine's weights and tokens without torch, and a
+daemon whose first answer comes before torch is imported (read from tabd/stats and the log, not a clock)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import pytest_lsp
+import torch
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+from fixture_model import MODEL_DIR, SUGGESTION
+from lspclient import init_params, inline, open_doc, stats
+from tabd.predictor.engine import boot, native
+from tabd.predictor.loader import DEFAULT_MODEL_DIR
+from tabd.predictor.local import LocalBackend
+from tabd.predictor.types import GenSettings, ModelLoadError
+
+from test_predictor import CODE, edits
+
+LIB, WHY = native.load()
+needs_native = pytest.mark.skipif(LIB is None, reason=f"no native build here: {WHY}")
+
+
+def _bits(t) -> np.ndarray:
+    """A torch tensor's bytes as numpy (bf16 has no numpy dtype: its bits)."""
+    t = t.contiguous()
+    return (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy().view(np.uint8)
+
+
+@needs_native
+@pytest.mark.parametrize("weights", ["fp32", "bf16", "int8"])
+def test_the_weights_are_packed_as_the_fast_engine_packs_them(weights):
+    ours = LocalBackend(engine="native", weights=weights, threads=1).runner
+    fast = LocalBackend(engine="fast", weights=weights, threads=1).runner
+    assert ours.weights == fast.weights == weights
+    for a, b in zip(ours.layers, fast.layers):
+        for i in (1, 3, 5, 6):  # qkv, o, gate_up, down: the panels and their int8 scales, byte for byte
+            assert np.array_equal(a[i].data.view(np.uint8), _bits(b[i].data))
+            assert (a[i].scale is None) == (b[i].scale is None)
+            if a[i].scale is not None:
+                assert np.array_equal(a[i].scale, b[i].scale.numpy())
+        for i in (0, 4):
+            assert np.array_equal(a[i], b[i].numpy())
+    assert np.array_equal(ours.embed_rows.data.view(np.uint8), _bits(fast.embed_rows.data))
+    # the rotary tables as transformers computes them (fp32): numpy's cos/sin may differ in the last bit
+    np.testing.assert_allclose(ours.cos, fast.cos.numpy(), rtol=0, atol=2e-6)
+    np.testing.assert_allclose(ours.sin, fast.sin.numpy(), rtol=0, atol=2e-6)
+
+
+@needs_native
+@pytest.mark.parametrize("weights", ["fp32", "int8"])
+def test_the_torch_free_and_fast_engines_suggest_the_same_tokens_over_an_edit_session(weights):
+    ours = LocalBackend(engine="native", weights=weights, threads=1)
+    fast = LocalBackend(engine="fast", weights=weights, threads=1)
+    assert ours.engine_name == "native" and fast.engine_name == "fast"
+    settings = GenSettings(max_new_tokens=24)
+    for prefix, suffix in edits():
+        a = ours.predict(prefix, suffix, settings, slot_id="d")
+        b = fast.predict(prefix, suffix, settings, slot_id="d")
+        assert ours.last_tokens == fast.last_tokens and a.text == b.text
+        assert a.reused_tokens == b.reused_tokens and a.confidence == b.confidence
+    # a whole cold prompt of ~1k tokens through both: the torch-free prefill runs it in native pieces
+    prefix = (CODE * 8)[-3000:]
+    a, b = ours.predict(prefix, "", settings, slot_id="cold"), fast.predict(prefix, "", settings, slot_id="cold")
+    assert a.prefill_tokens > 500 and ours.last_tokens == fast.last_tokens
+
+
+@needs_native
+def test_a_prefill_piece_gives_the_last_logits_and_the_cache_of_a_full_step():
+    backend = LocalBackend(engine="native", threads=1)
+    runner, ids = backend.runner, backend.tokenizer.encode(CODE)[:13]
+    a, b = runner.new_cache(64), runner.new_cache(64)
+    runner.native.steps(ids[:5], a)
+    want = runner.native.steps(ids[5:13], a)[-1].copy()
+    runner.native.prefill(ids[:5], b)
+    got = runner.native.prefill(ids[5:13], b).copy()
+    assert np.array_equal(got, want) and runner.native.best[0] == int(want.argmax())  # bit for bit: rows are independent
+    assert a.length == b.length == 13 and np.array_equal(a.k[:, :, :13], b.k[:, :, :13])
+    assert np.array_equal(a.v[:, :, :13], b.v[:, :, :13])
+
+
+def test_a_model_the_native_step_cannot_run_loads_through_torch_and_says_why(tmp_path):
+    from transformers import GPT2Config, GPT2LMHeadModel
+    import shutil
+
+    d = tmp_path / "gpt2"
+    GPT2LMHeadModel(GPT2Config(vocab_size=8192, n_positions=256, n_embd=64, n_layer=1, n_head=2)).save_pretrained(d)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(DEFAULT_MODEL_DIR / name, d / name)
+    backend = LocalBackend(str(d), engine="auto", threads=1)
+    assert backend.engine_name == "hf" and "gpt2" in backend.engine_why and backend.engine_why.startswith("torch")
+    with pytest.raises(ModelLoadError, match="native engine cannot serve .*gpt2"):
+        LocalBackend(str(d), engine="native", threads=1)
+
+
+def test_no_gpu_check_imports_torch_and_a_gpu_device_goes_to_torch():
+    assert boot.why_not(DEFAULT_MODEL_DIR, "cuda").startswith("device cuda")
+    assert boot.why_not(DEFAULT_MODEL_DIR, "auto") in ("", *(
+        [] if not boot.gpu_present() else ["a GPU may be present (auto device): torch decides"]))
+
+
+# -- a real server ---------------------------------------------------------------------------------------
+
+URI = "file:///w/boot.py"
+LOG = Path(tempfile.gettempdir()) / f"tabd-boot-log-{os.getpid()}.jsonl"
+NO_CC_CACHE = Path(tempfile.gettempdir()) / f"tabd-boot-nocc-{os.getpid()}"
+
+
+def serve(model: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "tabd.daemon", "serve", "--model", model, "--min-confidence", "0", *extra]
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=serve(str(MODEL_DIR), "--log", str(LOG))))
+async def fixture_client(lsp_client: LanguageClient, fixture_model):
+    await lsp_client.initialize_session(init_params())
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=serve(str(DEFAULT_MODEL_DIR))))
+async def shipped_client(lsp_client: LanguageClient):
+    await lsp_client.initialize_session(init_params())
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(
+    server_command=serve(str(DEFAULT_MODEL_DIR)),
+    server_env={**os.environ, "CC": "/nonexistent/cc", "TABD_CACHE": str(NO_CC_CACHE)}))
+async def no_cc_client(lsp_client: LanguageClient):
+    await lsp_client.initialize_session(init_params())
+    yield
+    await lsp_client.shutdown_session()
+
+
+@needs_native
+async def test_a_fresh_server_answers_before_torch_is_imported(fixture_client: LanguageClient):
+    text = "def f(items):\n    return items"
+    open_doc(fixture_client, URI, text)
+    result = await inline(fixture_client, URI, 1, len("    return items"))
+    assert result.items and result.items[0].insert_text == SUGGESTION  # the model's own answer, written natively
+    s = await stats(fixture_client)
+    assert s["engine"] == "native" and s["torch_loaded"] is False, s
+    assert s["engine_why"].startswith("native") and s["requests_to_model"]["finished"] >= 1
+    events = [json.loads(line) for line in LOG.read_text().splitlines()]
+    model = [e for e in events if e["event"] == "completion" and e["origin"] == "model"]
+    assert model and model[0]["engine"] == "native" and model[0]["torch_loaded"] is False
+
+
+@needs_native
+async def test_the_shipped_model_is_served_torch_free(shipped_client: LanguageClient):
+    open_doc(shipped_client, URI, CODE)
+    lines = CODE.split("\n")
+    await inline(shipped_client, URI, len(lines) - 1, len(lines[-1]))
+    s = await stats(shipped_client)
+    assert s["requests_to_model"]["finished"] >= 1 and s["error"] is None
+    assert s["engine"] == "native" and s["torch_loaded"] is False, s
+
+
+async def test_without_a_compiler_the_server_loads_through_torch_and_says_why(no_cc_client: LanguageClient):
+    open_doc(no_cc_client, URI, CODE)
+    lines = CODE.split("\n")
+    await inline(no_cc_client, URI, len(lines) - 1, len(lines[-1]))
+    s = await stats(no_cc_client)
+    assert s["engine"] == "torch" and s["torch_loaded"] is True and s["error"] is None
+    assert "no native build" in s["engine_why"] and "/nonexistent/cc" in s["engine_why"], s["engine_why"]
