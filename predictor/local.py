@@ -9,6 +9,7 @@ prefetch starts decoding almost at once.
 """
 from __future__ import annotations
 
+import sys
 import time
 from types import SimpleNamespace
 from dataclasses import dataclass, field
@@ -77,10 +78,12 @@ class LocalBackend:
         if engine not in ENGINES:
             raise ModelLoadError(f"unknown engine {engine!r}: use {', '.join(ENGINES)}")
         self.engine_why = f"{engine} (asked for)"
+        self.hand_over_wanted = engine == "auto"  # a torch-free start hands over to the fast engine (handover.py)
         booted = self._boot(engine, device, weights) if engine in ("auto", "native") and not trust_remote_code else None
         if booted is None:
             self.model, self.tokenizer, self.placement = loader.load(
                 self.model_dir, device, trust_remote_code, fast=engine in ("auto", "fast", "torch"))
+            self.threads.use_torch()
         self.template = self._choose_template(fim)
         self.kv_reuse = kv_reuse
         # prompt-lookup drafts, verified in one native pass (same tokens, fewer passes); by default where decode
@@ -184,6 +187,31 @@ class LocalBackend:
             name = "hf"  # not Llama-shaped: transformers' forward with the in-place cache
         self.weights_why = f"{str(self.model.dtype).removeprefix('torch.')} (transformers' own tensors)"
         return name, TransformersRunner(self.model, in_place=name == "hf")
+
+    # -- the hand-over after a torch-free start --------------------------------------
+
+    def can_hand_over(self) -> bool:
+        """Whether the fast engine should take over from the torch-free runner (--engine auto, served natively)."""
+        return self.hand_over_wanted and self.engine_name == "native"
+
+    def prepare_hand_over(self):
+        """The fast engine over the torch-free runner's weights, sharing them (imports torch: off the model thread)."""
+        from tabd.predictor.engine import handover
+
+        return handover.fast_from_native(self.runner)
+
+    def hand_over(self, fast) -> None:
+        """Serve from `fast` from now on; call it between requests, on the model thread. The slots' KV caches
+        carry over as views of the same buffers, so no prompt runs again; the torch-free runner is let go."""
+        from tabd.predictor.engine import handover
+
+        caches = {key: handover.torch_cache(slot.cache) for key, slot in self.slots.items()}  # all, or none on error
+        for key, cache in caches.items():
+            self.slots[key].cache = cache
+        self.runner, self.engine_name = fast, "fast"
+        self.threads.use_torch()
+        self.engine_why = ("fast (took over from the torch-free runner after it had answered: torch's prefill runs a "
+                           "long prompt several times faster than native pieces)")
 
     def _stop_ids(self) -> set[int]:
         ids = set()
@@ -376,6 +404,8 @@ class LocalBackend:
             context_tokens=layout.context_tokens,
             decode_passes=len(tokens) + scored - (look.accepted if look else 0),
             accepted_drafts=look.accepted if look else 0,
+            engine=self.engine_name,
+            torch_loaded="torch" in sys.modules,
         )
 
     def _prefill(self, slot_id: str, ids: list[int], should_stop: Callable[[], bool]):

@@ -3,13 +3,12 @@
 Two threads on a 2-core machine that is busy with something else spin and
 wait on each other; one thread was faster there (13.6 vs 22.8 ms per decode
 step). So when the load average says the cores are taken, use one thread.
-No torch import here: the torch-free runner reads `count`; torch, once something
-has imported it, is kept at the same number.
+No torch import here: the torch-free runner reads `count`; torch, once an engine
+that runs it is built (`use_torch`), is kept at the same number.
 """
 from __future__ import annotations
 
 import os
-import sys
 import time
 
 
@@ -20,11 +19,18 @@ class AdaptiveThreads:
         self.every_s = every_s
         self._checked = 0.0
         self.count = fixed or self.cores  # torch's own default is one thread per core
+        self._torch = None
+
+    def use_torch(self) -> None:
+        """An engine that runs torch ops is built: keep torch's thread count at ours from now on."""
+        import torch
+
+        self._torch = torch
         self._sync_torch()
 
     def _sync_torch(self) -> None:
-        torch = sys.modules.get("torch")
-        if torch is not None and hasattr(torch, "get_num_threads") and torch.get_num_threads() != self.count:
+        torch = self._torch
+        if torch is not None and torch.get_num_threads() != self.count:
             torch.set_num_threads(self.count)
 
     def wanted(self, load: float) -> int:

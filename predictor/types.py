@@ -33,6 +33,8 @@ class Prediction:
     context_tokens: int = 0  # prompt tokens of workspace context at the head of the prompt
     decode_passes: int = 0  # model passes the decode took (prompt-lookup drafts verified together save some)
     accepted_drafts: int = 0  # decode tokens that came as prompt-lookup drafts the model agreed with
+    engine: str = ""  # the engine that computed it (a local backend's: "native", "fast", ...)
+    torch_loaded: bool | None = None  # whether torch was imported (or being imported) in this process then
 
 
 @dataclass(frozen=True)

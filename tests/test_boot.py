@@ -2,6 +2,7 @@
 daemon whose first answer comes before torch is imported (read from tabd/stats and the log, not a clock)."""
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -72,6 +73,30 @@ def test_the_torch_free_and_fast_engines_suggest_the_same_tokens_over_an_edit_se
 
 
 @needs_native
+def test_the_fast_engine_takes_over_mid_session_with_the_same_tokens_and_one_copy_of_the_weights():
+    ours = LocalBackend(engine="auto", threads=1)
+    fast = LocalBackend(engine="fast", threads=1)
+    assert ours.engine_name == "native" and ours.can_hand_over() and not fast.can_hand_over()
+    settings = GenSettings(max_new_tokens=24)
+    session = list(edits())
+    for i, (prefix, suffix) in enumerate(session):
+        if i == len(session) // 2:
+            store = ours.runner
+            ours.hand_over(ours.prepare_hand_over())
+            taken = ours.runner
+            assert ours.engine_name == "fast" and taken.native is not None and not ours.can_hand_over()
+            for a, b in zip(store.layers, taken.layers):  # views of the same panels: the weights are held once
+                assert all(b[i].data.data_ptr() == a[i].data.ctypes.data for i in (1, 3, 5, 6))
+            assert taken.embed_rows.data.data_ptr() == store.embed_rows.data.ctypes.data
+            assert taken.native.lm_panels.data_ptr() == store.lm_panels.ctypes.data
+        a = ours.predict(prefix, suffix, settings, slot_id="d")
+        b = fast.predict(prefix, suffix, settings, slot_id="d")
+        assert a.engine == ("native" if i < len(session) // 2 else "fast")
+        # the same tokens, and the documents' KV carried over: as much of each prompt reused as the fast engine
+        assert ours.last_tokens == fast.last_tokens and a.text == b.text and a.reused_tokens == b.reused_tokens
+
+
+@needs_native
 def test_a_prefill_piece_gives_the_last_logits_and_the_cache_of_a_full_step():
     backend = LocalBackend(engine="native", threads=1)
     runner, ids = backend.runner, backend.tokenizer.encode(CODE)[:13]
@@ -139,18 +164,37 @@ async def no_cc_client(lsp_client: LanguageClient):
     await lsp_client.shutdown_session()
 
 
+async def wait_for(client, predicate, timeout: float = 120.0) -> dict:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        s = await stats(client)
+        if predicate(s) or asyncio.get_running_loop().time() > deadline:
+            return s
+        await asyncio.sleep(0.1)
+
+
 @needs_native
-async def test_a_fresh_server_answers_before_torch_is_imported(fixture_client: LanguageClient):
-    text = "def f(items):\n    return items"
+async def test_a_fresh_server_answers_before_torch_is_imported_then_hands_over(fixture_client: LanguageClient):
+    text = "def f(items):\n    return items\n\n\ndef g(items):\n    return items"
     open_doc(fixture_client, URI, text)
     result = await inline(fixture_client, URI, 1, len("    return items"))
     assert result.items and result.items[0].insert_text == SUGGESTION  # the model's own answer, written natively
     s = await stats(fixture_client)
-    assert s["engine"] == "native" and s["torch_loaded"] is False, s
-    assert s["engine_why"].startswith("native") and s["requests_to_model"]["finished"] >= 1
+    # counted when computed, not when asked: the hand-over may import torch any time after this answer
+    assert s["served_by"] == {"native": 1} and s["torch_free_answers"] == 1, s
+    assert s["engine_why"].startswith("native")
+    # once the user pauses, the fast engine takes over, over the same weights and KV
+    s = await wait_for(fixture_client, lambda s: s["hand_over"]["state"] in ("done", "failed"))
+    assert s["hand_over"]["state"] == "done" and s["engine"] == "fast" and s["torch_loaded"] is True, s
+    assert s["engine_why"].startswith("fast (took over")
+    result = await inline(fixture_client, URI, 5, len("    return items"))
+    assert result.items and result.items[0].insert_text == SUGGESTION
+    s = await stats(fixture_client)
+    assert s["served_by"] == {"native": 1, "fast": 1} and s["torch_free_answers"] == 1, s
     events = [json.loads(line) for line in LOG.read_text().splitlines()]
     model = [e for e in events if e["event"] == "completion" and e["origin"] == "model"]
-    assert model and model[0]["engine"] == "native" and model[0]["torch_loaded"] is False
+    assert [(e["engine"], e["torch_loaded"]) for e in model] == [("native", False), ("fast", True)]
+    assert model[1]["reused_tokens"] > 0  # the document's KV, computed natively, carried over to the fast engine
 
 
 @needs_native
@@ -160,7 +204,7 @@ async def test_the_shipped_model_is_served_torch_free(shipped_client: LanguageCl
     await inline(shipped_client, URI, len(lines) - 1, len(lines[-1]))
     s = await stats(shipped_client)
     assert s["requests_to_model"]["finished"] >= 1 and s["error"] is None
-    assert s["engine"] == "native" and s["torch_loaded"] is False, s
+    assert s["served_by"] == {"native": 1} and s["torch_free_answers"] == 1, s
 
 
 async def test_without_a_compiler_the_server_loads_through_torch_and_says_why(no_cc_client: LanguageClient):
@@ -169,4 +213,5 @@ async def test_without_a_compiler_the_server_loads_through_torch_and_says_why(no
     await inline(no_cc_client, URI, len(lines) - 1, len(lines[-1]))
     s = await stats(no_cc_client)
     assert s["engine"] == "torch" and s["torch_loaded"] is True and s["error"] is None
+    assert s["hand_over"] == {"state": "off"} and s["served_by"] == {"torch": 1} and s["torch_free_answers"] == 0
     assert "no native build" in s["engine_why"] and "/nonexistent/cc" in s["engine_why"], s["engine_why"]

@@ -11,7 +11,6 @@ import asyncio
 import dataclasses
 import itertools
 import logging
-import sys
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -127,6 +126,7 @@ class CompletionService(Speculation, Reporting):
         self._last_shown: dict[str, tuple[Window, str]] = {}  # doc -> (window, text) of its latest suggestion
         self.workspace = Workspace(context_options(config), config.prefix_chars, config.suffix_chars, self._context_changed)
         self.warmer = Warmer(self.scheduler, self.events, self.workspace, self._count_reuse)
+        self.handover = None  # set by a torch-free start (handover.py)
         self._loaded = self.scheduler.submit(lambda stop: self._load(backend_factory), -1, "load")
         self.model_id = "loading"
 
@@ -140,10 +140,19 @@ class CompletionService(Speculation, Reporting):
             self.load_error = str(exc)
             self.model_id = "unavailable"
             self.events.emit("error", where="load", message=self.load_error)
+            return
+        if getattr(self.backend, "can_hand_over", lambda: False)():  # a torch-free start: the fast engine follows
+            from tabd.daemon.runtime.handover import HandOver
 
-    def _engine_fields(self) -> dict:
+            self.handover = HandOver(self.backend, self.scheduler, self.events)
+
+    def _engine_fields(self, p: Prediction) -> dict:
         """Which engine computed a model answer, and whether torch was loaded then (the log's engine fields)."""
-        return {"engine": getattr(self.backend, "engine_name", None), "torch_loaded": "torch" in sys.modules}
+        self.stats.served_by[p.engine] = self.stats.served_by.get(p.engine, 0) + 1
+        self.stats.torch_free += p.torch_loaded is False
+        if self.handover is not None:
+            self.handover.answered()
+        return {"engine": p.engine, "torch_loaded": p.torch_loaded} if p.engine else {}
 
     async def ready(self) -> bool:
         if not self._loaded.future.done():
@@ -219,6 +228,8 @@ class CompletionService(Speculation, Reporting):
                        arrived: float | None = None) -> Answer:
         """The answer for a state; `arrived`: when the request reached the server (monotonic), if it waited before."""
         t0 = time.monotonic()
+        if self.handover is not None:
+            self.handover.requested()
         ready = await self.ready()
         req = dataclasses.replace(self._request(doc, version, state, invoked, ready), t0=t0)
         if not ready:
@@ -345,7 +356,7 @@ class CompletionService(Speculation, Reporting):
             debounce_ms=round(out.debounce_ms, 3), **({"debounce_why": out.debounce_why} if out.debounce_why else {}),
             queue_depth=self.scheduler.depth(),
             context_tokens=p.context_tokens, context_chunks=len(req.context.chunks), reuse=reuse_of(p),
-            **(self._engine_fields() if out.prediction is not None else {}),
+            **(self._engine_fields(p) if out.prediction is not None and out.source == "model" else {}),
             **({"hidden": True} if out.hidden else {}),
             **({"from_key": short_key(out.from_key)} if out.from_key else {}),
             **({"error": out.error[:200]} if out.error else {}),
@@ -492,4 +503,6 @@ class CompletionService(Speculation, Reporting):
 
     def close(self) -> None:
         self.workspace.close()
+        if self.handover is not None:
+            self.handover.close()
         self.scheduler.stop()

@@ -38,6 +38,8 @@ class Stats:
     # requests that waited out a debounce, and those a newer keystroke ended during it (they never reach the model)
     debounce: dict[str, int] = field(default_factory=lambda: {"waited": 0, "superseded": 0})
     debounce_ms: deque = field(default_factory=lambda: deque(maxlen=1000))  # the waits, for their median
+    served_by: dict[str, int] = field(default_factory=dict)  # model answers per engine ("native", "fast", ...)
+    torch_free: int = 0  # model answers computed before torch was imported
 
 
 def rss_bytes() -> int:
@@ -82,6 +84,9 @@ class Reporting:
             "engine": self.backend.engine_name if self.backend is not None else None,
             "engine_why": getattr(self.backend, "engine_why", None),  # why this engine (why not the torch-free one)
             "torch_loaded": "torch" in sys.modules,  # the torch-free engine answers without importing it
+            "served_by": dict(s.served_by),  # model answers (requests) per engine
+            "torch_free_answers": s.torch_free,
+            "hand_over": self.handover.summary() if self.handover is not None else {"state": "off"},
             "weights": getattr(self.backend, "weights_why", None),  # the format the weights are held in, and why
             "rss_bytes": rss_bytes(),
             "error": self.load_error,

@@ -35,6 +35,13 @@ class FastCache(KVBuffer):
         self.v = torch.empty_like(self.k)
         self.length = 0
 
+    @classmethod
+    def over(cls, k: torch.Tensor, v: torch.Tensor, length: int) -> "FastCache":
+        """A cache over existing buffers (the torch-free runner's, as views: see handover.py)."""
+        cache = cls.__new__(cls)
+        cache.k, cache.v, cache.length = k, v, length
+        return cache
+
     def _empty(self, like, capacity: int):
         return like.new_empty(like.shape[0], like.shape[1], capacity, like.shape[3])
 

@@ -12,7 +12,6 @@ runner's path must not load it.
 from __future__ import annotations
 
 import functools
-import sys
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -82,14 +81,15 @@ def _np_p(pool, value: float) -> float:
 
 
 def inference(fn):
-    """fn under torch.inference_mode() once torch is loaded (the torch runners' logits); as it is without torch."""
+    """fn(model, ...) under torch.inference_mode(), unless the model is the torch-free runner (numpy logits)."""
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        torch = sys.modules.get("torch")
-        if torch is None or not hasattr(torch, "inference_mode"):
-            return fn(*args, **kwargs)
+    def wrapper(model, *args, **kwargs):
+        if getattr(model, "array_kind", "torch") == "numpy":
+            return fn(model, *args, **kwargs)
+        import torch
+
         with torch.inference_mode():
-            return fn(*args, **kwargs)
+            return fn(model, *args, **kwargs)
 
     return wrapper
 

@@ -42,6 +42,23 @@ class Matrix:
         # the panel bmm by ~20% and the copy costs a few MB
         self.plain = q.contiguous() if dense and fmt == "fp32" else None
 
+    @classmethod
+    def packed(cls, data: torch.Tensor, scale: torch.Tensor | None, rows: int, cols: int, fmt: str,
+               dense: bool = False) -> "Matrix":
+        """A Matrix over panels packed already (the torch-free runner's, shared in place: see handover.py)."""
+        m = cls.__new__(cls)
+        m.rows, m.cols, m.fmt, m.data, m.scale, m.plain = rows, cols, fmt, data, scale, None
+        if dense and fmt == "fp32":
+            m.plain = m.unpacked()
+        return m
+
+    def unpacked(self) -> torch.Tensor:
+        """The stored numbers as a plain [rows, cols] tensor (the panels undone; no arithmetic)."""
+        full = self.cols // PANEL
+        split = full * self.rows * PANEL
+        main = self.data[:split].view(full, self.rows, PANEL).permute(1, 0, 2).reshape(self.rows, full * PANEL)
+        return torch.cat([main, self.data[split:].view(self.rows, self.cols - full * PANEL)], dim=1).contiguous()
+
     def nbytes(self) -> int:
         extra = 0 if self.plain is None else 4 * self.plain.nelement()
         return self.data.element_size() * self.data.nelement() + extra + (0 if self.scale is None else 4 * self.scale.nelement())
@@ -69,6 +86,13 @@ class Rows:
         self.fmt = fmt
         self.data, self.scale = _quantize(w.contiguous(), fmt, dim=0)
         self.data = self.data.contiguous()
+
+    @classmethod
+    def packed(cls, data: torch.Tensor, scale: torch.Tensor | None, fmt: str) -> "Rows":
+        """Rows over a table in its format already (the torch-free runner's, shared in place)."""
+        r = cls.__new__(cls)
+        r.fmt, r.data, r.scale = fmt, data, scale
+        return r
 
     def nbytes(self) -> int:
         return self.data.element_size() * self.data.nelement() + (0 if self.scale is None else 4 * self.scale.nelement())

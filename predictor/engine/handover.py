@@ -1,0 +1,64 @@
+"""The fast engine built over the torch-free runner's weights, in place: the hand-over after a torch-free start.
+
+The torch-free runner (boot.py) answers first; its prompts run as native pieces
+of 8 tokens, several times slower than torch's GEMM prefill on a long prompt
+(a 1k-token cold prompt of the embedded model: 291 vs 56 ms, README). So once
+the daemon has answered, it imports torch off the model thread and builds a
+FastLlama whose tensors are views of the same numpy panels (torch.from_numpy:
+no copy, one store), then swaps runners between two jobs; the documents' KV
+caches carry over as views too, so no prompt is run again.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from tabd.predictor.engine.boot import NativeRunner, NumpyCache
+from tabd.predictor.engine.model import FastCache, FastLlama
+from tabd.predictor.engine.weights import Matrix, Rows
+
+
+def tensor(a: np.ndarray | None) -> torch.Tensor | None:
+    """The same memory as a torch tensor (bf16 bits, held as uint16 in numpy, as bfloat16)."""
+    if a is None:
+        return None
+    if a.dtype == np.uint16:
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
+def _matrix(m, dense: bool) -> Matrix:
+    return Matrix.packed(tensor(m.data), tensor(m.scale), m.rows, m.cols, m.fmt, dense)
+
+
+def fast_from_native(runner: NativeRunner) -> FastLlama:
+    """A FastLlama (native steps bound, torch prefill) over `runner`'s weight store, sharing its memory."""
+    fast = FastLlama.__new__(FastLlama)  # not from a transformers-shaped model: every attribute set here
+    cfg = runner.config
+    fast.config, fast.device, fast.dtype = cfg, torch.device("cpu"), torch.float32
+    fast.n_heads, fast.n_kv, fast.head_dim, fast.eps = runner.n_heads, runner.n_kv, runner.head_dim, runner.eps
+    fast.q_size, fast.kv_size = fast.n_heads * fast.head_dim, fast.n_kv * fast.head_dim
+    fast.scale, fast.decode_bmm, fast.weights, fast.small = runner.scale, True, runner.weights, runner.small
+    from tabd.predictor.fastload import _Rotary
+
+    positions = torch.arange(runner.cos.shape[0])[None, :]
+    cos, sin = _Rotary(cfg.rope_theta, fast.head_dim)(torch.zeros(1), positions)  # the fast engine's own tables
+    fast.cos, fast.sin = cos[0].contiguous(), sin[0].contiguous()
+    fast.embed_rows = Rows.packed(tensor(runner.embed_rows.data), tensor(runner.embed_rows.scale), runner.weights)
+    same = runner.lm_rows is runner.embed_rows
+    fast.lm_rows = fast.embed_rows if same else Rows.packed(tensor(runner.lm_rows.data), tensor(runner.lm_rows.scale),
+                                                             runner.weights)
+    fast.embed = fast.lm_head = None
+    fast.lm_panels = tensor(runner.lm_panels)
+    fast.norm = tensor(runner.norm)
+    fast.layers = [(tensor(w_in), _matrix(qkv, fast.small), tensor(bias), _matrix(o, fast.small), tensor(w_post),
+                    _matrix(gate_up, fast.small), _matrix(down, fast.small))
+                   for w_in, qkv, bias, o, w_post, gate_up, down in runner.layers]
+    fast.native, fast.native_why = None, "off"
+    fast._bind_native()
+    return fast
+
+
+def torch_cache(cache: NumpyCache) -> FastCache:
+    """A numpy KV cache as a FastCache over the same buffers (what the fast engine reads and writes)."""
+    return FastCache.over(torch.from_numpy(cache.k), torch.from_numpy(cache.v), cache.length)
