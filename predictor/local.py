@@ -34,6 +34,10 @@ class Slot:
     used: float = 0.0
 
 
+def _one() -> int:
+    return 1
+
+
 def _element_bytes(dtype) -> int:
     import torch
 
@@ -141,7 +145,10 @@ class LocalBackend:
         why = boot.why_not(d, device)
         if not why:
             try:
-                runner = boot.load(d, weights, self.threads)
+                # one thread until the hand-over (auto): the native prefill is a long run of small calls, and
+                # when another process takes a core each of their barriers can stall a whole time slice (two of
+                # five cold starts took 10.6 and 12.8 s with two threads under load); --engine native adapts
+                runner = boot.load(d, weights, self.threads if engine == "native" or self.threads.fixed else _one)
                 tokenizer = fastload.tokenizer_for(d, runner.config.model_type)
             except (ValueError, KeyError, OSError) as exc:  # a tensor missing, a file numpy cannot read (bf16), ...
                 why = f"{type(exc).__name__}: {exc}"
