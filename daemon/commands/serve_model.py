@@ -8,6 +8,7 @@ Exit codes: 0 on SIGINT/SIGTERM, 2 when a flag or the model is unusable.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import sys
@@ -44,6 +45,8 @@ def run(args: argparse.Namespace) -> int:
     from tabd.predictor.serving import make_server
     from tabd.predictor.types import ModelLoadError
 
+    if config.engine == "auto":  # a long-running server of whole prompts: torch's prefill, no torch-free start
+        config = dataclasses.replace(config, engine="fast")
     try:
         backend = make_backend(config)
     except ModelLoadError as exc:

@@ -63,7 +63,13 @@ def figures_backend(args: argparse.Namespace):
 
     return LocalBackend(getattr(args, "model", None), device=getattr(args, "device", "auto"),
                         fim=getattr(args, "fim", None), threads=getattr(args, "threads", None),
-                        engine=getattr(args, "engine", "fast") or "fast")
+                        engine=batch_engine(getattr(args, "engine", None)))
+
+
+def batch_engine(asked: str | None) -> str:
+    """The engine for a batch run: auto's torch-free start is for a daemon's first answer; a batch of long
+    prompts runs faster on the fast engine (the same tokens)."""
+    return "fast" if asked in (None, "", "auto") else asked
 
 
 def model_figures(args: argparse.Namespace) -> dict[str, Any]:
