@@ -215,3 +215,15 @@ async def test_without_a_compiler_the_server_loads_through_torch_and_says_why(no
     assert s["engine"] == "torch" and s["torch_loaded"] is True and s["error"] is None
     assert s["hand_over"] == {"state": "off"} and s["served_by"] == {"torch": 1} and s["torch_free_answers"] == 0
     assert "no native build" in s["engine_why"] and "/nonexistent/cc" in s["engine_why"], s["engine_why"]
+
+
+def test_bench_start_reports_which_engine_answered_first(fixture_model):
+    import subprocess
+
+    r = subprocess.run([sys.executable, "-m", "tabd.daemon", "bench", "start", "--start-rounds", "1", "--json",
+                        "--model", fixture_model], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    start = json.loads(r.stdout)["start"]
+    want = "native" if LIB is not None else "torch"
+    assert start["served_by"] == [{want: start["requests_until_first"][0]}]
+    assert start["torch_free"] is (LIB is not None)

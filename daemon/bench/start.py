@@ -98,7 +98,10 @@ def one_start(command: list[str], text: str) -> dict:
             items = result.get("items", []) if isinstance(result, dict) else result
             if items and items[0].get("insertText"):
                 t_first = time.perf_counter()
-                return {"initialize_ms": (t_init - t0) * 1000, "first_suggestion_ms": (t_first - t0) * 1000, "tries": tries}
+                served = child.answer(child.send("tabd/stats", {})).get("result") or {}  # after the clock stopped
+                return {"initialize_ms": (t_init - t0) * 1000, "first_suggestion_ms": (t_first - t0) * 1000, "tries": tries,
+                        "served_by": served.get("served_by"),
+                        "torch_free": served.get("torch_free_answers") == sum((served.get("served_by") or {}).values())}
         raise RuntimeError("no suggestion at any of the sample's positions")
     finally:
         child.close()
@@ -119,4 +122,7 @@ def run_section(args: argparse.Namespace) -> dict:
         "first_suggestion_ms_max": round(max(r["first_suggestion_ms"] for r in rounds), 1),
         "first_suggestion_ms": [round(r["first_suggestion_ms"], 1) for r in rounds],
         "requests_until_first": [r["tries"] for r in rounds],
+        # which engine computed the answers up to the first suggestion, and whether all came before torch's import
+        "served_by": [r["served_by"] for r in rounds],
+        "torch_free": all(r["torch_free"] for r in rounds),
     }
