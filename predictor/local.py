@@ -150,8 +150,8 @@ class LocalBackend:
                 # five cold starts took 10.6 and 12.8 s with two threads under load); --engine native adapts
                 runner = boot.load(d, weights, self.threads if engine == "native" or self.threads.fixed else _one)
                 tokenizer = fastload.tokenizer_for(d, runner.config.model_type)
-            except (ValueError, KeyError, OSError) as exc:  # a tensor missing, a file numpy cannot read (bf16), ...
-                why = f"{type(exc).__name__}: {exc}"
+            except Exception as exc:  # a tensor missing, a dtype or a file it cannot read: torch's loader says it clearly
+                why = f"{type(exc).__name__}: {exc}"[:300]
         if why:
             if engine == "native":
                 raise ModelLoadError(f"the native engine cannot serve {d}: {why}")

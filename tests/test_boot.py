@@ -110,6 +110,44 @@ def test_a_prefill_piece_gives_the_last_logits_and_the_cache_of_a_full_step():
     assert np.array_equal(a.v[:, :, :13], b.v[:, :, :13])
 
 
+@needs_native
+@pytest.mark.parametrize("stored", ["float32", "bfloat16"])
+def test_a_qwen2_checkpoint_with_biases_in_fp32_or_bf16_is_served_torch_free_with_the_fast_engine_tokens(tmp_path,
+                                                                                                          stored):
+    from test_fastload import _qwen2_dir
+
+    d = _qwen2_dir(tmp_path)
+    if stored == "bfloat16":  # most published checkpoints: numpy has no bf16, the reader widens its bits
+        from safetensors.torch import load_file, save_file
+
+        path = next(d.glob("*.safetensors"))
+        save_file({k: v.to(torch.bfloat16) for k, v in load_file(str(path)).items()}, str(path), {"format": "pt"})
+    ours = LocalBackend(str(d), engine="native", threads=1)
+    fast = LocalBackend(str(d), engine="fast", threads=1)
+    assert ours.runner.layers[0][2] is not None and ours.runner.lm_rows is not ours.runner.embed_rows
+    ids = fast.tokenizer.encode(CODE, add_special_tokens=False)[:300]
+    got = ours.runner.forward_last(ids, ours.runner.new_cache(len(ids)))  # a random model: compare the logits too
+    want = fast.runner.forward_last(ids, fast.runner.new_cache(len(ids)))
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-4)
+    settings = GenSettings(max_new_tokens=12)
+    for prefix, suffix in list(edits())[:6]:
+        ours.predict(prefix, suffix, settings, slot_id="d")
+        fast.predict(prefix, suffix, settings, slot_id="d")
+        assert ours.last_tokens == fast.last_tokens
+
+
+def test_a_file_it_cannot_read_goes_to_torchs_loader_with_its_clear_error(tmp_path):
+    import shutil
+
+    d = tmp_path / "m"
+    shutil.copytree(DEFAULT_MODEL_DIR, d)
+    (d / "model.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(ModelLoadError, match="cannot load the model"):
+        LocalBackend(str(d), engine="auto", threads=1)
+    with pytest.raises(ModelLoadError, match="native engine cannot serve .*not a safetensors file"):
+        LocalBackend(str(d), engine="native", threads=1)
+
+
 def test_a_model_the_native_step_cannot_run_loads_through_torch_and_says_why(tmp_path):
     from transformers import GPT2Config, GPT2LMHeadModel
     import shutil

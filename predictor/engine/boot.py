@@ -92,14 +92,41 @@ class NumpyCache(KVBuffer):
         return np.empty((like.shape[0], like.shape[1], capacity, like.shape[3]), dtype=like.dtype)
 
 
-def read_tensors(d: Path) -> dict[str, np.ndarray]:
-    """Every tensor of the directory's safetensors files as numpy (fp32 and fp16 files: numpy has no bf16)."""
-    from safetensors.numpy import load_file
+STORED = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}  # safetensors dtypes read here (to fp32)
 
+
+def read_tensors(d: Path) -> dict[str, np.ndarray]:
+    """Every tensor of the directory's safetensors files as fp32 numpy arrays."""
     tensors: dict[str, np.ndarray] = {}
     for path in sorted(d.glob("*.safetensors")):
-        tensors.update(load_file(str(path)))
-    return {k: v.astype(np.float32, copy=False) for k, v in tensors.items()}
+        tensors.update(read_safetensors(path))
+    return tensors
+
+
+def read_safetensors(path: Path) -> dict[str, np.ndarray]:
+    """A safetensors file (8-byte little-endian header length, a JSON header, raw little-endian bytes), mapped:
+    fp32 tensors are views of the mapping (the store copies what it keeps), fp16 and bf16 are widened to fp32
+    exactly (a bf16 is an fp32's top 16 bits). ValueError for anything else, or a file that is not one."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        if not 2 <= n <= size - 8:
+            raise ValueError(f"{path.name} is not a safetensors file")
+        header = json.loads(f.read(n))
+    raw = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + n) if size > 8 + n else np.empty(0, np.uint8)
+    out = {}
+    for name, spec in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = STORED.get(spec.get("dtype"))
+        start, end = spec["data_offsets"]
+        if dtype is None:
+            raise ValueError(f"{path.name}: {name} is {spec.get('dtype')}, not F32, F16 or BF16")
+        a = raw[start:end].view(dtype).reshape(spec["shape"])
+        if dtype is np.uint16:
+            a = (a.astype(np.uint32) << np.uint32(16)).view(np.float32)
+        out[name] = a if dtype is np.float32 else a.astype(np.float32)
+    return out
 
 
 class NativeRunner:
@@ -133,24 +160,23 @@ class NativeRunner:
         embed = w["model.embed_tokens.weight"]
         self.embed_rows = Rows(embed, fmt)
         head = w.pop("lm_head.weight", None)
-        tied = head is None or (cfg.tie_word_embeddings and np.shares_memory(head, embed))
-        self.lm_rows = self.embed_rows if tied else Rows(head, fmt)
+        self.lm_rows = self.embed_rows if head is None else Rows(head, fmt)  # a head in the file is used, as fastload does
         self.lm_panels = pack_panels(self.lm_rows.data.T) if self.small and fmt == "fp32" else None
         del w["model.embed_tokens.weight"]
-        self.norm = np.ascontiguousarray(take("model.norm.weight"), dtype=np.float32)
+        self.norm = np.array(take("model.norm.weight"), dtype=np.float32)  # copies: not views of the file
         self.layers = []
         for i in range(cfg.num_hidden_layers):
             p = f"model.layers.{i}."
             q, k, v = (take(p + f"self_attn.{n}_proj.weight") for n in "qkv")
             bias = None
             if p + "self_attn.q_proj.bias" in w:
-                bias = np.ascontiguousarray(np.concatenate([take(p + f"self_attn.{n}_proj.bias") for n in "qkv"]))
+                bias = np.concatenate([take(p + f"self_attn.{n}_proj.bias") for n in "qkv"]).astype(np.float32)
             qkv = Matrix(np.concatenate([q, k, v]).T, fmt)
             gate_up = Matrix(np.concatenate([take(p + "mlp.gate_proj.weight"), take(p + "mlp.up_proj.weight")]).T, fmt)
             o = Matrix(take(p + "self_attn.o_proj.weight").T, fmt)
             down = Matrix(take(p + "mlp.down_proj.weight").T, fmt)
-            self.layers.append((np.ascontiguousarray(take(p + "input_layernorm.weight")), qkv, bias, o,
-                                np.ascontiguousarray(take(p + "post_attention_layernorm.weight")), gate_up, down))
+            self.layers.append((np.array(take(p + "input_layernorm.weight"), dtype=np.float32), qkv, bias, o,
+                                np.array(take(p + "post_attention_layernorm.weight"), dtype=np.float32), gate_up, down))
 
     def weight_bytes(self) -> int:
         parts = [m for layer in self.layers for m in (layer[1], layer[3], layer[5], layer[6])]
