@@ -6,7 +6,8 @@ the first model answer is out (or a while after the load, if none is asked
 for) and no request has come for IDLE_S, a thread imports torch and builds
 the fast engine over the same weights (backend.prepare_hand_over), and a job
 on the model thread swaps the runners between two requests (backend.hand_over).
-The import holds the GIL for a few seconds, which is why it waits for a pause.
+The import holds the GIL for long stretches over about 2 s (cache hits waited up to 193 ms during it), which
+is why it waits for a pause; any request, a cache hit too (service.lookup), restarts the wait.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import threading
 import time
 
 AFTER_LOAD_S = 5.0  # with no request at all, hand over this long after the load
-IDLE_S = 1.0  # no request for this long: the user paused
+IDLE_S = 3.0  # no request for this long: the user paused (a short pause between lines is often 1-2 s)
 
 
 class HandOver:

@@ -146,14 +146,6 @@ class CompletionService(Speculation, Reporting):
 
             self.handover = HandOver(self.backend, self.scheduler, self.events)
 
-    def _engine_fields(self, p: Prediction) -> dict:
-        """Which engine computed a model answer, and whether torch was loaded then (the log's engine fields)."""
-        self.stats.served_by[p.engine] = self.stats.served_by.get(p.engine, 0) + 1
-        self.stats.torch_free += p.torch_loaded is False
-        if self.handover is not None:
-            self.handover.answered()
-        return {"engine": p.engine, "torch_loaded": p.torch_loaded} if p.engine else {}
-
     async def ready(self) -> bool:
         if not self._loaded.future.done():
             # shielded: a request cancelled while the model loads must not cancel the loading
@@ -217,6 +209,8 @@ class CompletionService(Speculation, Reporting):
 
     def lookup(self, doc: str, version: int, state: DocState, invoked: bool = False) -> Answer | None:
         """The answer from memory (cache, type-through) at once, with no await; None when it needs more."""
+        if self.handover is not None:  # a request answered from memory is the user at work too: no hand-over now
+            self.handover.requested()
         if not self.config.cache or not self._loaded.future.done() or self.backend is None:
             return None
         answer = self._from_memory(self._request(doc, version, state, invoked, True))

@@ -56,6 +56,15 @@ def _p50(values) -> float:
 
 
 class Reporting:
+    def _engine_fields(self, p) -> dict:
+        """Count a model answer by the engine that computed it (and whether torch was loaded then); the log's
+        engine fields. The first one also tells a torch-free start's hand-over that the daemon has answered."""
+        self.stats.served_by[p.engine] = self.stats.served_by.get(p.engine, 0) + 1
+        self.stats.torch_free += p.torch_loaded is False
+        if self.handover is not None:
+            self.handover.answered()
+        return {"engine": p.engine, "torch_loaded": p.torch_loaded} if p.engine else {}
+
     def stats_dict(self) -> dict:
         s = self.stats
         aa = s.after_accept_requests
