@@ -17,6 +17,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 from fixture_model import MODEL_DIR, SUGGESTION
 from lspclient import init_params, inline, open_doc, stats
+from tabd.daemon.runtime import handover
 from tabd.predictor.engine import boot, native
 from tabd.predictor.loader import DEFAULT_MODEL_DIR
 from tabd.predictor.local import LocalBackend
@@ -221,6 +222,13 @@ async def test_a_fresh_server_answers_before_torch_is_imported_then_hands_over(f
     # counted when computed, not when asked: the hand-over may import torch any time after this answer
     assert s["served_by"] == {"native": 1} and s["torch_free_answers"] == 1, s
     assert s["engine_why"].startswith("native")
+    # while the user keeps asking (cache hits too), torch's import (which holds the GIL) waits: past IDLE_S in all
+    for _ in range(5):
+        await asyncio.sleep(handover.IDLE_S / 3)
+        again = await inline(fixture_client, URI, 1, len("    return items"))
+        assert again.items and again.items[0].insert_text == SUGGESTION
+    s = await stats(fixture_client)
+    assert s["hand_over"]["state"] == "waiting" and s["sources"]["cache"] >= 5, s
     # once the user pauses, the fast engine takes over, over the same weights and KV
     s = await wait_for(fixture_client, lambda s: s["hand_over"]["state"] in ("done", "failed"))
     assert s["hand_over"]["state"] == "done" and s["engine"] == "fast" and s["torch_loaded"] is True, s
