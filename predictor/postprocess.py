@@ -147,17 +147,22 @@ def finish(text: str, line: CursorLine, multiline: bool, max_lines: int) -> str:
 
 
 def gate(text: str, confidence: Sequence[tuple[int, float]], min_confidence: float) -> str:
-    """The part of a suggestion the model is sure of: cut before the first token below min_confidence.
+    """The part of a suggestion the model is sure of as a whole: the longest start whose joint probability
+    (the product of its tokens' probabilities) is at least min_confidence.
 
-    `confidence` holds (end of the text after a token, that token's probability)
-    in decode order. Without it (an engine that gives no probabilities) or with
-    a threshold of 0, the whole text is shown. An empty result means: show nothing.
+    A Tab takes the whole of what is shown, so what matters is how likely all of it
+    is right, not each token alone: ten tokens at 0.6 each are right together
+    less than one time in a hundred. `confidence` holds (end of the text after a
+    token, that token's probability) in decode order. Without it (an engine that
+    gives no probabilities) or with a threshold of 0, the whole text is shown.
+    An empty result means: show nothing.
     """
     if min_confidence <= 0 or not confidence:
         return text
-    keep = 0
+    keep, joint = 0, 1.0
     for end, p in confidence:
-        if p < min_confidence:
+        joint *= p
+        if joint < min_confidence:
             break
         keep = max(keep, end)
     shown = "\n".join(row.rstrip() for row in text[:keep].split("\n"))

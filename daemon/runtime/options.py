@@ -40,9 +40,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                         "model's guess as far as the model's joint probability of the copied text stays >= P "
                         "(0: off; default 0.001)")
     g.add_argument("--min-confidence", type=float, default=None, metavar="P",
-                   help="confidence gating: show a suggestion up to the first token the model gives less than P "
-                        "(0..1; 0 shows everything; default: the calibrated value). Alt+\\ / an invoked request "
-                        "shows the best guess anyway")
+                   help="confidence gating: show the longest part of a suggestion the model gives a probability of at "
+                        "least P as a whole (the product of its tokens'; 0..1; 0 shows everything; default: the "
+                        "calibrated value). Alt+\\ / an invoked request shows the best guess anyway")
     g.add_argument("--min-chars", type=int, default=None, metavar="N",
                    help="show a suggestion only if it has at least N characters (default 2: a one-character "
                         "suggestion saves no keystroke, Tab is one too); an invoked request shows any")
