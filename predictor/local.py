@@ -57,6 +57,7 @@ class PromptLayout:
     ids: list[int]
     heal: str  # text of the prefix's last token, backed off so the model can re-choose it
     context_tokens: int = 0  # ids[:context_tokens] are the workspace context
+    before_cursor: list[int] = field(default_factory=list)  # the context's and the prefix's ids, in the document's order
 
 
 class LocalBackend:
@@ -271,7 +272,7 @@ class LocalBackend:
             head = []
         slots = {prompt_ids.PREFIX_SLOT: prefix_ids, prompt_ids.SUFFIX_SLOT: suffix_ids}
         pieces = self.template.pieces(prompt_ids.PREFIX_SLOT, prompt_ids.SUFFIX_SLOT)
-        return PromptLayout(head + prompt_ids.lay_out(self.tokenizer, pieces, slots), heal, len(head))
+        return PromptLayout(head + prompt_ids.lay_out(self.tokenizer, pieces, slots), heal, len(head), head + prefix_ids)
 
     def _allowed_first(self, heal: str) -> torch.Tensor | None:
         if not heal:
@@ -385,7 +386,7 @@ class LocalBackend:
             return not postprocess.whole(text, line, settings.multiline, settings.max_lines)
 
         probs: list[float] = []
-        look = generate.Lookup(ids) if self.lookup and self.engine_name in ("fast", "native") else None
+        look = generate.Lookup(ids, doc=layout.before_cursor) if self.lookup and self.engine_name in ("fast", "native") else None
         tokens = generate.decode_n_tokens(
             self.runner, logits, slot.cache, settings.max_new_tokens, go_on, slot.ids.append, self._allowed_first(heal),
             probs, look,
@@ -398,8 +399,9 @@ class LocalBackend:
         raw = raw[len(heal) :] if raw.startswith(heal) else ""
         text = postprocess.finish(raw, line, settings.multiline, settings.max_lines)
         confidence = self._confidence(tokens, probs, heal, line, settings, len(text))
+        score_passes: list[int] = []  # tokens per pass of the copy's verification
         text, confidence, scored = self._copy_candidate(prefix, text, confidence, logits, slot, len(ids), layout, line,
-                                                        settings, context)
+                                                        settings, context, score_passes)
         return Prediction(
             text=text,
             prefill_tokens=len(ids) - reused,
@@ -409,7 +411,7 @@ class LocalBackend:
             decode_ms=(t2 - t1) * 1000,
             confidence=confidence,
             context_tokens=layout.context_tokens,
-            decode_passes=len(tokens) + scored - (look.accepted if look else 0),
+            decode_passes=len(tokens) + scored - (look.accepted if look else 0) - sum(k - 1 for k in score_passes),
             accepted_drafts=look.accepted if look else 0,
             engine=self.engine_name,
             torch_loaded="torch" in sys.modules,
@@ -442,7 +444,8 @@ class LocalBackend:
         return Prediction("", prefill_tokens=len(layout.ids) - reused, reused_tokens=reused,
                           prefill_ms=(time.perf_counter() - t0) * 1000, context_tokens=layout.context_tokens)
 
-    def _copy_candidate(self, prefix, text, confidence, logits, slot, prompt_len, layout, line, settings, context=()):
+    def _copy_candidate(self, prefix, text, confidence, logits, slot, prompt_len, layout, line, settings, context=(),
+                        passes: list[int] | None = None):
         """(text, confidence, tokens scored): the copy candidate where the model verifies it, else the model's own.
 
         Code repeats itself, and a small model judges a copy better than it
@@ -464,7 +467,9 @@ class LocalBackend:
         heal = layout.heal
         cand_ids = self._encode(heal + candidate)
         self._cut(slot, prompt_len)
-        probs = generate.score_tokens(self.runner, logits, slot.cache, cand_ids, t, self._allowed_first(heal))
+        # with lookup on, the copy is verified as drafts are: several tokens a pass, the same numbers
+        probs = generate.score_tokens(self.runner, logits, slot.cache, cand_ids, t, self._allowed_first(heal),
+                                      batch=bool(self.lookup), passes=passes)
         slot.ids.extend(cand_ids[: max(0, len(probs) - 1)])  # the tokens fed (the last scored one is not)
         scored = self._confidence(cand_ids, probs, heal, line, settings, len(candidate))
         verified, joint = 0, 1.0

@@ -193,6 +193,26 @@ def test_bench_engines_without_a_gguf_converter_says_so(tmp_path):
     assert "missing.gguf" in r.stderr
 
 
+@needs_native
+def test_bench_lookup_runs_both_sessions_on_and_off_with_the_same_output():
+    r = subprocess.run([sys.executable, "-m", "tabd.daemon", "bench", "lookup", "--json", "--lookup-passes", "1"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)["lookup"]
+    assert d["shape"] == "embedded" and d["threads"] == 1
+    for name in ("line_ends", "keystrokes"):
+        s = d[name]
+        assert s["same_output"] is True and s["tokens"] > 0
+        assert s["passes"] < s["tokens"]  # drafts and the copies' verification rode along in fewer passes
+        assert s["speedup"] == pytest.approx(s["decode_ms_plain"] / s["decode_ms_lookup"], abs=0.011)
+        assert s["speedup_after_prefill"] == pytest.approx(
+            s["after_prefill_ms_plain"] / s["after_prefill_ms_lookup"], abs=0.011)
+    assert d["keystrokes"]["accepted_drafts"] > 0  # mid-line, the model agrees with what the pattern above says
+    bad = subprocess.run([sys.executable, "-m", "tabd.daemon", "bench", "lookup", "--lookup-passes", "0"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "--lookup-passes must be at least 1" in bad.stderr and "Traceback" not in bad.stderr
+
+
 @pytest.mark.llamacpp
 @pytest.mark.slow
 def test_bench_engines_measures_both_engines_side_by_side():
@@ -228,16 +248,18 @@ def test_prompt_lookup_gives_the_tokens_and_probabilities_of_plain_decoding():
     backend = LocalBackend(kv_reuse=True, engine="fast", threads=1, lookup=True)
     plain = LocalBackend(kv_reuse=True, engine="fast", threads=1, lookup=False)
     settings = GenSettings(max_new_tokens=24, multiline=True)
-    accepted = 0
+    accepted = batched = 0
     for prefix, suffix in [*edits(), *repetitive_states()]:
         a = backend.predict(prefix, suffix, settings, slot_id="l")
         b = plain.predict(prefix, suffix, settings, slot_id="l")
         assert backend.last_tokens == plain.last_tokens and a.text == b.text
         assert a.confidence == b.confidence  # each verified token's probability, as one step at a time gives
         assert b.accepted_drafts == 0 and b.decode_passes == b.decode_tokens
-        assert a.decode_passes == a.decode_tokens - a.accepted_drafts
+        assert a.decode_passes <= a.decode_tokens - a.accepted_drafts  # the copy's verification: several a pass
         accepted += a.accepted_drafts
+        batched += a.decode_tokens - a.accepted_drafts - a.decode_passes
     assert accepted > 0  # the repeated lines were drafted from the prompt and the model agreed
+    assert batched > 0  # and copy candidates were verified several tokens a pass
 
 
 @needs_native
@@ -346,3 +368,62 @@ def test_lookup_drafts_what_followed_the_latest_earlier_occurrence():
     look.k = 7
     assert look.draft(2) == [3, 5]  # the latest occurrence, cut to the limit
     assert generate.Lookup([1, 2, 0x110000, 1], max_draft=7).draft(7) == []  # an id past Unicode's range: no drafts
+    # prefix-suffix-middle prompts: the decoded tokens follow the suffix and a marker in the prompt, so the
+    # n-gram before the cursor is looked up in the text before the cursor, in the document's order
+    pre, suf, mid = 90, 91, 92
+    prompt = [pre, 1, 2, 3, 4, 1, 2, suf, 7, mid]
+    look = generate.Lookup(prompt, max_draft=7, doc=[1, 2, 3, 4, 1, 2])
+    look.k = 7
+    assert look.draft(7) == [3, 4, 1, 2]  # "1 2" was followed by "3 4 1 2" before the cursor
+    plain = generate.Lookup(prompt, max_draft=7)
+    plain.k = 7
+    assert plain.draft(7) == []  # "7 <mid>" (the prompt's own last tokens) was never seen
+
+
+@needs_native
+@pytest.mark.parametrize("threads, weights", [(1, "fp32"), (1, "bf16"), (3, "int8"), (2, "bf16")])
+def test_a_pass_of_up_to_8_tokens_gives_one_steps_bits_in_every_weight_format(threads, weights):
+    """A verify pass (512-bit stripes for 2-8 tokens where the CPU has them) against one token a step, bit for
+    bit, in each weight format, with a partial column panel (intermediate 200) and a q/k/v bias."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from tabd.predictor.engine.model import FastLlama
+
+    torch.manual_seed(1)
+    cfg = Qwen2Config(vocab_size=300, hidden_size=128, intermediate_size=200, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=256)
+    model = Qwen2ForCausalLM(cfg).eval()
+    fast = FastLlama(model, weights=weights)
+    assert fast.native is not None, fast.native_why
+    ids = torch.randint(0, 300, (110,)).tolist()
+    old_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for n in range(2, 9):
+            a, b = fast.new_cache(256), fast.new_cache(256)
+            generate.prefill(fast, ids[:100], a)
+            generate.prefill(fast, ids[:100], b)
+            one = torch.stack([fast.native.step(t, a)[1].clone() for t in ids[100 : 100 + n]])
+            choices = fast.verify(ids[100 : 100 + n], b)
+            assert torch.equal(fast.native.logits_buf[:n], one), (n, weights)
+            assert [c for c, _ in choices] == torch.argmax(one, dim=-1).tolist()
+            assert torch.equal(a.k[:, :, :a.length], b.k[:, :, :b.length]) and a.length == b.length
+    finally:
+        torch.set_num_threads(old_threads)
+
+
+@needs_native
+@pytest.mark.parametrize("min_joint", [0.0, 1e-3])
+def test_teacher_forced_scoring_in_passes_of_8_gives_the_numbers_and_cache_of_one_token_a_pass(backend, min_joint):
+    fast = backend.runner
+    ids = prompt_ids(backend, 320)
+    prompt, copy = ids[:300], ids[300:320]  # a "copy" of 20 tokens the model is asked to score
+    out = []
+    for batch in (False, True):
+        cache = fast.new_cache(512)
+        logits = generate.prefill(fast, prompt, cache)
+        probs = generate.score_tokens(fast, logits, cache, copy, min_joint, batch=batch)
+        out.append((probs, cache.length, cache.k[:, :, : cache.length].clone()))
+    (p1, n1, k1), (p8, n8, k8) = out
+    assert p8 == p1 and len(p1) >= 1  # the same probabilities, bit for bit
+    assert n8 == n1 == 300 + len(p1) - 1 and torch.equal(k8, k1)  # the cache holds what one-a-pass fed, no more

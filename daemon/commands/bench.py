@@ -1,4 +1,4 @@
-"""`tabd bench [kv|replay|remote|soak|engines|quality|start|bigdoc|preempt] [--json]`: side-by-side figures measured in one run.
+"""`tabd bench [kv|replay|remote|soak|engines|lookup|quality|start|bigdoc|preempt] [--json]`: side-by-side figures measured in one run.
 
 Each section lives in its own module with `add_arguments(parser)` (optional) and
 `run_section(args) -> dict`; the dict is printed under the section's name.
@@ -17,6 +17,7 @@ SECTIONS: dict[str, str] = {
     "bigdoc": "tabd.daemon.bench.bigdoc",
     "preempt": "tabd.daemon.bench.preempt",
     "engines": "tabd.predictor.bench.engines",
+    "lookup": "tabd.predictor.bench.lookup",
     "remote": "tabd.predictor.bench.remote",
     "quality": "tabd.daemon.bench.quality",
     "start": "tabd.daemon.bench.start",

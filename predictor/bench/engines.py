@@ -39,6 +39,7 @@ from pathlib import Path
 
 CONTEXT = 2048
 DECODE = 16
+LOOKUP_PASSES = 5  # times over the lookup session's states: medians, the machine's noise is larger than one pass
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 
 
@@ -65,6 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="tabd weight formats side by side, e.g. fp32,bf16,int8 (default: --weights)")
     g.add_argument("--engines-gguf-types", metavar="LIST", type=_gguf_types, default=("f32",),
                    help=f"llama.cpp GGUF types side by side, from {','.join(GGUF_TYPES)} (default f32)")
+    g.add_argument("--engines-lookup-passes", type=int, default=1, metavar="N",
+                   help="times over the prompt-lookup session after the rounds (default 1; 0: skip it, as at 1.5B "
+                        "where it takes minutes; `tabd bench lookup` measures it alone)")
     g.add_argument("--engines-progress", action="store_true", help="say on stderr what each worker took")
     g.add_argument("--engines-flash", choices=("both", "on", "off"), default="both",
                    help="llama.cpp with flash attention, without, or both (default both)")
@@ -101,12 +105,16 @@ def token_ids(tokenizer, n: int) -> list[int]:
 # -- workers: one engine each, one round per command ------------------------------
 
 
-def repetitive_states() -> list[tuple[str, str]]:
-    """A file that repeats its own lines (a table of similar methods), typed through its second half: the
-    state at the end of each line, the rest of the file after the cursor, as a session replayed."""
+def repetitive_states(every: int = 0) -> list[tuple[str, str]]:
+    """A file that repeats its own lines (a table of similar methods), typed through its second half, as a
+    session replayed. every=0: the state at the end of each line, the rest of the file after the cursor.
+    every=N: a request every N characters (mid-line, as while typing), the file written up to there and
+    nothing after the cursor but a newline (new code that repeats a pattern above it)."""
     body = "".join(f"    def get_{n}(self):\n        return self.data.get('{n}', None)\n\n"
                    for n in ("name", "path", "size", "mode", "user", "group", "owner", "inode"))
     text = "class Record:\n" + body
+    if every:
+        return [(text[:cut], "\n") for cut in range(len(text) // 2, len(text), every)]
     ends = [i + 1 for i, c in enumerate(text) if c == "\n"]
     return [(text[:cut], text[cut:]) for cut in ends[len(ends) // 2 :]]
 
@@ -179,31 +187,50 @@ class TabdEngine:
         t2 = time.perf_counter()
         return (t1 - t0) * 1000, (t2 - t0) * 1000
 
-    def lookup(self) -> dict:
-        """Prompt-lookup decoding on a self-repeating file: decode time with and without, the same text checked."""
+    def lookup(self, passes: int = LOOKUP_PASSES, every: int = 0) -> dict:
+        """Prompt-lookup decoding on a self-repeating file, `passes` times over its states, on and off alternating
+        (the order flips state by state and pass by pass, so both see the machine's noise): per pass the decode
+        time both ways, and the time after the prefill (decode and the copy candidate's verification, which
+        lookup's multi-token passes also run); medians over the passes, the same text and tokens checked."""
         from tabd.predictor.types import GenSettings
 
         settings = GenSettings(max_new_tokens=DECODE, multiline=True)
         b = self.backend
         default = b.lookup
-        ms = {True: 0.0, False: 0.0}
-        tokens = accepted = passes = 0
+        states = repetitive_states(every)
+        runs: dict[bool, list[tuple[float, float]]] = {True: [], False: []}  # per pass: (decode ms, after prefill ms)
+        tokens = accepted = passes_on = 0
         same = True
-        for i, (prefix, suffix) in enumerate(repetitive_states()):
-            out = {}
-            for on in (True, False) if i % 2 == 0 else (False, True):  # alternating: the machine's noise on both
-                b.lookup = on
-                p = b.predict(prefix, suffix, settings, slot_id=f"lookup-{on}")
-                out[on] = (p.text, list(b.last_tokens))
-                ms[on] += p.decode_ms
-                if on:
-                    tokens, accepted, passes = tokens + p.decode_tokens, accepted + p.accepted_drafts, passes + p.decode_passes
-            same = same and out[True] == out[False]
+        for r in range(max(1, passes)):
+            sums = {True: [0.0, 0.0], False: [0.0, 0.0]}
+            for i, (prefix, suffix) in enumerate(states):
+                out = {}
+                for on in (True, False) if (i + r) % 2 == 0 else (False, True):
+                    b.lookup = on
+                    t0 = time.perf_counter()
+                    p = b.predict(prefix, suffix, settings, slot_id=f"lookup-{on}")
+                    whole = (time.perf_counter() - t0) * 1000
+                    out[on] = (p.text, list(b.last_tokens))
+                    sums[on][0] += p.decode_ms
+                    sums[on][1] += whole - p.prefill_ms
+                    if on and r == 0:
+                        tokens, accepted, passes_on = tokens + p.decode_tokens, accepted + p.accepted_drafts, passes_on + p.decode_passes
+                same = same and out[True] == out[False]
+            for on in (True, False):
+                runs[on].append((sums[on][0], sums[on][1]))
         b.lookup = default
-        return {"states": len(repetitive_states()), "tokens": tokens, "accepted_drafts": accepted, "passes": passes,
-                "tokens_per_pass": round(tokens / max(1, passes), 2),
-                "accepted_per_pass": round(accepted / max(1, passes), 2), "decode_ms_lookup": round(ms[True], 1),
-                "decode_ms_plain": round(ms[False], 1), "speedup": round(ms[False] / max(1e-9, ms[True]), 2),
+        med = {on: [statistics.median(x[k] for x in runs[on]) for k in (0, 1)] for on in (True, False)}
+        return {"states": len(states), "passes_over_states": max(1, passes), "tokens": tokens,
+                "accepted_drafts": accepted, "passes": passes_on,
+                "tokens_per_pass": round(tokens / max(1, passes_on), 2),
+                "accepted_per_pass": round(accepted / max(1, passes_on), 2),
+                "decode_ms_lookup": round(med[True][0], 1), "decode_ms_plain": round(med[False][0], 1),
+                "speedup": round(med[False][0] / max(1e-9, med[True][0]), 2),
+                "after_prefill_ms_lookup": round(med[True][1], 1), "after_prefill_ms_plain": round(med[False][1], 1),
+                "ms_per_token_lookup": round(med[True][1] / max(1, tokens), 3),
+                "ms_per_token_plain": round(med[False][1] / max(1, tokens), 3),
+                "speedup_after_prefill": round(med[False][1] / max(1e-9, med[True][1]), 2),
+                "speedups_by_pass": [round(off[1] / max(1e-9, on[1]), 2) for on, off in zip(runs[True], runs[False])],
                 "same_output": same}
 
 
@@ -271,6 +298,7 @@ def worker(argv: list[str]) -> int:
     p.add_argument("--context", type=int, default=CONTEXT)
     p.add_argument("--weights", default="auto")
     p.add_argument("--ids", required=True)
+    p.add_argument("--lookup-passes", type=int, default=1)
     a = p.parse_args(argv)
     ids = json.loads(Path(a.ids).read_text())
     if a.worker.startswith("tabd"):
@@ -287,10 +315,15 @@ def worker(argv: list[str]) -> int:
         elif command in ("extras", "memory") and isinstance(eng, TabdEngine):  # once, after the rounds
             print(json.dumps({"rss_bytes": rss_bytes(), "weights": eng.backend.weights_why,
                               "weight_bytes_held": eng.runner.weight_bytes(), "prefill_chunk": eng.backend.prefill_chunk,
-                              **({"lookup": eng.lookup()} if command == "extras" else {})}), flush=True)
+                              **({"lookup": _lookup_or_skip(eng, a.lookup_passes)} if command == "extras" else {})}),
+                  flush=True)
         else:
             break
     return 0
+
+
+def _lookup_or_skip(eng: TabdEngine, passes: int) -> dict:
+    return eng.lookup(passes) if passes > 0 else {"skipped": "--engines-lookup-passes 0"}
 
 
 # -- the parent ---------------------------------------------------------------------
@@ -384,7 +417,8 @@ def run_section(args: argparse.Namespace) -> dict:
             cmd = [sys.executable, "-m", "tabd.predictor.bench.engines", "--worker", kind, "--ids", str(ids_file),
                    "--threads", str(threads), "--model", str(model_dir), "--context", str(context),
                    "--weights", what if kind.startswith("tabd") else "auto",
-                   "--gguf", what if kind.startswith("llamacpp") else ""]
+                   "--gguf", what if kind.startswith("llamacpp") else "",
+                   "--lookup-passes", str(getattr(args, "engines_lookup_passes", 1))]
             t0 = time.perf_counter()
             workers[name], labels[name] = _start(name, cmd, threads)
             say(f"{name} ready in {time.perf_counter() - t0:.0f} s")

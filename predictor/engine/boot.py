@@ -199,6 +199,12 @@ class NativeRunner:
         best, _ = self.native.step(token, cache)
         return best, self.native.probs[0]
 
+    def verify_logits(self, ids: list[int], cache: NumpyCache) -> np.ndarray | None:
+        """Up to NATIVE_STEPS tokens in one pass; the logits after each (a reused buffer), as FastLlama's."""
+        if len(ids) > NATIVE_STEPS:
+            return None
+        return self.native.steps(ids, cache)
+
     def verify(self, ids: list[int], cache: NumpyCache) -> list[tuple[int, float]] | None:
         if len(ids) > NATIVE_STEPS:
             return None

@@ -63,24 +63,49 @@ def greedy(logits: torch.Tensor, allowed: torch.Tensor | None = None) -> int:
 
 @inference
 def score_tokens(model, logits: torch.Tensor, cache, tokens: list[int], min_joint: float,
-                 first_allowed: torch.Tensor | None = None) -> list[float]:
+                 first_allowed: torch.Tensor | None = None, batch: bool = True,
+                 passes: list[int] | None = None) -> list[float]:
     """The model's probability of each of `tokens` in turn (teacher-forced), feeding each into the cache.
 
     Stops once the joint probability of the tokens so far falls below min_joint:
-    nothing after that point can be shown.
+    nothing after that point can be shown. The cache then holds the tokens whose
+    successor was scored (one fewer than the probabilities). Where the runner has
+    a multi-token pass (and `batch`), 2, then 4, then up to 8 tokens are fed per
+    pass, the cache cut back after a stop: the same numbers (each row is the
+    logits one step gives), a pass per 8 tokens of a long copy instead of one per
+    token. `passes`, when given, is told the tokens of each model pass.
     """
     probs: list[float] = []
-    joint = 1.0
-    for i, token in enumerate(tokens):
-        p = token_p(logits, token, first_allowed if i == 0 else None)
-        if p is None:
-            return probs
-        probs.append(p)
-        joint *= p
-        if joint < min_joint or i == len(tokens) - 1:
-            return probs
-        logits = forward_last(model, [token], cache)
+    p = token_p(logits, tokens[0], first_allowed) if tokens else None
+    if p is None:
+        return probs
+    probs.append(p)
+    joint = p
+    fed = 0  # tokens fed so far: tokens[:fed]
+    step = 2  # tokens per pass, doubled while the copy holds: a copy rejected early costs a short pass only
+    verify_logits = getattr(model, "verify_logits", None) if batch else None
+    while joint >= min_joint and len(probs) < len(tokens):
+        k = min(step if verify_logits else 1, len(tokens) - 1 - fed)
+        step = min(STEP_TOKENS, step * 2)
+        rows = verify_logits(tokens[fed : fed + k], cache) if k > 1 else None
+        if rows is None:  # one token a pass (transformers' caches too: they have no `length` to cut back to)
+            k, rows = 1, [forward_last(model, [tokens[fed]], cache)]
+        if passes is not None:
+            passes.append(k)
+        base = cache.length - k if k > 1 else 0
+        for j in range(k):
+            p = token_p(rows[j], tokens[fed + j + 1])
+            probs.append(p)
+            joint *= p
+            if joint < min_joint or len(probs) == len(tokens):
+                if k > 1:
+                    cache.truncate(base + j + 1)  # as if fed one at a time up to here
+                return probs
+        fed += k
     return probs
+
+
+STEP_TOKENS = 8  # tokens per multi-token pass (decode.c's MAXB)
 
 
 class Lookup:
@@ -90,13 +115,20 @@ class Lookup:
     after the last 3-gram (or else 2-gram) seen before is a good guess at what comes next. The tokens
     are kept as a string of code points, one per token, so finding the latest occurrence is one
     str.rfind in C: indexing a 2k-token prompt n-gram by n-gram in Python cost ~5 ms per request,
-    more than the 16 tokens the drafts were to save on the embedded model."""
+    more than the 16 tokens the drafts were to save on the embedded model.
+
+    `doc` is the text before the cursor in the document's order (the prompt without the suffix and
+    the infilling markers) and is searched first: in the prompt itself the decoded tokens follow the
+    suffix and a marker, so for the first tokens of a suggestion the last n-gram is a marker and
+    the cursor's own line has no match there. The whole prompt (the suffix too) comes second."""
 
     NGRAMS = (3, 2)
 
-    def __init__(self, context: list[int], max_draft: int = 7) -> None:
-        fits = all(0 <= t < 0x110000 for t in context)
+    def __init__(self, context: list[int], max_draft: int = 7, doc: list[int] | None = None) -> None:
+        doc = list(doc or ())
+        fits = all(0 <= t < 0x110000 for t in context) and all(0 <= t < 0x110000 for t in doc)
         self.text = "".join(map(chr, context)) if fits else ""
+        self.doc = "".join(map(chr, doc)) if fits else ""
         self.max_draft = max_draft if fits else 0  # a token id past Unicode's range: no drafts (never seen)
         self.k = 2  # drafts per pass now: doubled while the model agrees, cut back when it does not
         self.cool = 0  # plain steps to take before drafting again, after a pass the model rejected outright
@@ -105,19 +137,23 @@ class Lookup:
     def add(self, token: int) -> None:
         if self.max_draft and 0 <= token < 0x110000:
             self.text += chr(token)
+            if self.doc:
+                self.doc += chr(token)
 
     def draft(self, limit: int) -> list[int]:
         if self.cool > 0:
             self.cool -= 1
             return []
         limit = min(limit, self.max_draft, self.k)
-        text = self.text
-        for n in self.NGRAMS:
-            if len(text) <= n or limit <= 0:
-                continue
-            at = text.rfind(text[-n:], 0, len(text) - 1)  # the latest occurrence with a token after it
-            if at >= 0:
-                return [ord(c) for c in text[at + n : at + n + limit]]
+        if limit <= 0:
+            return []
+        for text in (self.doc, self.text):
+            for n in self.NGRAMS:
+                if len(text) <= n:
+                    continue
+                at = text.rfind(text[-n:], 0, len(text) - 1)  # the latest occurrence with a token after it
+                if at >= 0:
+                    return [ord(c) for c in text[at + n : at + n + limit]]
         return []
 
     def feedback(self, drafted: int, accepted: int) -> None:

@@ -198,6 +198,13 @@ class FastLlama:
         best = int(torch.argmax(logits))
         return best, float(torch.exp(logits[best] - torch.logsumexp(logits, 0)))
 
+    def verify_logits(self, ids: list[int], cache: FastCache) -> torch.Tensor | None:
+        """Feed up to NATIVE_STEPS tokens in one native pass; the logits after each ([n, vocab], a reused
+        buffer: read before the next pass), bit for bit one step's. None where there is no native step."""
+        if self.native is None or len(ids) > NATIVE_STEPS:
+            return None
+        return self.native.steps(ids, cache)
+
     def verify(self, ids: list[int], cache: FastCache) -> list[tuple[int, float]] | None:
         """Feed up to NATIVE_STEPS tokens in one native pass; the greedy choice and its probability after
         each, the numbers one step at a time gives. None where there is no native step."""

@@ -33,6 +33,10 @@ class Runner(Protocol):
     def new_cache(self, capacity: int) -> KVCache:
         """An empty cache for up to `capacity` tokens."""
 
+    def verify_logits(self, ids: list[int], cache: Any) -> torch.Tensor | None:
+        """Feed a few tokens in one pass; the logits after each ([n, vocab], the numbers one step at a time
+        gives), or None where the runner has no such pass (teacher-forced scoring then goes a token a pass)."""
+
     def verify(self, ids: list[int], cache: Any) -> list[tuple[int, float]] | None:
         """Feed a few tokens in one pass; the greedy choice and its probability after each, as one step at a
         time gives them, or None where the runner has no such pass (prompt-lookup drafts need it to stay
@@ -114,6 +118,9 @@ class TransformersRunner:
 
     def verify(self, ids: list[int], cache: Any) -> None:
         return None  # no exact multi-token pass: decode one token at a time
+
+    def verify_logits(self, ids: list[int], cache: Any) -> None:
+        return None
 
     def new_cache(self, capacity: int) -> KVCache:
         if self.in_place:

@@ -15,6 +15,12 @@ static inline v8 hsum8(const v8 r[8]) {
 #endif
 }
 
+#ifdef __FMA__
+#define FMA8(a, b, c) ((v8)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
+#else
+#define FMA8(a, b, c) ((c) + (a) * (b))
+#endif
+
 /* Eight weights as fp32, from fp32, bf16 or int8 storage (T is a constant where this is inlined). */
 static inline v8 wload(const void *w, int64_t i, const int T) {
     if (T == 0) return load8((const float *)w + i);
@@ -58,7 +64,7 @@ static inline void mv_panel(const float *x, int64_t xs, const int NT, const void
             for (int c = 0; c < SWV; c++) wv[c] = wload(w, wr + 8 * c, T);
             for (int t = 0; t < NT; t++) {
                 const v8 xi = splat(x[t * xs + i]);
-                for (int c = 0; c < SWV; c++) a[t * SWV + c] += xi * wv[c];
+                for (int c = 0; c < SWV; c++) a[t * SWV + c] = FMA8(xi, wv[c], a[t * SWV + c]);
             }
         }
         for (int t = 0; t < NT; t++)
@@ -69,6 +75,47 @@ static inline void mv_panel(const float *x, int64_t xs, const int NT, const void
             }
     }
 }
+
+#ifdef __AVX512F__
+/* Sixteen weights as fp32, from fp32, bf16 or int8 storage. */
+static inline __m512 wload16(const void *w, int64_t i, const int T) {
+    if (T == 0) return _mm512_loadu_ps((const float *)w + i);
+    if (T == 1)
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)w + i))), 16));
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)((const int8_t *)w + i))));
+}
+
+/* mv_panel for 2 <= NT <= 8 tokens in 512-bit registers: two stripes of 32 columns, 2 NT accumulators, so a
+ * verify pass of 8 tokens streams each panel once (mv_panel's 256-bit stripes take 4 tokens a stream, and
+ * ran at a third of this rate).  Each lane is still sum + x_i * w_i, rounded twice, row by row from zero: the
+ * sequence mv_panel runs (inlined into code built with -ffp-contract=off, its `a += xi * wv` is a multiply
+ * and an add, not a fused one), so a token gets the same bits here as alone. */
+__attribute__((always_inline))
+static inline void mv_panel_z(const float *x, int64_t xs, const int NT, const void *w, const int T, int rows, int lo,
+                              float *out, int64_t os, const float *scale) {
+    const int64_t base = (int64_t)lo * rows;
+    for (int s = 0; s < 64; s += 32) {
+        __m512 a[16];
+        for (int k = 0; k < 2 * NT; k++) a[k] = _mm512_setzero_ps();
+        for (int i = 0; i < rows; i++) {
+            const int64_t wr = base + (int64_t)i * 64 + s;
+            const __m512 w0 = wload16(w, wr, T), w1 = wload16(w, wr + 16, T);
+            for (int t = 0; t < NT; t++) {
+                const __m512 xi = _mm512_set1_ps(x[t * xs + i]);
+                a[2 * t] = _mm512_fmadd_ps(xi, w0, a[2 * t]);
+                a[2 * t + 1] = _mm512_fmadd_ps(xi, w1, a[2 * t + 1]);
+            }
+        }
+        for (int t = 0; t < NT; t++)
+            for (int c = 0; c < 2; c++) {
+                __m512 r = a[2 * t + c];
+                if (T == 2) r = _mm512_mul_ps(r, _mm512_loadu_ps(scale + lo + s + 16 * c));
+                _mm512_storeu_ps(out + t * os + lo + s + 16 * c, r);
+            }
+    }
+}
+#endif
 
 /* A partial panel (fewer than 64 columns), one token at a time. */
 __attribute__((optimize("fp-contract=fast"), always_inline))
@@ -92,6 +139,18 @@ static inline void mv_block_t(const float *x, int64_t xs, int n, const void *w, 
         for (int t = 0; t < n; t++) mv_narrow(x + t * xs, w, T, rows, lo, hi, out + t * os, scale);
         return;
     }
+#ifdef __AVX512F__
+    switch (n) {  /* a verify pass or a keystroke's few tokens: one stream of the panel for all of them */
+        case 2: mv_panel_z(x, xs, 2, w, T, rows, lo, out, os, scale); return;
+        case 3: mv_panel_z(x, xs, 3, w, T, rows, lo, out, os, scale); return;
+        case 4: mv_panel_z(x, xs, 4, w, T, rows, lo, out, os, scale); return;
+        case 5: mv_panel_z(x, xs, 5, w, T, rows, lo, out, os, scale); return;
+        case 6: mv_panel_z(x, xs, 6, w, T, rows, lo, out, os, scale); return;
+        case 7: mv_panel_z(x, xs, 7, w, T, rows, lo, out, os, scale); return;
+        case 8: mv_panel_z(x, xs, 8, w, T, rows, lo, out, os, scale); return;
+        default: break;
+    }
+#endif
     int t = 0;
     for (; t + 4 <= n; t += 4) mv_panel(x + t * xs, xs, 4, w, T, rows, lo, out + t * os, os, scale);
     switch (n - t) {

@@ -1,0 +1,52 @@
+"""`tabd bench lookup`: prompt-lookup decoding on and off over a session with repetition, in one process.
+
+Two sessions over `engines.repetitive_states()`, a file of near-identical
+methods typed through its second half: "line_ends" (a request at the end of
+each line, the rest of the file after the cursor) and "keystrokes" (a request
+every 12 characters, mid-line as while typing, nothing after the cursor: new
+code repeating the pattern above it). Each runs `--lookup-passes` times with
+lookup on and off alternating state by state, so the machine's noise falls on
+both; medians over the passes. `tabd bench engines` reports the same figures
+for its first weight format beside llama.cpp; this section runs them alone, on
+the embedded model or a `--shape`, at `--lookup-threads` threads.
+"""
+from __future__ import annotations
+
+import argparse
+
+KEYSTROKE_EVERY = 12  # characters between two requests of the "keystrokes" session
+
+
+def _at_least_1(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--lookup-passes must be at least 1, not {value!r}")
+    return n
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("bench lookup")
+    g.add_argument("--lookup-passes", type=_at_least_1, default=7, help="times over the session's states (medians; default 7)")
+    g.add_argument("--lookup-threads", type=int, default=1,
+                   help="model threads (default 1: on a shared pair of cores a multi-token pass waits for its second thread)")
+
+
+def run_section(args: argparse.Namespace) -> dict:
+    from tabd.predictor.bench import shapes
+    from tabd.predictor.bench.engines import TabdEngine
+
+    passes = max(1, getattr(args, "lookup_passes", 7))
+    shape = getattr(args, "shape", "embedded") or "embedded"
+    model_dir = getattr(args, "model", None) or str(shapes.model_dir(shape))
+    threads = max(1, getattr(args, "lookup_threads", 1))
+    eng = TabdEngine(model_dir, threads, "fast", getattr(args, "weights", "auto") or "auto")
+    report = {}
+    for name, every in (("line_ends", 0), ("keystrokes", KEYSTROKE_EVERY)):
+        eng.lookup(1, every)  # warm-up: the native build, the slots' first prefills
+        report[name] = eng.lookup(passes, every)
+    report.update({"shape": shape, "threads": threads, "weights": eng.backend.weights_why,
+                   "tabd_engine": eng.backend.engine_name})
+    return report
