@@ -275,3 +275,12 @@ def test_a_copy_candidate_is_shown_as_far_as_the_model_verifies_it(fixture_model
     prefix = "    value = compute(1)\n    other = 2\n    value ="
     assert copy_suggestion(prefix) == " compute(1)"
     assert backend.predict(prefix, "\n", on).text == SUGGESTION
+
+
+def test_token_healing_allows_every_token_that_starts_with_the_backed_off_text(reuse):
+    vocab = reuse.vocab_text()
+    for heal in ("s", "se", "self", "re", "x", "_", "Tr", "get", "zzzq"):
+        scan = [i for i, t in enumerate(vocab) if t.startswith(heal) and i not in reuse.stop_ids]
+        got = reuse._allowed_first(heal)
+        assert (got.tolist() if got is not None else []) == scan, heal  # the same ids, in the same order
+    assert reuse._allowed_first("") is None
