@@ -92,19 +92,17 @@ class LocalBackend:
             self.threads.use_torch()
         self.template = self._choose_template(fim)
         self.kv_reuse = kv_reuse
-        # prompt-lookup drafts, verified in one native pass (same tokens, fewer passes); by default where decode
-        # is bound by memory (a pass of 8 tokens costs about one of 1): on the embedded model it costs ~4 and loses
-        self.lookup = lookup
+        # prompt-lookup drafts, and the copy candidate, verified several tokens a native pass (same tokens, fewer
+        # passes): on by default. Where decode is bound by memory (0.5B and up) a pass of 8 costs about one of 1;
+        # on the embedded model, since passes of 2-8 tokens stream each weight once, it wins there too (tabd bench
+        # lookup: 1.08-1.57x at 1 and 2 threads); before that a pass of 8 cost 3.6 of 1 there and lookup was off
+        self.lookup = True if lookup is None else lookup
         if booted is None:
             self.parameters = sum(p.numel() for p in self.model.parameters())
             self.engine_name, self.runner = self._choose_engine("fast" if engine == "auto" else engine, weights)
         else:
             self.parameters = booted[1].parameters
             self.engine_name, self.runner = booted
-        if self.lookup is None:
-            from tabd.predictor.engine.layout import AUTO_FP32_BYTES
-
-            self.lookup = 4 * self.parameters > AUTO_FP32_BYTES
         self.prefill_chunk = max(1, prefill_chunk or generate.chunk_for(self.parameters))
         self.max_slots = max_slots
         self.max_kv_bytes = max_kv_bytes
