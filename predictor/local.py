@@ -92,17 +92,18 @@ class LocalBackend:
             self.threads.use_torch()
         self.template = self._choose_template(fim)
         self.kv_reuse = kv_reuse
-        # prompt-lookup drafts, and the copy candidate, verified several tokens a native pass (same tokens, fewer
-        # passes): on by default. Where decode is bound by memory (0.5B and up) a pass of 8 costs about one of 1;
-        # on the embedded model, since passes of 2-8 tokens stream each weight once, it wins there too (tabd bench
-        # lookup: 1.08-1.57x at 1 and 2 threads); before that a pass of 8 cost 3.6 of 1 there and lookup was off
-        self.lookup = True if lookup is None else lookup
+        # prompt-lookup drafts and the copy candidate verified several tokens a native pass (same tokens, fewer
+        # passes). None: per request (_lookup_now); True/False: always/never
+        self.lookup = lookup
         if booted is None:
             self.parameters = sum(p.numel() for p in self.model.parameters())
             self.engine_name, self.runner = self._choose_engine("fast" if engine == "auto" else engine, weights)
         else:
             self.parameters = booted[1].parameters
             self.engine_name, self.runner = booted
+        from tabd.predictor.engine.layout import AUTO_FP32_BYTES
+
+        self.memory_bound = 4 * self.parameters > AUTO_FP32_BYTES  # decode streams more than it computes
         self.prefill_chunk = max(1, prefill_chunk or generate.chunk_for(self.parameters))
         self.max_slots = max_slots
         self.max_kv_bytes = max_kv_bytes
@@ -379,7 +380,7 @@ class LocalBackend:
         slot_id: str = "default",
         context: Sequence[ContextChunk] = (),
     ) -> Prediction:
-        self.threads.adjust()
+        lookup = self._lookup_now(self.threads.adjust())
         line = postprocess.CursorLine.of(prefix, suffix)
         layout = self.layout(prefix, suffix, settings.max_new_tokens, prompt_chunks(context))
         ids = layout.ids
@@ -401,7 +402,7 @@ class LocalBackend:
             return not postprocess.whole(text, line, settings.multiline, settings.max_lines)
 
         probs: list[float] = []
-        look = generate.Lookup(ids, doc=layout.before_cursor) if self.lookup and self.engine_name in ("fast", "native") else None
+        look = generate.Lookup(ids, doc=layout.before_cursor) if lookup and self.engine_name in ("fast", "native") else None
         tokens = generate.decode_n_tokens(
             self.runner, logits, slot.cache, settings.max_new_tokens, go_on, slot.ids.append, self._allowed_first(heal),
             probs, look,
@@ -416,7 +417,7 @@ class LocalBackend:
         confidence = self._confidence(tokens, probs, heal, line, settings, len(text))
         score_passes: list[int] = []  # tokens per pass of the copy's verification
         text, confidence, scored = self._copy_candidate(prefix, text, confidence, logits, slot, len(ids), layout, line,
-                                                        settings, context, score_passes)
+                                                        settings, context, score_passes, lookup)
         return Prediction(
             text=text,
             prefill_tokens=len(ids) - reused,
@@ -431,6 +432,16 @@ class LocalBackend:
             engine=self.engine_name,
             torch_loaded="torch" in sys.modules,
         )
+
+    def _lookup_now(self, threads: int) -> bool:
+        """Whether this request verifies drafts and the copy several tokens a pass (the output is the same).
+
+        Unless set, yes where decode is bound by memory (over 512 MB of fp32 weights: a pass of 8 costs about
+        one of 1), and on one thread. A small model at 2 threads is left one token a pass: with another job
+        on a pair of cores, a pass's second thread waits at its barriers (tabd bench lookup at 2 threads,
+        load ~3: 0.27-1.72x pass by pass, 0.37x over one run), and the daemon keeps 2 threads at that load.
+        """
+        return self.lookup if self.lookup is not None else (self.memory_bound or threads == 1)
 
     def _prefill(self, slot_id: str, ids: list[int], should_stop: Callable[[], bool]):
         """(slot, tokens reused, logits at the end) after running the part of `ids` the slot's cache lacks."""
@@ -460,7 +471,7 @@ class LocalBackend:
                           prefill_ms=(time.perf_counter() - t0) * 1000, context_tokens=layout.context_tokens)
 
     def _copy_candidate(self, prefix, text, confidence, logits, slot, prompt_len, layout, line, settings, context=(),
-                        passes: list[int] | None = None):
+                        passes: list[int] | None = None, batch: bool = False):
         """(text, confidence, tokens scored): the copy candidate where the model verifies it, else the model's own.
 
         Code repeats itself, and a small model judges a copy better than it
@@ -484,7 +495,7 @@ class LocalBackend:
         self._cut(slot, prompt_len)
         # with lookup on, the copy is verified as drafts are: several tokens a pass, the same numbers
         probs = generate.score_tokens(self.runner, logits, slot.cache, cand_ids, t, self._allowed_first(heal),
-                                      batch=bool(self.lookup), passes=passes)
+                                      batch=batch, passes=passes)
         slot.ids.extend(cand_ids[: max(0, len(probs) - 1)])  # the tokens fed (the last scored one is not)
         scored = self._confidence(cand_ids, probs, heal, line, settings, len(candidate))
         verified, joint = 0, 1.0

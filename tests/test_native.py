@@ -356,6 +356,19 @@ def test_bench_preempt_drives_a_real_server_and_reports_the_wait_against_a_chunk
     assert row["queue_over_chunk"] == pytest.approx(row["b_queue_ms"] / row["chunk_ms"], abs=0.01)
 
 
+def test_lookup_runs_on_one_thread_or_where_decode_is_bound_by_memory(backend):
+    saved = backend.lookup, backend.memory_bound
+    try:
+        backend.lookup, backend.memory_bound = None, False  # the embedded model, unset: by the request's threads
+        assert backend._lookup_now(1) and not backend._lookup_now(2)
+        backend.memory_bound = True  # 0.5B and up: a pass of 8 costs about one of 1, at any thread count
+        assert backend._lookup_now(2)
+        backend.lookup = False  # set: always as set
+        assert not backend._lookup_now(1)
+    finally:
+        backend.lookup, backend.memory_bound = saved
+
+
 def test_lookup_drafts_what_followed_the_latest_earlier_occurrence():
     look = generate.Lookup([5, 6, 7, 8, 9, 1, 6, 7, 8, 2, 3], max_draft=7)
     look.k = 7

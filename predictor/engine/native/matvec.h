@@ -15,12 +15,6 @@ static inline v8 hsum8(const v8 r[8]) {
 #endif
 }
 
-#ifdef __FMA__
-#define FMA8(a, b, c) ((v8)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
-#else
-#define FMA8(a, b, c) ((c) + (a) * (b))
-#endif
-
 /* Eight weights as fp32, from fp32, bf16 or int8 storage (T is a constant where this is inlined). */
 static inline v8 wload(const void *w, int64_t i, const int T) {
     if (T == 0) return load8((const float *)w + i);
@@ -64,7 +58,7 @@ static inline void mv_panel(const float *x, int64_t xs, const int NT, const void
             for (int c = 0; c < SWV; c++) wv[c] = wload(w, wr + 8 * c, T);
             for (int t = 0; t < NT; t++) {
                 const v8 xi = splat(x[t * xs + i]);
-                for (int c = 0; c < SWV; c++) a[t * SWV + c] = FMA8(xi, wv[c], a[t * SWV + c]);
+                for (int c = 0; c < SWV; c++) a[t * SWV + c] += xi * wv[c];
             }
         }
         for (int t = 0; t < NT; t++)
@@ -103,8 +97,8 @@ static inline void mv_panel_z(const float *x, int64_t xs, const int NT, const vo
             const __m512 w0 = wload16(w, wr, T), w1 = wload16(w, wr + 16, T);
             for (int t = 0; t < NT; t++) {
                 const __m512 xi = _mm512_set1_ps(x[t * xs + i]);
-                a[2 * t] = _mm512_fmadd_ps(xi, w0, a[2 * t]);
-                a[2 * t + 1] = _mm512_fmadd_ps(xi, w1, a[2 * t + 1]);
+                a[2 * t] = _mm512_add_ps(a[2 * t], _mm512_mul_ps(xi, w0));
+                a[2 * t + 1] = _mm512_add_ps(a[2 * t + 1], _mm512_mul_ps(xi, w1));
             }
         }
         for (int t = 0; t < NT; t++)
