@@ -9,7 +9,6 @@ prefetch starts decoding almost at once.
 """
 from __future__ import annotations
 
-import bisect
 import sys
 import time
 from types import SimpleNamespace
@@ -117,7 +116,7 @@ class LocalBackend:
         self.kv_bytes_per_token = 2 * cfg.num_hidden_layers * kv_heads * head_dim * elem
         self.stop_ids = self._stop_ids()
         self._vocab_text: list[str] | None = None
-        self._vocab_sorted: list[tuple[str, int]] | None = None  # (text, id) by text: token healing's bisection
+        self._first_tokens: prompt_ids.FirstTokens | None = None
         self.last_tokens: list[int] = []
         self._context_ids: tuple[tuple, list[int]] = ((), [])  # the last context's ids: it changes rarely
         self.model_id = f"{self.model_dir}|{self.template.name}"  # the engine is not part of it: all give the same tokens
@@ -275,28 +274,15 @@ class LocalBackend:
         pieces = self.template.pieces(prompt_ids.PREFIX_SLOT, prompt_ids.SUFFIX_SLOT)
         return PromptLayout(head + prompt_ids.lay_out(self.tokenizer, pieces, slots), heal, len(head), head + prefix_ids)
 
-    def _allowed_first(self, heal: str) -> torch.Tensor | None:
-        """The ids of the tokens that start with `heal` (the backed-off last token), ascending, stop tokens out.
-
-        Found by bisecting the vocabulary sorted by text: those tokens are one run there. A scan of the
-        whole vocabulary cost ~3 ms a request on the embedded model's 8k tokens (twice a request: the
-        decode and the copy's verification), more than the decode it came before; 150k at Qwen's size.
-        """
+    def _allowed_first(self, heal: str):
+        """The ids of the tokens that start with `heal` (prompt_ids.FirstTokens), as the runner's logits index."""
         if not heal:
             return None
-        if self._vocab_sorted is None:
-            self._vocab_sorted = sorted((t, i) for i, t in enumerate(self.vocab_text()))
-        entries = self._vocab_sorted
-        ok = []
-        for j in range(bisect.bisect_left(entries, (heal, -1)), len(entries)):
-            text, i = entries[j]
-            if not text.startswith(heal):
-                break
-            if i not in self.stop_ids:
-                ok.append(i)
+        if self._first_tokens is None:
+            self._first_tokens = prompt_ids.FirstTokens(self.vocab_text(), self.stop_ids)
+        ok = self._first_tokens.starting_with(heal)
         if not ok:
             return None
-        ok.sort()  # the order a scan gives: the allowed logits are summed in it
         if self.engine_name == "native":  # the torch-free runner's logits are numpy arrays
             import numpy as np
 
@@ -435,12 +421,8 @@ class LocalBackend:
 
     def _lookup_now(self, threads: int) -> bool:
         """Whether this request verifies drafts and the copy several tokens a pass (the output is the same).
-
-        Unless set, yes where decode is bound by memory (over 512 MB of fp32 weights: a pass of 8 costs about
-        one of 1), and on one thread. A small model at 2 threads is left one token a pass: with another job
-        on a pair of cores, a pass's second thread waits at its barriers (tabd bench lookup at 2 threads,
-        load ~3: 0.27-1.72x pass by pass, 0.37x over one run), and the daemon keeps 2 threads at that load.
-        """
+        Unless set: where decode is bound by memory (a pass of 8 costs about one of 1), and on one thread. At
+        2 threads with another job on the cores a small model's pass waits at its barriers (0.27-1.72x)."""
         return self.lookup if self.lookup is not None else (self.memory_bound or threads == 1)
 
     def _prefill(self, slot_id: str, ids: list[int], should_stop: Callable[[], bool]):
