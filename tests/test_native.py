@@ -208,6 +208,14 @@ def test_bench_lookup_runs_both_sessions_on_and_off_with_the_same_output():
         assert s["speedup_after_prefill"] == pytest.approx(
             s["after_prefill_ms_plain"] / s["after_prefill_ms_lookup"], abs=0.011)
     assert d["keystrokes"]["accepted_drafts"] > 0  # mid-line, the model agrees with what the pattern above says
+    from tabd.predictor.bench.engines import repetitive_states as session
+
+    assert d["keystrokes"]["states"] == len(session(12)) and d["line_ends"]["states"] == len(session())
+    whole = session()[0][0] + session()[0][1]
+    assert all(p.endswith("\n") and p + s == whole for p, s in session())  # line ends, the rest after the cursor
+    cuts = [len(p) for p, s in session(12) if s == "\n"]
+    assert len(cuts) == len(session(12)) and all(b - a == 12 for a, b in zip(cuts, cuts[1:]))  # every 12 chars
+    assert any(not p.endswith("\n") for p, _ in session(12))  # mid-line requests, as while typing
     bad = subprocess.run([sys.executable, "-m", "tabd.daemon", "bench", "lookup", "--lookup-passes", "0"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode != 0 and "--lookup-passes must be at least 1" in bad.stderr and "Traceback" not in bad.stderr
