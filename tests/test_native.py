@@ -200,6 +200,9 @@ def test_bench_lookup_runs_both_sessions_on_and_off_with_the_same_output():
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)["lookup"]
     assert d["shape"] == "embedded" and d["threads"] == 1
+    costs = d["pass_costs"]
+    assert costs["step_ms"] > 0 and sorted(costs["pass_ms"]) == [str(n) for n in range(1, 9)]
+    assert costs["pass_over_step"]["8"] == pytest.approx(costs["pass_ms"]["8"] / costs["step_ms"], abs=0.011)
     for name in ("line_ends", "keystrokes"):
         s = d[name]
         assert s["same_output"] is True and s["tokens"] > 0

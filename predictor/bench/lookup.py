@@ -48,5 +48,30 @@ def run_section(args: argparse.Namespace) -> dict:
         eng.lookup(1, every)  # warm-up: the native build, the slots' first prefills
         report[name] = eng.lookup(passes, every)
     report.update({"shape": shape, "threads": threads, "weights": eng.backend.weights_why,
-                   "tabd_engine": eng.backend.engine_name})
+                   "tabd_engine": eng.backend.engine_name, "pass_costs": pass_costs(eng.runner)})
     return report
+
+
+def pass_costs(runner, context: int = 300, calls: int = 300) -> dict:
+    """ms of a verify pass of 1..8 tokens against a one-token step after `context` tokens (medians, in turn):
+    what a draft costs, the other half of a lookup speed-up."""
+    import statistics
+    import time
+
+    from tabd.predictor.engine import generate
+
+    if getattr(runner, "verify", None) is None or runner.verify([0], runner.new_cache(4)) is None:
+        return {"skipped": "no multi-token pass in this engine"}
+    ids = [(7 * i) % 1000 + 10 for i in range(context + 8)]
+    cache = runner.new_cache(context + 16)
+    generate.prefill(runner, ids[:context], cache, context)
+    times: dict[int, list[float]] = {n: [] for n in range(9)}
+    for _ in range(calls):
+        for n in range(9):
+            cache.truncate(context)
+            t0 = time.perf_counter()
+            runner.decode_greedy(ids[context], cache) if n == 0 else runner.verify(ids[context : context + n], cache)
+            times[n].append((time.perf_counter() - t0) * 1000)
+    med = {n: statistics.median(t) for n, t in times.items()}
+    return {"context": context, "step_ms": round(med[0], 3), "pass_ms": {n: round(med[n], 3) for n in range(1, 9)},
+            "pass_over_step": {n: round(med[n] / med[0], 2) for n in range(1, 9)}}
