@@ -461,8 +461,12 @@ class LocalBackend:
         probability of them stays above lookup_min_p are right far more often
         than either the raw copy or the model's own guess. The candidate is
         scored teacher-forced from the prompt's logits (a decode step a token).
-        Its confidence is that verification: 1 for the verified part, 0 after,
-        so confidence gating shows the verified part and an invoked request all.
+        Its confidence is the model's probability of each copied token up to
+        where verification stops, and 0 after: confidence gating then judges a
+        copy as it judges the model's own text (shown as far as the joint
+        probability stays above --min-confidence), and an invoked request sees
+        all of it. Trusting the verified part whole (its confidence set to 1)
+        showed long copies the model found unlikely, which a Tab user rejects.
         """
         t = settings.lookup_min_p
         # the window first, then the workspace (the prompt's chunks, then whole open files): a name or a call
@@ -488,7 +492,9 @@ class LocalBackend:
             verified = end
         if not candidate[:verified].strip():
             return text, confidence, len(probs)
-        marks = ((verified, 1.0), (len(candidate), 1.0 if verified >= len(candidate) else 0.0))
+        marks = tuple((end, p) for end, p in scored if end <= verified)
+        if verified < len(candidate):
+            marks += ((len(candidate), 0.0),)
         self.last_tokens = list(cand_ids)  # what this request "decoded", for serve-model's raw text
         return candidate, marks, len(probs)
 

@@ -252,6 +252,26 @@ def test_teacher_forced_scores_equal_the_probabilities_recorded_while_decoding()
     assert [round(p, 4) for p in scored] == [round(p, 4) for p in probs]
 
 
+def test_a_verified_copy_is_gated_on_the_model_s_own_probabilities(fixture_model):
+    """A copy is judged as the model's own text is: its verified part carries the model's probability of each
+    copied token (not a blanket 1), so --min-confidence cuts a copy where the model's joint belief drops."""
+    from fixture_model import SUGGESTION
+
+    from tabd.predictor.postprocess import gate
+
+    backend = LocalBackend(fixture_model, device="cpu", threads=1)
+    prefix = "    result = total() + 1\n    other = 2\n    result ="
+    own = backend.predict(prefix, "\n", GenSettings(lookup_min_p=0.0))
+    copy = backend.predict(prefix, "\n", GenSettings(lookup_min_p=0.001))
+    assert own.text == SUGGESTION and copy.text == " total() + 1"
+    n = len(own.confidence)
+    assert n >= 2 and [p for _, p in copy.confidence[:n]] == pytest.approx([p for _, p in own.confidence], abs=1e-3)
+    assert copy.confidence[-1] == (len(copy.text), 0.0)  # the unverified tail: shown only when invoked
+    joint = own.confidence[0][1] * own.confidence[1][1]
+    assert gate(copy.text, copy.confidence, joint - 1e-4) == SUGGESTION
+    assert gate(copy.text, copy.confidence, joint + 1e-4) == " total"  # the second token takes the whole below it
+
+
 def test_a_copy_candidate_is_shown_as_far_as_the_model_verifies_it(fixture_model):
     """The fixture model writes ` total()` and finds any other token near impossible (tests/fixture_model.py)."""
     from fixture_model import SUGGESTION

@@ -329,7 +329,10 @@ def test_replay_accepts_matching_suggestions_and_serves_after_accept_from_cache(
     events.append({"t": round(0.1 * (len(typed) + 2), 3), "op": "close", "uri": uri})
     path = tmp_path / "matching.jsonl"
     write_session(path, events)
-    m = run_replay([read_session(path)], serve_options(think_ms=3000, server_args=SERVE_FLAGS + ["--model", fixture_model]))
+    # the replay's accept and after-accept path on the model's own, known suggestions: no copy candidates and no
+    # gating (the fixture model is unsure which word a typed "d" begins, so gating rightly hides its first guesses)
+    flags = SERVE_FLAGS + ["--model", fixture_model, "--lookup-min-p", "0", "--min-confidence", "0"]
+    m = run_replay([read_session(path)], serve_options(think_ms=3000, server_args=flags))
     assert m.error is None, m.error
     s = m.summary()
     print(json.dumps({k: v for k, v in s.items() if k != "server"}), continuations)
