@@ -23,7 +23,7 @@ from tabd.predictor.loader import DEFAULT_MODEL_DIR
 from tabd.predictor.local import LocalBackend
 from tabd.predictor.types import GenSettings, ModelLoadError
 
-from test_predictor import CODE, edits
+from test_predictor import CODE, edits, same_tokens_over_edits
 
 LIB, WHY = native.load()
 needs_native = pytest.mark.skipif(LIB is None, reason=f"no native build here: {WHY}")
@@ -62,11 +62,8 @@ def test_the_torch_free_and_fast_engines_suggest_the_same_tokens_over_an_edit_se
     fast = LocalBackend(engine="fast", weights=weights, threads=1)
     assert ours.engine_name == "native" and fast.engine_name == "fast"
     settings = GenSettings(max_new_tokens=24)
-    for prefix, suffix in edits():
-        a = ours.predict(prefix, suffix, settings, slot_id="d")
-        b = fast.predict(prefix, suffix, settings, slot_id="d")
-        assert ours.last_tokens == fast.last_tokens and a.text == b.text
-        assert a.reused_tokens == b.reused_tokens and a.confidence == b.confidence
+    for a, b in same_tokens_over_edits(ours, fast, settings):
+        assert a.text == b.text and a.reused_tokens == b.reused_tokens and a.confidence == b.confidence
     # a whole cold prompt of ~1k tokens through both: the torch-free prefill runs it in native pieces
     prefix = (CODE * 8)[-3000:]
     a, b = ours.predict(prefix, "", settings, slot_id="cold"), fast.predict(prefix, "", settings, slot_id="cold")
@@ -131,10 +128,7 @@ def test_a_qwen2_checkpoint_with_biases_in_fp32_or_bf16_is_served_torch_free_wit
     want = fast.runner.forward_last(ids, fast.runner.new_cache(len(ids)))
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-4)
     settings = GenSettings(max_new_tokens=12)
-    for prefix, suffix in list(edits())[:6]:
-        ours.predict(prefix, suffix, settings, slot_id="d")
-        fast.predict(prefix, suffix, settings, slot_id="d")
-        assert ours.last_tokens == fast.last_tokens
+    same_tokens_over_edits(ours, fast, settings, 6)
 
 
 def test_a_file_it_cannot_read_goes_to_torchs_loader_with_its_clear_error(tmp_path):

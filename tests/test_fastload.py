@@ -11,7 +11,7 @@ from tabd.predictor import fastload, loader
 from tabd.predictor.local import LocalBackend
 from tabd.predictor.types import GenSettings, ModelLoadError
 
-from test_predictor import CODE, edits
+from test_predictor import CODE, same_tokens_over_edits
 
 TEXTS = [CODE, "x = 'é ü 中文 🙂'\n\tdef  f():\r\n  pass", "<tabd_pre>a<tabd_suf>b<tabd_mid>", "", "   ", "\n\n\n"]
 
@@ -47,10 +47,7 @@ def test_fast_loaded_engine_suggests_what_the_transformers_loaded_engine_does():
     ref = LocalBackend(engine="plain", threads=1)  # transformers' loader and forward: the reference
     assert not isinstance(ref.model, fastload.FastModel)
     settings = GenSettings(max_new_tokens=16)
-    for prefix, suffix in list(edits())[:8]:
-        a = fast.predict(prefix, suffix, settings, slot_id="d")
-        b = ref.predict(prefix, suffix, settings, slot_id="d")
-        assert fast.last_tokens == ref.last_tokens and a.text == b.text
+    assert all(a.text == b.text for a, b in same_tokens_over_edits(fast, ref, settings, 8))
 
 
 def _qwen2_dir(tmp_path, bias_seed: int = 1):
@@ -85,10 +82,7 @@ def test_a_qwen2_checkpoint_with_bias_and_an_untied_head_loads_fast_and_agrees(t
     got = fast.runner.forward_last(ids, fast.runner.new_cache(len(ids)))
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     settings = GenSettings(max_new_tokens=12)
-    for prefix, suffix in list(edits())[:4]:
-        fast.predict(prefix, suffix, settings, slot_id="d")
-        ref.predict(prefix, suffix, settings, slot_id="d")
-        assert fast.last_tokens == ref.last_tokens
+    same_tokens_over_edits(fast, ref, settings, 4)
 
 
 def test_what_the_fast_loader_does_not_know_goes_to_transformers(tmp_path):

@@ -16,7 +16,7 @@ from tabd.predictor.loader import DEFAULT_MODEL_DIR
 from tabd.predictor.local import LocalBackend
 from tabd.predictor.types import GenSettings
 
-from test_predictor import CODE, edits
+from test_predictor import CODE, edits, same_tokens_over_edits
 
 LIB, WHY = native.load()
 needs_native = pytest.mark.skipif(LIB is None, reason=f"no native build here: {WHY}")
@@ -108,10 +108,7 @@ def test_native_and_torch_engines_suggest_the_same_tokens_over_an_edit_session(b
     torch_only = LocalBackend(kv_reuse=True, engine="torch", threads=1)
     assert backend.engine_name == "fast" and torch_only.engine_name == "torch"
     settings = GenSettings(max_new_tokens=24)
-    for prefix, suffix in edits():
-        a = backend.predict(prefix, suffix, settings, slot_id="n")
-        b = torch_only.predict(prefix, suffix, settings, slot_id="n")
-        assert backend.last_tokens == torch_only.last_tokens and a.text == b.text
+    assert all(a.text == b.text for a, b in same_tokens_over_edits(backend, torch_only, settings, slot_id="n"))
 
 
 @needs_native

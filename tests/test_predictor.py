@@ -70,6 +70,17 @@ def edits():
     yield prefix, suffix.replace("indent=2", "indent=4")  # an edit after the cursor
 
 
+def same_tokens_over_edits(a, b, settings: GenSettings, count: int | None = None, slot_id: str = "d") -> list[tuple]:
+    """Backends a and b through the edit session (its first `count` states, one slot each), asserting at each
+    state that they decode the same tokens; the (a's, b's) predictions, for what a test checks beyond that."""
+    pairs = []
+    for i, (prefix, suffix) in enumerate(list(edits())[:count]):
+        pairs.append((a.predict(prefix, suffix, settings, slot_id=slot_id),
+                      b.predict(prefix, suffix, settings, slot_id=slot_id)))
+        assert a.last_tokens == b.last_tokens, f"state {i}: the two engines decoded different tokens"
+    return pairs
+
+
 def test_greedy_with_kv_reuse_equals_full_recompute(reuse, fresh, chunked):
     settings = GenSettings(max_new_tokens=24)
     steps = 0
@@ -96,10 +107,7 @@ def test_transformers_forward_with_the_in_place_cache_agrees():
     fast = LocalBackend(kv_reuse=True, engine="fast", threads=1)
     assert fast.engine_name == "fast" and hf.engine_name == "hf"
     settings = GenSettings(max_new_tokens=16)
-    for prefix, suffix in list(edits())[:6]:
-        hf.predict(prefix, suffix, settings, slot_id="d")
-        fast.predict(prefix, suffix, settings, slot_id="d")
-        assert hf.last_tokens == fast.last_tokens
+    same_tokens_over_edits(hf, fast, settings, 6)
 
 
 def long_prompt() -> tuple[str, str]:

@@ -21,8 +21,7 @@ import numpy as np
 from tabd.predictor.engine import native
 from tabd.predictor.engine.kvbuffer import KVBuffer
 from tabd.predictor.engine.layout import PANEL, SMALL_BYTES, choose_format
-
-NATIVE_STEPS = 8  # verify() passes of up to this many tokens, as FastLlama's
+from tabd.predictor.engine.layout import PASS_TOKENS as NATIVE_STEPS  # verify() passes, as FastLlama's
 
 
 def pack_panels(w: np.ndarray) -> np.ndarray:

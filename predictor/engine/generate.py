@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from tabd.predictor.engine.chunking import CHUNK_WORK, PREFILL_CHUNK, chunk_for  # noqa: F401 (re-exported)
+from tabd.predictor.engine.layout import PASS_TOKENS
 from tabd.predictor.engine.runner import Runner, greedy_p, inference, token_p
 from tabd.predictor.types import Interrupted
 
@@ -86,7 +87,7 @@ def score_tokens(model, logits: torch.Tensor, cache, tokens: list[int], min_join
     verify_logits = getattr(model, "verify_logits", None) if batch else None
     while joint >= min_joint and len(probs) < len(tokens):
         k = min(step if verify_logits else 1, len(tokens) - 1 - fed)
-        step = min(STEP_TOKENS, step * 2)
+        step = min(PASS_TOKENS, step * 2)
         rows = verify_logits(tokens[fed : fed + k], cache) if k > 1 else None
         if rows is None:  # one token a pass (transformers' caches too: they have no `length` to cut back to)
             k, rows = 1, [forward_last(model, [tokens[fed]], cache)]
@@ -103,9 +104,6 @@ def score_tokens(model, logits: torch.Tensor, cache, tokens: list[int], min_join
                 return probs
         fed += k
     return probs
-
-
-STEP_TOKENS = 8  # tokens per multi-token pass (decode.c's MAXB)
 
 
 class Lookup:

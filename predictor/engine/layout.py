@@ -4,6 +4,7 @@ from __future__ import annotations
 FORMATS = ("fp32", "bf16", "int8")
 PANEL = 64  # columns per block in decode.c's mv_panel
 AUTO_FP32_BYTES = 512 << 20  # fp32 weights up to this size stay fp32 under --weights auto
+PASS_TOKENS = 8  # tokens one native pass takes at most (decode.c's MAXB): a keystroke's few, a token and its drafts
 SMALL_BYTES = 64 << 20  # fp32 weights up to this: a "small" model (plain prefill matrices, the lm_head in panels)
 
 

@@ -14,10 +14,10 @@ import torch
 import torch.nn.functional as F
 
 from tabd.predictor.engine.kvbuffer import KVBuffer
+from tabd.predictor.engine.layout import PASS_TOKENS as NATIVE_STEPS  # up to this many new tokens: native passes
 from tabd.predictor.engine.layout import SMALL_BYTES  # fp32 weights up to this: prefill also keeps plain matrices
 
 SUPPORTED = {"llama", "qwen2", "mistral"}
-NATIVE_STEPS = 8  # up to this many new tokens run as native one-token steps
 
 
 def supported(cfg) -> bool:
