@@ -385,9 +385,9 @@ def test_lookup_drafts_what_followed_the_latest_earlier_occurrence():
     assert look.draft(7) == [8, 9, 1, 6, 7, 8, 2]  # the 3-gram "5 6 7" seen at the start: what came after it
     look.add(99)
     assert look.draft(7) == []  # "7 99" and "6 7 99" were never seen
-    look = generate.Lookup([1, 2, 3, 4, 1, 2, 3, 5, 1, 2], max_draft=7)
+    look = generate.Lookup([1, 2, 3, 4, 9, 9, 9, 1, 2], max_draft=7)
     look.k = 7
-    assert look.draft(2) == [3, 5]  # the latest occurrence, cut to the limit
+    assert look.draft(2) == [3, 4]  # the latest (here the only) occurrence, cut to the limit
     assert generate.Lookup([1, 2, 0x110000, 1], max_draft=7).draft(7) == []  # an id past Unicode's range: no drafts
     # prefix-suffix-middle prompts: the decoded tokens follow the suffix and a marker in the prompt, so the
     # n-gram before the cursor is looked up in the text before the cursor, in the document's order
@@ -401,11 +401,45 @@ def test_lookup_drafts_what_followed_the_latest_earlier_occurrence():
     assert plain.draft(7) == []  # "7 <mid>" (the prompt's own last tokens) was never seen
 
 
+def method(name: int) -> list[int]:
+    """A pattern's tokens: "def", "get_", NAME, "(self):", "return", "self", ".", "data.get('", NAME, "')"."""
+    return [10, 11, name, 12, 13, 14, 15, 16, name, 17]
+
+
+def test_lookup_drafts_as_far_as_the_two_latest_occurrences_agree():
+    """Where the n-gram was seen twice, what followed both is drafted whole, whatever the adapted length says;
+    where the two copies differ at once (a name that varies), one token; seen once, the adapted length."""
+    three = [*method(1), *method(2), *method(3)]
+    for k in (1, 2, 7):
+        look = generate.Lookup([*three, 10, 11, 4, 12, 13], max_draft=7)
+        look.k = k
+        assert look.draft(7) == [14, 15, 16]  # "(self): return" -> "self . data.get('": both copies agree to there
+        assert look.draft(2) == [14, 15]  # cut to the limit
+    look = generate.Lookup([*three, 10, 11], max_draft=7)
+    assert look.k == 2 and look.draft(7) == [3]  # after "def get_" came 2, then 3: one token (the latest) only
+    look = generate.Lookup([*method(1), 99, 12, 13], max_draft=7)
+    assert look.draft(7) == [14, 15]  # "(self): return" seen once: k = 2 tokens of what followed it
+    look.feedback(2, 2)
+    assert look.draft(7) == [14, 15, 16, 1]  # all agreed: k doubled
+
+
+def test_lookup_stops_drafting_for_a_few_steps_after_two_rejected_passes_in_a_row():
+    look = generate.Lookup([*method(1), 99, 12, 13], max_draft=7)
+    look.feedback(2, 0)
+    look.feedback(1, 1)
+    look.feedback(2, 0)
+    assert look.draft(7) != []  # rejected, accepted, rejected: not in a row
+    look.feedback(1, 0)
+    assert [look.draft(7) for _ in range(generate.Lookup.COOL_STEPS)] == [[]] * generate.Lookup.COOL_STEPS
+    assert look.draft(7) != []  # then drafting again
+
+
 @needs_native
 @pytest.mark.parametrize("threads, weights", [(1, "fp32"), (1, "bf16"), (3, "int8"), (2, "bf16")])
 def test_a_pass_of_up_to_8_tokens_gives_one_steps_bits_in_every_weight_format(threads, weights):
-    """A verify pass (512-bit stripes for 2-8 tokens where the CPU has them) against one token a step, bit for
-    bit, in each weight format, with a partial column panel (intermediate 200) and a q/k/v bias."""
+    """A verify pass (whole 64-column panel rows in 512-bit registers for 2-6 tokens where the CPU has them, two
+    sweeps for 7-8) against one token a step, bit for bit, in each weight format, with a partial column panel
+    (intermediate 200) and a q/k/v bias."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     from tabd.predictor.engine.model import FastLlama
@@ -431,6 +465,41 @@ def test_a_pass_of_up_to_8_tokens_gives_one_steps_bits_in_every_weight_format(th
             assert torch.equal(a.k[:, :, :a.length], b.k[:, :, :b.length]) and a.length == b.length
     finally:
         torch.set_num_threads(old_threads)
+
+
+@needs_native
+@pytest.mark.parametrize("weights", ["fp32", "int8"])
+def test_the_native_greedy_choice_is_the_first_of_tied_maxima_as_torch_argmax(weights):
+    """The argmax the native step computes (64 lanes at a time, then the first index of the maximum) against
+    torch.argmax on its own logits, where the largest logit is tied across the vocabulary: lm_head rows that are
+    copies of one vector (and zeros before them), at indices inside and past the 64-lane blocks."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from tabd.predictor.engine.model import FastLlama
+
+    torch.manual_seed(2)
+    cfg = LlamaConfig(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=64,
+                      tie_word_embeddings=False)
+    model = LlamaForCausalLM(cfg).eval()
+    v = torch.randn(64)
+    with torch.no_grad():
+        w = model.lm_head.weight
+        w[:] = -v  # every row -v: the logit -h.v everywhere ...
+        w[:70] = 0.0  # ... but zeros first ...
+        w[[70, 150, 299]] = v  # ... and +h.v at three rows: the maximum, tied, at 70 or (h.v < 0) at 71
+    fast = FastLlama(model, weights=weights)
+    assert fast.native is not None, fast.native_why
+    ties = set()
+    for start in range(0, 40, 4):
+        cache = fast.new_cache(64)
+        generate.prefill(fast, list(range(start + 1, start + 9)), cache)
+        best, logits = fast.native.step(start + 9, cache)
+        top = logits.max()
+        assert int((logits == top).sum()) >= 2  # tied
+        assert best == int(torch.argmax(logits))  # the first of them
+        ties.add(best)
+    assert ties & {70, 71}
 
 
 @needs_native

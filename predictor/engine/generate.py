@@ -115,12 +115,20 @@ class Lookup:
     str.rfind in C: indexing a 2k-token prompt n-gram by n-gram in Python cost ~5 ms per request,
     more than the 16 tokens the drafts were to save on the embedded model.
 
+    How far to draft: where the n-gram occurred twice before, the two continuations are compared.
+    As far as they agree the text is the pattern's own ("(self):\n        return self.data.get('"),
+    and all of that is drafted at once; where they differ at once (the name each copy of the pattern
+    varies) one token is drafted, a pass that costs little more than a step. With one earlier
+    occurrence there is no such evidence, and the draft length `k` doubles while the model agrees and
+    falls back when it does not. After two passes in a row with nothing accepted, a few plain steps.
+
     `doc` is the text before the cursor in the document's order (the prompt without the suffix and
     the infilling markers) and is searched first: in the prompt itself the decoded tokens follow the
     suffix and a marker, so for the first tokens of a suggestion the last n-gram is a marker and
     the cursor's own line has no match there. The whole prompt (the suffix too) comes second."""
 
     NGRAMS = (3, 2)
+    COOL_AFTER, COOL_STEPS = 2, 4  # passes with nothing accepted in a row, then plain steps before drafting again
 
     def __init__(self, context: list[int], max_draft: int = 7, doc: list[int] | None = None) -> None:
         doc = list(doc or ())
@@ -128,8 +136,9 @@ class Lookup:
         self.text = "".join(map(chr, context)) if fits else ""
         self.doc = "".join(map(chr, doc)) if fits else ""
         self.max_draft = max_draft if fits else 0  # a token id past Unicode's range: no drafts (never seen)
-        self.k = 2  # drafts per pass now: doubled while the model agrees, cut back when it does not
-        self.cool = 0  # plain steps to take before drafting again, after a pass the model rejected outright
+        self.k = 2  # drafts per pass after a lone occurrence: doubled while the model agrees, cut back when not
+        self.cool = 0  # plain steps to take before drafting again, after passes the model rejected outright
+        self.failed = 0  # passes in a row with no draft accepted
         self.steps = self.drafted = self.accepted = 0  # verify passes, tokens drafted, drafts the model agreed with
 
     def add(self, token: int) -> None:
@@ -142,17 +151,31 @@ class Lookup:
         if self.cool > 0:
             self.cool -= 1
             return []
-        limit = min(limit, self.max_draft, self.k)
+        limit = min(limit, self.max_draft)
         if limit <= 0:
             return []
         for text in (self.doc, self.text):
             for n in self.NGRAMS:
                 if len(text) <= n:
                     continue
-                at = text.rfind(text[-n:], 0, len(text) - 1)  # the latest occurrence with a token after it
+                tail = text[-n:]
+                at = text.rfind(tail, 0, len(text) - 1)  # the latest occurrence with a token after it
                 if at >= 0:
-                    return [ord(c) for c in text[at + n : at + n + limit]]
+                    return [ord(c) for c in self._span(text, tail, at, limit)]
         return []
+
+    def _span(self, text: str, tail: str, at: int, limit: int) -> str:
+        """What to draft after the occurrence of `tail` at `at`: as far as it and the one before agree
+        (at least a token), or `k` tokens where it is the only one."""
+        after = text[at + len(tail) : at + len(tail) + limit]
+        before = text.rfind(tail, 0, at + len(tail) - 1)
+        if before < 0:
+            return after[: self.k]
+        other = text[before + len(tail) : before + len(tail) + len(after)]
+        same = 0
+        while same < len(after) and same < len(other) and after[same] == other[same]:
+            same += 1
+        return after[: max(1, same)]
 
     def feedback(self, drafted: int, accepted: int) -> None:
         """Adapt to how well the drafts go: a verify pass costs more per draft on a small model than a big one."""
@@ -160,8 +183,9 @@ class Lookup:
             self.k = min(self.max_draft, self.k * 2)
         else:
             self.k = max(1, accepted + 1)
-        if accepted == 0:
-            self.cool = 4
+        self.failed = self.failed + 1 if accepted == 0 else 0
+        if self.failed >= self.COOL_AFTER:
+            self.cool, self.failed = self.COOL_STEPS, 0
 
     def report(self) -> dict:
         return {"lookup_steps": self.steps, "drafted": self.drafted, "accepted_drafts": self.accepted}
