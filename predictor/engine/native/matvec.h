@@ -92,30 +92,27 @@ static inline void prefetch_ahead(const void *w, int64_t at, const int T) {
     for (int line = 0; line < 64 * es; line += 64) __builtin_prefetch(p + line, 0, 2);
 }
 
-/* mv_panel for 2 <= NT <= 6 tokens in 512-bit registers: each 64-column row of the panel as four vectors,
- * 4 NT accumulators (up to 24 of the 32 registers), so the panel streams once, in order, and even two tokens
- * keep eight independent sums in flight (two stripes of 32 columns, the layout before, left a pass of 2-3
- * tokens waiting on its adds: 1.43 steps for 3 tokens, now 1.25).  Each lane is still sum + x_i * w_i,
- * rounded twice, row by row from zero: the sequence mv_panel runs (inlined into code built with
- * -ffp-contract=off, its `a += xi * wv` is a multiply and an add, not a fused one), so a token gets the same
- * bits here as alone. */
+/* mv_panel for 2 <= NT <= 8 tokens in 512-bit registers: each 64-column row of the panel as four vectors, one
+ * at a time against every token's accumulators (4 NT of them, up to all 32 registers; at 8 tokens the
+ * compiler spills a few, still 15% under two sweeps), so the panel streams once, in order, and even two tokens
+ * keep eight independent sums in flight.  (Two stripes of 32 columns, the layout before, left a pass of 2-3
+ * tokens waiting on its adds and streamed the panel twice: 1.43 steps for 3 tokens, now 1.2.)  Each lane is
+ * still sum + x_i * w_i, rounded twice, row by row from zero: the sequence mv_panel runs (inlined into code
+ * built with -ffp-contract=off, its `a += xi * wv` is a multiply and an add, not a fused one), so a token gets
+ * the same bits here as alone. */
 __attribute__((always_inline))
 static inline void mv_panel_z(const float *x, int64_t xs, const int NT, const void *w, const int T, int rows, int lo,
                               float *out, int64_t os, const float *scale) {
     const int64_t base = (int64_t)lo * rows;
-    __m512 a[24];
+    __m512 a[32];
     for (int k = 0; k < 4 * NT; k++) a[k] = _mm512_setzero_ps();
     for (int i = 0; i < rows; i++) {
         const int64_t wr = base + (int64_t)i * 64;
         prefetch_ahead(w, wr, T);
-        const __m512 w0 = wload16(w, wr, T), w1 = wload16(w, wr + 16, T);
-        const __m512 w2 = wload16(w, wr + 32, T), w3 = wload16(w, wr + 48, T);
-        for (int t = 0; t < NT; t++) {
-            const __m512 xi = _mm512_set1_ps(x[t * xs + i]);
-            a[4 * t] = _mm512_add_ps(a[4 * t], _mm512_mul_ps(xi, w0));
-            a[4 * t + 1] = _mm512_add_ps(a[4 * t + 1], _mm512_mul_ps(xi, w1));
-            a[4 * t + 2] = _mm512_add_ps(a[4 * t + 2], _mm512_mul_ps(xi, w2));
-            a[4 * t + 3] = _mm512_add_ps(a[4 * t + 3], _mm512_mul_ps(xi, w3));
+        for (int c = 0; c < 4; c++) {
+            const __m512 wc = wload16(w, wr + 16 * c, T);
+            for (int t = 0; t < NT; t++)
+                a[4 * t + c] = _mm512_add_ps(a[4 * t + c], _mm512_mul_ps(_mm512_set1_ps(x[t * xs + i]), wc));
         }
     }
     for (int t = 0; t < NT; t++)
@@ -156,14 +153,8 @@ static inline void mv_block_t(const float *x, int64_t xs, int n, const void *w, 
         case 4: mv_panel_z(x, xs, 4, w, T, rows, lo, out, os, scale); return;
         case 5: mv_panel_z(x, xs, 5, w, T, rows, lo, out, os, scale); return;
         case 6: mv_panel_z(x, xs, 6, w, T, rows, lo, out, os, scale); return;
-        case 7:  /* two sweeps of whole rows, the second from L2: 8% under one sweep of half rows (2 stripes) */
-            mv_panel_z(x, xs, 4, w, T, rows, lo, out, os, scale);
-            mv_panel_z(x + 4 * xs, xs, 3, w, T, rows, lo, out + 4 * os, os, scale);
-            return;
-        case 8:
-            mv_panel_z(x, xs, 4, w, T, rows, lo, out, os, scale);
-            mv_panel_z(x + 4 * xs, xs, 4, w, T, rows, lo, out + 4 * os, os, scale);
-            return;
+        case 7: mv_panel_z(x, xs, 7, w, T, rows, lo, out, os, scale); return;
+        case 8: mv_panel_z(x, xs, 8, w, T, rows, lo, out, os, scale); return;
         default: break;
     }
 #endif
