@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -205,6 +206,9 @@ def test_bench_lookup_runs_both_sessions_on_and_off_with_the_same_output():
         assert s["same_output"] is True and s["tokens"] > 0
         assert s["passes"] < s["tokens"]  # drafts and the copies' verification rode along in fewer passes
         assert s["speedup"] == pytest.approx(s["decode_ms_plain"] / s["decode_ms_lookup"], abs=0.011)
+        assert s["decode_speedup_paired"] == pytest.approx(statistics.median(s["decode_speedups_by_pass"]), abs=0.011)
+        assert len(s["decode_speedups_by_pass"]) == s["passes_over_states"] == 1
+        assert s["decode_speedup_paired"] == pytest.approx(s["speedup"], abs=0.011)  # one pass: the same ratio
         assert s["speedup_after_prefill"] == pytest.approx(
             s["after_prefill_ms_plain"] / s["after_prefill_ms_lookup"], abs=0.011)
     assert d["keystrokes"]["accepted_drafts"] > 0  # mid-line, the model agrees with what the pattern above says

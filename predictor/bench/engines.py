@@ -231,6 +231,11 @@ class TabdEngine:
                 "ms_per_token_plain": round(med[False][1] / max(1, tokens), 3),
                 "speedup_after_prefill": round(med[False][1] / max(1e-9, med[True][1]), 2),
                 "speedups_by_pass": [round(off[1] / max(1e-9, on[1]), 2) for on, off in zip(runs[True], runs[False])],
+                # decode off / on within each pass (the two alternate state by state there, so they see the same
+                # load) and their median: steadier under other jobs' load than the ratio of the two medians
+                "decode_speedups_by_pass": [round(off[0] / max(1e-9, on[0]), 2) for on, off in zip(runs[True], runs[False])],
+                "decode_speedup_paired": round(statistics.median(
+                    off[0] / max(1e-9, on[0]) for on, off in zip(runs[True], runs[False])), 2),
                 "same_output": same}
 
 
