@@ -256,12 +256,18 @@ def repetitive_states():
 
 
 @needs_native
-def test_prompt_lookup_gives_the_tokens_and_probabilities_of_plain_decoding():
-    backend = LocalBackend(kv_reuse=True, engine="fast", threads=1, lookup=True)
-    plain = LocalBackend(kv_reuse=True, engine="fast", threads=1, lookup=False)
+@pytest.mark.parametrize("engine", ["fast", "native"])  # native: the torch-free runner, numpy buffers
+def test_prompt_lookup_gives_the_tokens_and_probabilities_of_plain_decoding(engine):
+    from tabd.predictor.bench.engines import repetitive_states as bench_session
+
+    backend = LocalBackend(kv_reuse=True, engine=engine, threads=1, lookup=True)
+    plain = LocalBackend(kv_reuse=True, engine=engine, threads=1, lookup=False)
+    assert backend.engine_name == plain.engine_name == engine
     settings = GenSettings(max_new_tokens=24, multiline=True)
     accepted = batched = 0
-    for prefix, suffix in [*edits(), *repetitive_states()]:
+    # the edit session, a file typed further each time, and tabd bench lookup's keystrokes session (where the
+    # drafts run as far as two earlier copies of the pattern agree)
+    for prefix, suffix in [*edits(), *repetitive_states(), *bench_session(12)]:
         a = backend.predict(prefix, suffix, settings, slot_id="l")
         b = plain.predict(prefix, suffix, settings, slot_id="l")
         assert backend.last_tokens == plain.last_tokens and a.text == b.text
