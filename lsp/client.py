@@ -1,21 +1,48 @@
 """An LSP client for the tools that drive `tabd serve` (replay, demo): plain dicts and dataclasses on the outside.
 
-pygls' LanguageClient and lsprotocol's types stay in here, so LSP types stop at
-lsp/ on the client side too. Positions and ranges are LSP-shaped dicts
-({"line", "character"}, {"start", "end"}) in UTF-16 units; answers come back as
-Suggestion objects and plain dicts (pygls hands custom results over as
-namedtuples).
+It speaks JSON-RPC over the child's stdio itself, on plain JSON: no pygls
+client and no lsprotocol/cattrs structuring. Measured on replay's after-accept
+round trip, pygls' client spent about as long serialising a Tab's three
+messages and structuring the answer as the server spent answering (README,
+"Speculation that follows what you accept"). Positions and ranges are
+LSP-shaped dicts ({"line", "character"}, {"start", "end"}) in UTF-16 units;
+answers come back as Suggestion objects and plain dicts.
+
+Answers arrive on the child's stdout pipe and are parsed in the pipe's own
+callback: a request's future is resolved as soon as its response frame has been
+read and parsed as JSON (what replay's latency stamps), with no loop turn or
+stream reader in between.
 """
 from __future__ import annotations
 
 import asyncio
+import itertools
+import json
+import logging
 import os
+import re
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from lsprotocol import types as lsp
-from pygls.lsp.client import LanguageClient
+logger = logging.getLogger(__name__)
+
+CONTENT_LENGTH = re.compile(rb"content-length[ \t]*:[ \t]*(\d+)", re.IGNORECASE)
+FULL_SYNC = 1  # TextDocumentSyncKind.Full
+INVOKED, AUTOMATIC = 1, 2  # InlineCompletionTriggerKind
+METHOD_NOT_FOUND = -32601
+
+
+class ResponseError(Exception):
+    """The server answered a request with an error (RequestCancelled -32800 for a cancelled one)."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(f"{message} (code {code})")
+        self.code, self.message, self.data = code, message, data
+
+
+class ConnectionGone(Exception):
+    """The server's stdout closed before the request was answered."""
 
 
 @dataclass(frozen=True)
@@ -28,7 +55,7 @@ class Suggestion:
 
 
 def plain(value: Any) -> Any:
-    """A pygls result as plain dicts and lists."""
+    """A result as plain dicts and lists (namedtuples, which older clients produced, become dicts)."""
     if hasattr(value, "_asdict"):
         value = value._asdict()
     if isinstance(value, dict):
@@ -38,24 +65,80 @@ def plain(value: Any) -> Any:
     return value
 
 
-def _position(p: lsp.Position) -> dict[str, int]:
-    return {"line": p.line, "character": p.character}
-
-
 def suggestions(result: Any) -> list[Suggestion]:
-    """The non-empty suggestions of an inlineCompletion result (a list, an InlineCompletionList or None)."""
-    items = result.items if isinstance(result, lsp.InlineCompletionList) else result if isinstance(result, list) else []
+    """The non-empty suggestions of an inlineCompletion result (an InlineCompletionList, a list of items, or null)."""
+    items = result.get("items") if isinstance(result, dict) else result if isinstance(result, list) else None
     out = []
-    for item in items:
-        if not isinstance(item, lsp.InlineCompletionItem):
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict):
             continue
-        text = item.insert_text if isinstance(item.insert_text, str) else getattr(item.insert_text, "value", "")
-        if not text:
+        text = item.get("insertText")
+        if isinstance(text, dict):  # a StringValue (snippet)
+            text = text.get("value")
+        if not isinstance(text, str) or not text:
             continue
-        rng = {"start": _position(item.range.start), "end": _position(item.range.end)} if item.range else None
-        args = item.command.arguments if item.command and item.command.arguments else None
+        rng = item.get("range") if isinstance(item.get("range"), dict) else None
+        command = item.get("command") if isinstance(item.get("command"), dict) else {}
+        args = command.get("arguments") if isinstance(command.get("arguments"), list) else None
         out.append(Suggestion(text, rng, args[0] if args else None))
     return out
+
+
+def frame(message: dict) -> bytes:
+    body = json.dumps(message, separators=(",", ":")).encode("utf-8")
+    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+class Frames:
+    """Cuts the server's byte stream into JSON messages (sans I/O: feed bytes, get values)."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.length: int | None = None
+
+    def feed(self, data: bytes) -> list[Any]:
+        self.buf += data
+        out = []
+        while True:
+            if self.length is None:
+                end = self.buf.find(b"\r\n\r\n")
+                if end < 0:
+                    return out
+                match = CONTENT_LENGTH.search(self.buf, 0, end)
+                length = int(match.group(1)) if match is not None else None  # read before the buffer moves
+                del self.buf[: end + 4]
+                if length is None:
+                    logger.warning("a header block without Content-Length from the server: skipped")
+                    continue
+                self.length = length
+            if len(self.buf) < self.length:
+                return out
+            body = bytes(self.buf[: self.length])
+            del self.buf[: self.length]
+            self.length = None
+            try:
+                out.append(json.loads(body))
+            except ValueError as exc:
+                logger.warning("a message from the server is not JSON: %s", exc)
+
+
+class _Pipes(asyncio.subprocess.SubprocessStreamProtocol):
+    """The child's pipes as asyncio gives them (stderr and wait() as usual), but stdout straight to the client."""
+
+    def __init__(self, client: "Client", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._client = client
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        if fd == 1:
+            self._client._received(data)
+        else:
+            super().pipe_data_received(fd, data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 1:
+            self._client._closed()
+        super().pipe_connection_lost(fd, exc)
 
 
 class Client:
@@ -63,99 +146,180 @@ class Client:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._client = LanguageClient(name, "1")
+        self._process: asyncio.subprocess.Process | None = None
+        self._frames = Frames()
+        self._pending: dict[Any, Future] = {}
+        self._ids = itertools.count(1)
+        self._gone = False  # the server's output closed
+        self._ended = False  # ...and what was pending has failed
+        self.notifications: list[dict] = []  # what the server sent unasked (window/showMessage, ...), last 100
 
     @property
     def process(self) -> asyncio.subprocess.Process | None:
-        return self._client._server
+        return self._process
 
     async def start(self, argv: list[str], env: dict[str, str] | None = None) -> None:
-        await self._client.start_io(argv[0], *argv[1:], env=env)
+        loop = asyncio.get_running_loop()
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _Pipes(self, limit=2**16, loop=loop), *argv, env=env,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        self._process = asyncio.subprocess.Process(transport, protocol, loop)
 
     async def initialize(self) -> bool:
         """initialize (UTF-16, inline completion, executeCommand); True when the server takes incremental changes."""
-        caps = lsp.ClientCapabilities(
-            text_document=lsp.TextDocumentClientCapabilities(
-                synchronization=lsp.TextDocumentSyncClientCapabilities(dynamic_registration=False),
-                inline_completion=lsp.InlineCompletionClientCapabilities(dynamic_registration=False),
-            ),
-            workspace=lsp.WorkspaceClientCapabilities(execute_command=lsp.ExecuteCommandClientCapabilities()),
-            general=lsp.GeneralClientCapabilities(position_encodings=[lsp.PositionEncodingKind.Utf16]),
-        )
-        params = lsp.InitializeParams(capabilities=caps, process_id=os.getpid(), root_uri=None,
-                                      client_info=lsp.ClientInfo(name=self.name, version="1"))
-        result = await self._client.initialize_async(params)
-        self._client.initialized(lsp.InitializedParams())
-        sync = result.capabilities.text_document_sync
-        kind = sync.change if isinstance(sync, lsp.TextDocumentSyncOptions) else sync
-        return kind != lsp.TextDocumentSyncKind.Full
+        capabilities = {
+            "textDocument": {"synchronization": {"dynamicRegistration": False},
+                             "inlineCompletion": {"dynamicRegistration": False}},
+            "workspace": {"executeCommand": {}},
+            "general": {"positionEncodings": ["utf-16"]},
+        }
+        result = await self.call("initialize", {"processId": os.getpid(), "rootUri": None, "capabilities": capabilities,
+                                                "clientInfo": {"name": self.name, "version": "1"}})
+        self.notify("initialized", {})
+        sync = (result or {}).get("capabilities", {}).get("textDocumentSync") if isinstance(result, dict) else None
+        kind = sync.get("change") if isinstance(sync, dict) else sync
+        return kind != FULL_SYNC
+
+    # -- the wire ---------------------------------------------------------------
+
+    def _send(self, message: dict) -> bool:
+        """Write one message; False when the server is gone (the caller's request then fails; a notification to a
+        dead server is dropped, as a write into its closed pipe would be: callers watch the process for its death)."""
+        process = self._process
+        if process is None or process.stdin is None:
+            raise ConnectionGone("the server was never started")
+        if self._gone or process.stdin.is_closing():
+            return False
+        process.stdin.write(frame(message))
+        return True
+
+    def _received(self, data: bytes) -> None:
+        for message in self._frames.feed(data):
+            if isinstance(message, dict):
+                self._dispatch(message)
+
+    def _dispatch(self, message: dict) -> None:
+        if "method" not in message:  # a response
+            future = self._pending.pop(message.get("id"), None)
+            if future is None or future.done():
+                return
+            error = message.get("error")
+            if isinstance(error, dict):
+                future.set_exception(ResponseError(error.get("code", 0), str(error.get("message", "")), error.get("data")))
+            else:
+                future.set_result(message.get("result"))
+        elif "id" in message:  # a request from the server: this client offers none of them
+            self._send({"jsonrpc": "2.0", "id": message["id"],
+                        "error": {"code": METHOD_NOT_FOUND, "message": f"{message['method']} is not supported"}})
+        else:
+            self.notifications = [*self.notifications[-99:], message]
+
+    def _closed(self) -> None:
+        """The server's stdout closed: what is pending fails once the process has exited (at most 5 s on), so that a
+        caller who watches the process sees the death before the failed answers."""
+        if self._gone:
+            return
+        self._gone = True
+        try:
+            asyncio.get_running_loop().create_task(self._fail_at_exit())
+        except RuntimeError:  # no loop: nothing to wait with
+            self._fail_pending()
+
+    async def _fail_at_exit(self) -> None:
+        if self._process is not None:
+            try:
+                await asyncio.wait_for(self._process.wait(), 5)
+            except (asyncio.TimeoutError, OSError):
+                pass
+        self._fail_pending()
+
+    def _fail_pending(self) -> None:
+        self._ended = True
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(ConnectionGone("the server closed its output"))
 
     # -- documents --------------------------------------------------------------
 
     def open(self, uri: str, language: str, version: int, text: str) -> None:
-        self._client.text_document_did_open(lsp.DidOpenTextDocumentParams(
-            text_document=lsp.TextDocumentItem(uri=uri, language_id=language, version=version, text=text)))
+        self.notify("textDocument/didOpen",
+                    {"textDocument": {"uri": uri, "languageId": language, "version": version, "text": text}})
 
     def change(self, uri: str, version: int, rng: dict[str, Any] | None, text: str) -> None:
         """One content change: `text` replaces `rng`, or the whole document when rng is None."""
-        if rng is not None:
-            change: Any = lsp.TextDocumentContentChangePartial(
-                range=lsp.Range(start=lsp.Position(**rng["start"]), end=lsp.Position(**rng["end"])), text=text)
-        else:
-            change = lsp.TextDocumentContentChangeWholeDocument(text=text)
-        self._client.text_document_did_change(lsp.DidChangeTextDocumentParams(
-            text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=version), content_changes=[change]))
+        change = {"range": {"start": dict(rng["start"]), "end": dict(rng["end"])}, "text": text} if rng is not None \
+            else {"text": text}
+        self.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": version}, "contentChanges": [change]})
 
     def close(self, uri: str) -> None:
-        self._client.text_document_did_close(lsp.DidCloseTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=uri)))
+        self.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
 
     # -- requests ---------------------------------------------------------------
 
     def inline_completion(self, uri: str, position: dict[str, int], msg_id: int | None = None,
                           invoked: bool = False) -> Future:
         """Send textDocument/inlineCompletion; the future's result goes through suggestions()."""
-        kind = lsp.InlineCompletionTriggerKind.Invoked if invoked else lsp.InlineCompletionTriggerKind.Automatic
-        params = lsp.InlineCompletionParams(
-            context=lsp.InlineCompletionContext(trigger_kind=kind),
-            text_document=lsp.TextDocumentIdentifier(uri=uri),
-            position=lsp.Position(line=position["line"], character=position["character"]),
-        )
-        return self._client.protocol.send_request(lsp.TEXT_DOCUMENT_INLINE_COMPLETION, params, msg_id=msg_id)
+        params = {"context": {"triggerKind": INVOKED if invoked else AUTOMATIC}, "textDocument": {"uri": uri},
+                  "position": {"line": position["line"], "character": position["character"]}}
+        return self.request("textDocument/inlineCompletion", params, msg_id=msg_id)
 
     async def suggest(self, uri: str, position: dict[str, int]) -> list[Suggestion]:
         return suggestions(await asyncio.wrap_future(self.inline_completion(uri, position)))
 
-    def cancel(self, msg_id: int) -> None:
-        self._client.cancel_request(lsp.CancelParams(id=msg_id))
+    def cancel(self, msg_id: Any) -> None:
+        self.notify("$/cancelRequest", {"id": msg_id})
 
-    def request(self, method: str, params: Any) -> Future:
-        """A custom request (tabd/stats, tabd/document); its result goes through plain()."""
-        return self._client.protocol.send_request(method, params)
+    def request(self, method: str, params: Any, msg_id: Any = None) -> Future:
+        """A request; the future holds its result as plain JSON, or ResponseError / ConnectionGone."""
+        future: Future = Future()
+        msg_id = f"c{next(self._ids)}" if msg_id is None else msg_id  # our own ids never meet the caller's numbers
+        message = {"jsonrpc": "2.0", "id": msg_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        self._pending[msg_id] = future
+        try:
+            sent = self._send(message)
+        except (ConnectionError, RuntimeError) as exc:
+            sent, why = False, str(exc)
+        else:
+            why = "the server closed its output"
+        if not sent and (self._ended or not self._gone):
+            self._pending.pop(msg_id, None)
+            future.set_exception(ConnectionGone(why))
+        return future  # (a request to a server whose output just closed fails with the rest, at its exit)
 
     async def call(self, method: str, params: Any) -> Any:
         return plain(await asyncio.wrap_future(self.request(method, params)))
 
     def notify(self, method: str, params: Any) -> None:
-        """A custom notification (tabd/focus)."""
-        self._client.protocol.notify(method, params)
+        """A notification (didChange, tabd/focus, ...)."""
+        message = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        try:
+            self._send(message)
+        except (ConnectionError, RuntimeError):
+            pass  # the pipe broke under us: the process watch reports the death
 
     def execute_command(self, command: str, arguments: list[Any]) -> Future:
-        return self._client.protocol.send_request(lsp.WORKSPACE_EXECUTE_COMMAND,
-                                                  lsp.ExecuteCommandParams(command=command, arguments=arguments))
+        return self.request("workspace/executeCommand", {"command": command, "arguments": arguments})
 
     # -- the end ----------------------------------------------------------------
 
     async def shutdown(self) -> None:
         """shutdown, then exit: the polite end."""
-        await self._client.shutdown_async(None)
-        self._client.exit(None)
+        await asyncio.wrap_future(self.request("shutdown", None))
+        self.notify("exit", None)
 
     async def stop(self) -> None:
-        """Stop the client's reader (after the process is gone or told to exit)."""
-        await self._client.stop()
+        """Close our end of the child's stdin (after the process is gone or told to exit)."""
+        self.abandon()
 
     def abandon(self) -> None:
-        """Stop the client's tasks without waiting (the process was killed)."""
-        self._client._stop_event.set()
-        for task in self._client._async_tasks:
-            task.cancel()
+        """Fail what is still pending and close our end of the pipe (the process was killed, or is done)."""
+        process = self._process
+        if process is not None and process.stdin is not None and not process.stdin.is_closing():
+            process.stdin.close()
+        self._gone = True
+        self._fail_pending()

@@ -208,12 +208,40 @@ class Text:
         last = bisect.bisect_right(self._chars, b) - 1
         if last + 1 < n and sum(len(self._starts[k]) for k in range(first, last + 1)) < self.block_lines // 2:
             last += 1  # a small chunk takes in its neighbour, so blocks do not fragment
+        joined = self._joined
+        self._joined = None if joined is None or len(joined) > JOINED_MAX else joined[:a] + new_text + joined[b:]
+        if self._replace_in_block(a, b, new_text):
+            return
         base = self._chars[first]
         chunk = "".join(self._blocks[first : last + 1])
         chunk = chunk[: a - base] + new_text + chunk[b - base :]
-        joined = self._joined
-        self._joined = None if joined is None or len(joined) > JOINED_MAX else joined[:a] + new_text + joined[b:]
         self._replace_blocks(first, last + 1, chunk, final=last + 1 == n)
+
+    def _replace_in_block(self, a: int, b: int, new_text: str) -> bool:
+        """An edit inside one block, with no \r in or beside it (so no break can join or split): the block's line
+        starts are shifted and spliced instead of found again. A keystroke or a Tab then costs its own characters,
+        not a regex over the block's lines (measured 0.07-0.16 ms of every didChange at 128 lines). False when the
+        edit does not qualify; replace() then re-splits."""
+        k = bisect.bisect_right(self._chars, a) - 1
+        block, base, final = self._blocks[k], self._chars[k], k == len(self._blocks) - 1
+        ra, rb = a - base, b - base
+        if rb > len(block) or (rb == len(block) and not final) or (ra == 0 and k > 0):
+            return False  # it reaches the block's own last break, or the one before it
+        if "\r" in new_text or "\r" in block[max(0, ra - 1) : rb + 1]:
+            return False
+        starts = self._starts[k]
+        kept, after = bisect.bisect_right(starts, ra), bisect.bisect_right(starts, rb)  # (ra, rb]: breaks removed
+        delta = len(new_text) - (rb - ra)
+        spliced = starts[:kept] + [ra + m.end() for m in LINE_BREAK.finditer(new_text)] + [s + delta for s in starts[after:]]
+        if len(spliced) > 2 * self.block_lines or (not final and len(spliced) < self.block_lines // 2):
+            return False  # too big or too small a block now: re-split, or merge with a neighbour
+        self._blocks[k] = block[:ra] + new_text + block[rb:]
+        lines = len(spliced) - len(starts)
+        self._starts[k] = spliced
+        for j in range(k + 1, len(self._blocks)):
+            self._chars[j] += delta
+            self._lines[j] += lines
+        return True
 
     def _replace_blocks(self, lo: int, hi: int, chunk: str, final: bool) -> None:
         """Blocks lo..hi-1 become `chunk`, split again; the prefix sums are redone from lo on."""

@@ -27,6 +27,8 @@ dropped, as LSP says, except `exit`.
 """
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 import logging
 import re
@@ -42,6 +44,8 @@ from pygls.exceptions import (
     JsonRpcServerNotInitialized,
 )
 from pygls.protocol import LanguageServerProtocol, lsp_method
+
+from tabd.lsp.outbox import Outbox
 
 logger = logging.getLogger(__name__)
 
@@ -236,6 +240,9 @@ class Unparsable:
         self.reason = reason
 
 
+NOT_PLAIN = object()  # a plain handler's "not mine": the message takes the structured path
+
+
 def _valid_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
@@ -244,9 +251,43 @@ class TabdProtocol(LanguageServerProtocol):
     initialized = False
     exit_code: int | None = None
     on_exit: Callable[[int], None] | None = None  # set by the transport: stop serving with this code
-    # set by the server: an inline completion's result from memory, as plain JSON, or None to take the normal path
-    answer_now: Callable[[Any], dict | None] | None = None
-    after_answer: Callable[[], None] | None = None
+    # set by the server, method -> handler on plain JSON params (lsp/plain.py): a request's result, or NOT_PLAIN to
+    # take the normal, structured path (a notification's handler returns anything else once it has handled it)
+    plain: dict[str, Callable[[Any], Any]] = {}
+    lazy: frozenset[str] = frozenset()  # methods whose plain-path answers nobody waits on (lsp/outbox.py)
+    now: frozenset[str] = frozenset()  # methods whose plain-path answers go out at once, mid-read too
+    after_answer: Callable[[], None] | None = None  # run once a request answered on the plain path is written
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.outbox = Outbox(self._write)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def _send_data(self, data: Any, lazy: bool = False) -> None:
+        """pygls' framing (Content-Length in bytes), through the outbox: written at once, at the end of the read
+        being handled, or (lazy) with the next write."""
+        if not data:
+            return
+        if self.writer is None:
+            logger.error("unable to send data: no transport")
+            return
+        body = json.dumps(data, default=self._serialize_message).encode("utf-8")
+        frame = b"Content-Length: %d\r\nContent-Type: %s; charset=utf-8\r\n\r\n%s" % (
+            len(body), self.CONTENT_TYPE.encode(), body) if self._include_headers else body
+        self.outbox.put(frame, lazy)
+
+    def _write(self, frame: bytes) -> None:
+        try:
+            res = self.writer.write(frame)
+            if inspect.isawaitable(res):
+                asyncio.ensure_future(res)
+        except BrokenPipeError:
+            logger.warning("the client went away while we wrote to it")
+            raise
+        except Exception as error:
+            logger.exception("error sending data")
+            self._server._report_server_error(error, JsonRpcInternalError)
 
     # -- from JSON value to handler ---------------------------------------------------------
 
@@ -310,17 +351,21 @@ class TabdProtocol(LanguageServerProtocol):
         self.dispatch(value, msg_id if has_id else None)
 
     def dispatch(self, value: dict, request_id: Any) -> None:
-        if request_id is not None and value["method"] == types.TEXT_DOCUMENT_INLINE_COMPLETION and self.answer_now \
-                and self.initialized and not self._shutdown:
+        handler = self.plain.get(value["method"])
+        if handler is not None and self.initialized and not self._shutdown:
             try:
-                result = self.answer_now(value["params"])  # from memory, on plain JSON: no structuring, task or loop turn
+                result = handler(value["params"])  # on plain JSON: no structuring, task or loop turn
             except Exception:  # the normal path answers it, or reports what is wrong
-                logger.exception("answering from memory")
-                result = None
-            if result is not None:
-                self._send_data({"jsonrpc": "2.0", "id": request_id, "result": result})
-                if self.after_answer is not None:
-                    self.after_answer()  # the answer is out: now what it sets going, before the next message
+                logger.exception("handling %s on plain JSON", value["method"])
+                result = NOT_PLAIN
+            if result is not NOT_PLAIN:
+                if request_id is not None:
+                    method = value["method"]
+                    self._send_data({"jsonrpc": "2.0", "id": request_id, "result": result}, lazy=method in self.lazy)
+                    if method in self.now:
+                        self.outbox.flush()  # the answer the user waits for goes out now, mid-read or not
+                    if self.after_answer is not None:
+                        self.after_answer()  # the answer is out: now what it sets going, before the next message
                 return
         try:
             message = self.structure_message(value)
@@ -388,6 +433,10 @@ class TabdProtocol(LanguageServerProtocol):
     def request_exit(self, code: int) -> None:
         if self.exit_code is None:
             self.exit_code = code
+        try:
+            self.outbox.flush()  # an answer still waiting (lazy) is the client's before the end
+        except (BrokenPipeError, ConnectionError):
+            pass
         if self.on_exit is not None:
             self.on_exit(self.exit_code)
 

@@ -24,7 +24,8 @@ from tabd.daemon.runtime.events import EventLog, LogFile
 from tabd.daemon.runtime.lifecycle import start_parent_watch
 from tabd.daemon.runtime.service import Answer, CompletionService
 from tabd.lsp.documents import Document, DocumentError, DocumentStore
-from tabd.lsp.protocol import TabdProtocol
+from tabd.lsp import plain
+from tabd.lsp.protocol import NOT_PLAIN, TabdProtocol
 from tabd.lsp.transport import serve_stdio, serve_tcp
 
 logger = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ class TabdServer(LanguageServer):
         self.closers: list[Callable[[], None]] = []  # files opened because of initializationOptions
         self.parent_watch: asyncio.Task | None = None
         self.roots: list[str] = []  # workspace folder paths, for the `# path` lines of context chunks
+        self.commands = {ACCEPT: self.accept_command, DISMISS: self.dismiss_command}  # both paths run these
 
     def start_io(self, stdin=None, stdout=None) -> int:  # type: ignore[override]
         """Serve on stdio with our transport (see lsp/transport.py); the process exit code."""
@@ -90,6 +92,20 @@ class TabdServer(LanguageServer):
         self.events.add_sink(log_file.write)
         self.closers.append(log_file.close)
         return True
+
+    def accept_command(self, *args: Any) -> dict:
+        answer_id, options = _command_args(args, ACCEPT)
+        chars = options.get("chars")
+        partial = bool(options.get("partial", False))
+        known = self.service.accept(answer_id, chars if isinstance(chars, int) else None, partial) if self.service else False
+        self.record("accept", id=answer_id, chars=chars, partial=partial)
+        return {"accepted": known}
+
+    def dismiss_command(self, *args: Any) -> dict:
+        answer_id, _ = _command_args(args, DISMISS)
+        known = self.service.dismiss(answer_id) if self.service else False
+        self.record("dismiss", id=answer_id)
+        return {"dismissed": known}
 
     def close(self) -> None:
         if self.parent_watch is not None:
@@ -128,29 +144,73 @@ class TabdServer(LanguageServer):
         line, character = self.documents.get(uri).position_at(offset, self.encoding)
         return types.Position(line=line, character=character)
 
-    def answer_now(self, params: Any) -> dict | None:
+    def answer_now(self, params: Any) -> Any:
         """An inline completion's result from memory (cache, type-through), read from the request's plain JSON and
-        written as plain JSON; None when the request needs more, or is malformed: the normal handler then answers
+        written as plain JSON; NOT_PLAIN when the request needs more, or is malformed: the normal handler then answers
         or reports it. Measured, structuring the request, a task, a loop turn and unstructuring the result cost
         more than the cache hit itself (README, "Speculation that follows what you accept")."""
-        try:
-            uri, pos = params["textDocument"]["uri"], params["position"]
-            line, character, context = pos["line"], pos["character"], params.get("context") or {}
-            invoked = context.get("triggerKind") == types.InlineCompletionTriggerKind.Invoked.value
-        except (TypeError, KeyError, AttributeError):
-            return None
-        if self.service is None or not isinstance(uri, str) or type(line) is not int or type(character) is not int \
-                or line < 0 or character < 0:
-            return None
+        request = plain.inline_completion(params)
+        if request is None or self.service is None:
+            return NOT_PLAIN
+        uri, (line, character), invoked = request
         try:
             doc, version, state, offset = self.state_at(uri, types.Position(line=line, character=character))
         except DocumentError:
-            return None
+            return NOT_PLAIN
         answer = self.service.lookup(doc, version, state, invoked)
         if answer is None:
-            return None
+            return NOT_PLAIN
         line, character = self.documents.get(uri).position_at(offset, self.encoding)
         return inline_result(answer, {"line": line, "character": character})
+
+    def change_now(self, params: Any) -> Any:
+        """didChange on plain JSON (a keystroke, and the edit a Tab makes); NOT_PLAIN when it does not read."""
+        change = plain.did_change(params)
+        if change is None:
+            return NOT_PLAIN
+        self.apply_changes(*change)
+        return None
+
+    def command_now(self, params: Any) -> Any:
+        """tabd.accept / tabd.dismiss on plain JSON; NOT_PLAIN for other commands and arguments that do not read
+        (the normal path then runs or reports them)."""
+        request = plain.command(params)
+        if request is None or request[0] not in self.commands:
+            return NOT_PLAIN
+        name, arguments = request
+        try:
+            _command_args(tuple(arguments), name)
+        except JsonRpcInvalidParams:
+            return NOT_PLAIN
+        return self.commands[name](*arguments)
+
+    def apply_changes(self, uri: str, version: int, changes: list[plain.Change]) -> None:
+        """A didChange's edits, in order: the document, the recording, accepts seen in the edit, the service."""
+        try:
+            doc = self.documents.get(uri)
+        except DocumentError as exc:
+            logger.warning("%s", exc)
+            return
+        cursor = None
+        for span, text in changes:
+            if span is None:
+                cursor = doc.apply(None, None, text, self.encoding)
+                self.record("change", uri=uri, text=text)
+                continue
+            start, end = span
+            try:
+                cursor = doc.apply(start, end, text, self.encoding)
+            except DocumentError as exc:
+                logger.warning("change to %s skipped: %s", doc_id(uri), exc)
+                continue
+            self.record("change", uri=uri, range=_range_dict(start, end), text=text)
+            if self.service is not None and text:  # an accept by a client that never runs tabd.accept?
+                self.service.document_edited(doc_id(uri), cursor - len(text), int(start != end), text)
+        doc.version = version
+        if self.service is not None:
+            state = self.state_of(doc, cursor) if cursor is not None else None
+            self.service.document_changed(doc_id(uri), state)
+            self.service.workspace.changed(doc_id(uri), lambda: doc.text, cursor, state)  # joined only when a pick reads it
 
     async def answer_at(self, uri: str, position: types.Position, invoked: bool = False) -> tuple[Answer, types.Position]:
         arrived = time.monotonic()
@@ -175,7 +235,11 @@ class TabdServer(LanguageServer):
 
 def build_server(config: Config, backend_factory: Callable[[Config], Any], events: EventLog | None = None) -> TabdServer:
     server = TabdServer(config, backend_factory, events or EventLog())
-    server.protocol.answer_now = server.answer_now
+    server.protocol.plain = {types.TEXT_DOCUMENT_INLINE_COMPLETION: server.answer_now,
+                             types.TEXT_DOCUMENT_DID_CHANGE: server.change_now,
+                             types.WORKSPACE_EXECUTE_COMMAND: server.command_now}
+    server.protocol.lazy = frozenset({types.WORKSPACE_EXECUTE_COMMAND})  # tabd.accept / tabd.dismiss: nobody waits
+    server.protocol.now = frozenset({types.TEXT_DOCUMENT_INLINE_COMPLETION})
     server.protocol.after_answer = lambda: server.service.run_after() if server.service is not None else None
 
     @server.feature(types.INITIALIZE)
@@ -213,33 +277,11 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: TabdServer, params: types.DidChangeTextDocumentParams) -> None:
-        uri = params.text_document.uri
-        try:
-            doc = ls.documents.get(uri)
-        except DocumentError as exc:
-            logger.warning("%s", exc)
-            return
-        cursor = None
-        for change in params.content_changes:
-            if isinstance(change, types.TextDocumentContentChangePartial):
-                r = change.range
-                try:
-                    cursor = doc.apply((r.start.line, r.start.character), (r.end.line, r.end.character), change.text, ls.encoding)
-                except DocumentError as exc:
-                    logger.warning("change to %s skipped: %s", doc_id(uri), exc)
-                    continue
-                ls.record("change", uri=uri, range=_range_dict(r), text=change.text)
-                if ls.service is not None and change.text:  # an accept by a client that never runs tabd.accept?
-                    removed = (r.start.line, r.start.character) != (r.end.line, r.end.character)
-                    ls.service.document_edited(doc_id(uri), cursor - len(change.text), int(removed), change.text)
-            else:
-                cursor = doc.apply(None, None, change.text, ls.encoding)
-                ls.record("change", uri=uri, text=change.text)
-        doc.version = params.text_document.version
-        if ls.service is not None:
-            state = ls.state_of(doc, cursor) if cursor is not None else None
-            ls.service.document_changed(doc_id(uri), state)
-            ls.service.workspace.changed(doc_id(uri), lambda: doc.text, cursor, state)  # joined only when a pick reads it
+        """Where the plain path (TabdServer.change_now) did not read the params."""
+        changes = [(((c.range.start.line, c.range.start.character), (c.range.end.line, c.range.end.character))
+                     if isinstance(c, types.TextDocumentContentChangePartial) else None, c.text)
+                   for c in params.content_changes]
+        ls.apply_changes(params.text_document.uri, params.text_document.version, changes)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: TabdServer, params: types.DidCloseTextDocumentParams) -> None:
@@ -275,19 +317,11 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
 
     @server.command(ACCEPT)
     def accept(ls: TabdServer, *args: Any) -> dict:
-        answer_id, options = _command_args(args, ACCEPT)
-        chars = options.get("chars")
-        partial = bool(options.get("partial", False))
-        known = ls.service.accept(answer_id, chars if isinstance(chars, int) else None, partial) if ls.service else False
-        ls.record("accept", id=answer_id, chars=chars, partial=partial)
-        return {"accepted": known}
+        return ls.commands[ACCEPT](*args)
 
     @server.command(DISMISS)
     def dismiss(ls: TabdServer, *args: Any) -> dict:
-        answer_id, _ = _command_args(args, DISMISS)
-        known = ls.service.dismiss(answer_id) if ls.service else False
-        ls.record("dismiss", id=answer_id)
-        return {"dismissed": known}
+        return ls.commands[DISMISS](*args)
 
     @server.feature(STATS)
     def stats(ls: TabdServer, params: Any) -> dict:
@@ -382,8 +416,5 @@ def _command_args(args: tuple, name: str) -> tuple[str, dict]:
     return str(args[0]), options
 
 
-def _range_dict(r: types.Range) -> dict:
-    return {
-        "start": {"line": r.start.line, "character": r.start.character},
-        "end": {"line": r.end.line, "character": r.end.character},
-    }
+def _range_dict(start: tuple[int, int], end: tuple[int, int]) -> dict:
+    return {"start": {"line": start[0], "character": start[1]}, "end": {"line": end[0], "character": end[1]}}

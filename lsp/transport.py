@@ -36,12 +36,30 @@ class Connection:
             self.stopped.set_result(code)
 
     def feed(self, data: bytes) -> None:
-        for frame in self.framer.feed(data):
-            self._handle(frame)
+        self._handle_all(self.framer.feed(data))
 
     def stall(self) -> None:
-        for frame in self.framer.stalled():
-            self._handle(frame)
+        self._handle_all(self.framer.stalled())
+
+    def _handle_all(self, frames: list[Frame]) -> None:
+        """The messages of one read; what they answer is written together at the end (lsp/outbox.py)."""
+        if len(frames) < 2:
+            for frame in frames:
+                self._handle(frame)
+            return
+        self.protocol.outbox.hold()
+        try:
+            for frame in frames:
+                self._handle(frame)
+        finally:
+            try:
+                self.protocol.outbox.release()
+            except (BrokenPipeError, ConnectionError):
+                self._gone()
+
+    def _gone(self) -> None:
+        logger.warning("the client went away")
+        self.stop(self.protocol.exit_code if self.protocol.exit_code is not None else (0 if self.protocol._shutdown else 1))
 
     def _handle(self, frame: Frame) -> None:
         if self.stopped is not None and self.stopped.done():
@@ -49,8 +67,7 @@ class Connection:
         try:
             self.protocol.handle_frame(frame)
         except (BrokenPipeError, ConnectionError):
-            logger.warning("the client went away")
-            self.stop(self.protocol.exit_code if self.protocol.exit_code is not None else (0 if self.protocol._shutdown else 1))
+            self._gone()
 
     async def pump(self, read: Callable[[], Any]) -> None:
         """Feed what `read()` returns (awaitable bytes; b'' at the end) until the end or a stop."""

@@ -71,3 +71,7 @@ class HandOver:
 
     def _done(self, fut) -> None:
         self.state = "failed" if fut.cancelled() or fut.exception() is not None else "done"
+        if self.state == "done":
+            from tabd.daemon.runtime.service import settle_heap
+
+            settle_heap()  # torch and the fast engine are here to stay

@@ -1,0 +1,92 @@
+"""LSP params read as plain JSON for the hot path: checked and converted without lsprotocol or cattrs.
+
+A keystroke's didChange, a Tab's tabd.accept and the inline completion after it
+are answered from the decoded JSON (TabdProtocol.dispatch). Measured on the
+replay's after-accept round trip, structuring those three messages through
+cattrs and pygls' handler machinery cost more than the answer itself (README,
+"Speculation that follows what you accept"). Each reader here returns None for
+anything it does not fully understand; the message then takes the normal,
+structured path, which answers or reports it as before, so a malformed message
+meets exactly the errors it met without this module.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+UINT_MAX = 2**31 - 1  # LSP's uinteger (lsprotocol rejects larger)
+
+Position = tuple[int, int]
+# one content change: ((start, end) or None for the whole document, new text)
+Change = tuple["tuple[Position, Position] | None", str]
+
+
+def uinteger(value: Any) -> bool:
+    return type(value) is int and 0 <= value <= UINT_MAX
+
+
+def position(value: Any) -> Position | None:
+    """(line, character) of an LSP Position object, or None."""
+    if type(value) is not dict:
+        return None
+    line, character = value.get("line"), value.get("character")
+    return (line, character) if uinteger(line) and uinteger(character) else None
+
+
+def span(value: Any) -> tuple[Position, Position] | None:
+    """(start, end) of an LSP Range object, or None."""
+    if type(value) is not dict:
+        return None
+    start, end = position(value.get("start")), position(value.get("end"))
+    return (start, end) if start is not None and end is not None else None
+
+
+def document_uri(params: Any) -> str | None:
+    """params.textDocument.uri, or None."""
+    doc = params.get("textDocument") if type(params) is dict else None
+    uri = doc.get("uri") if type(doc) is dict else None
+    return uri if type(uri) is str else None
+
+
+def did_change(params: Any) -> tuple[str, int, list[Change]] | None:
+    """(uri, version, changes) of didChange params, or None."""
+    uri = document_uri(params)
+    if uri is None:
+        return None
+    version = params["textDocument"].get("version")
+    changes = params.get("contentChanges")
+    if type(version) is not int or type(changes) is not list or not -UINT_MAX - 1 <= version <= UINT_MAX:
+        return None
+    out: list[Change] = []
+    for change in changes:
+        if type(change) is not dict or type(change.get("text")) is not str:
+            return None
+        if "range" in change:
+            rng = span(change["range"])
+            length = change.get("rangeLength")
+            if rng is None or not (length is None or uinteger(length)):
+                return None
+            out.append((rng, change["text"]))
+        else:
+            out.append((None, change["text"]))
+    return uri, version, out
+
+
+def inline_completion(params: Any) -> tuple[str, Position, bool] | None:
+    """(uri, (line, character), invoked) of inlineCompletion params, or None. A missing context is an automatic
+    request, as the memory path has always taken it."""
+    uri = document_uri(params)
+    at = position(params.get("position")) if uri is not None else None
+    context = params.get("context") or {} if at is not None else None
+    if at is None or type(context) is not dict:
+        return None
+    return uri, at, context.get("triggerKind") == 1  # InlineCompletionTriggerKind.Invoked
+
+
+def command(params: Any) -> tuple[str, list] | None:
+    """(command, arguments) of workspace/executeCommand params, or None."""
+    if type(params) is not dict or type(params.get("command")) is not str:
+        return None
+    arguments = params.get("arguments", [])
+    if arguments is None:
+        arguments = []
+    return (params["command"], arguments) if type(arguments) is list else None
