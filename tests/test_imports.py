@@ -78,5 +78,5 @@ def test_lsp_types_stop_at_lsp_and_torch_at_predictor():
                 if folder not in DOORS[name]:
                     crossings.append(f"{path.relative_to(ROOT)} imports {name}")
     assert crossings == []
-    # the scan sees what it guards: the lsp/ client does import pygls and lsprotocol
-    assert {"pygls", "lsprotocol"} <= imported_roots(ROOT / "lsp" / "client.py")
+    # the scan sees what it guards: the lsp/ server does import pygls and lsprotocol (the client speaks plain JSON)
+    assert {"pygls", "lsprotocol"} <= imported_roots(ROOT / "lsp" / "server.py")

@@ -159,3 +159,24 @@ def test_a_request_waits_at_most_the_prefill_chunk_in_flight():
     bg_starts = [pos for who, pos in runner.chunks if who == "bg"]
     assert bg_starts == list(range(0, 1000, 100))  # resumed at 400: no chunk run twice, none lost
     assert bg.preemptions == 1
+
+
+def test_a_hush_holds_background_jobs_back_but_not_foreground_ones():
+    """After an answer from memory the service hushes the worker (service.HUSH_S): a prefetch queued then waits,
+    a request does not; once the hush is over the prefetch runs."""
+    s = Scheduler()
+    log: list = []
+    s.hush(60)
+    held = s.submit(steps(1, log, "bg"), 1)  # queued first, the worker idle: without the hush it would run now
+    foreground = s.submit(steps(1, log, "fg"), FOREGROUND)
+    assert foreground.future.result(10) == "fg"
+    assert log == [("fg", "done", 1)] and not held.done()
+    s.stop()
+    with pytest.raises(Cancelled):
+        held.future.result(1)
+
+    s = Scheduler()
+    log.clear()
+    s.hush(0.05)
+    assert s.submit(steps(1, log, "bg"), 1).future.result(10) == "bg"
+    s.stop()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
+import time
 from concurrent.futures import Future
 from typing import Any, Callable
 
@@ -44,6 +45,7 @@ class Scheduler:
         self._seq = itertools.count()
         self._cond = threading.Condition()
         self._stopped = False
+        self._hush_until = 0.0  # monotonic: background jobs start no sooner (hush)
         self.running: set[Job] = set()
         self.workers = max(1, workers)
         self._threads = [
@@ -55,8 +57,6 @@ class Scheduler:
     # -- queue ------------------------------------------------------------------
 
     def submit(self, fn: Callable[[Callable[[], bool]], Any], priority: int, label: str = "") -> Job:
-        import time
-
         job = Job(fn, priority, label)
         job.queued_at = time.monotonic()
         with self._cond:
@@ -119,24 +119,33 @@ class Scheduler:
         # a prefetch yields only when a request waits and no worker is free for it
         return len(self.running) >= self.workers and self._foreground_waiting()
 
+    def hush(self, seconds: float) -> None:
+        """Background jobs start no sooner than `seconds` from now (foreground ones start at once): an answer was
+        just written from memory, and the client reading it should not meet a prefetch that has just taken a core."""
+        with self._cond:
+            self._hush_until = max(self._hush_until, time.monotonic() + seconds)
+
     def _next(self) -> Job | None:
         with self._cond:
             while True:
                 if self._stopped:
                     return None
+                hushed = self._hush_until - time.monotonic()
                 while self._heap:
-                    p, _, job = heapq.heappop(self._heap)
+                    p, _, job = self._heap[0]
                     if p != job.priority or job.cancelled or job.done():
-                        continue  # a stale entry: promoted, cancelled or already run
+                        heapq.heappop(self._heap)  # a stale entry: promoted, cancelled or already run
+                        continue
+                    if p > FOREGROUND and hushed > 0:
+                        break  # the best job is a background one, and it waits out the hush
+                    heapq.heappop(self._heap)
                     if job.preemptions == 0 and not job.future.set_running_or_notify_cancel():
                         continue  # cancelled through its future before it started
                     self.running.add(job)
                     return job
-                self._cond.wait()
+                self._cond.wait(hushed if self._heap and hushed > 0 else None)
 
     def _work(self) -> None:
-        import time
-
         while True:
             job = self._next()
             if job is None:

@@ -34,6 +34,11 @@ from tabd.predictor.types import Backend, GenSettings, Interrupted, Prediction
 
 logger = logging.getLogger(__name__)
 
+# After an answer from memory, background jobs wait this long: the client wakes and reads its answer in 0.1-0.5 ms,
+# and on 2 busy cores a prefetch that took the free core then delayed that read by up to 1-2 ms (measured at the
+# replay client). The prefetch loses 2 ms of the user's think time (hundreds of ms).
+HUSH_S = 0.002
+
 
 @dataclass
 class Answer:
@@ -225,6 +230,7 @@ class CompletionService(Speculation, Reporting):
         answer = self._from_memory(self._request(doc, version, state, invoked, True))
         if answer is not None:
             self.waits.end(doc, "superseded")  # an older request still waiting out its debounce is of no use now
+            self.scheduler.hush(HUSH_S)  # the prefetches this answer sets going start once the client has read it
         return answer
 
     async def complete(self, doc: str, version: int, state: DocState, invoked: bool = False,

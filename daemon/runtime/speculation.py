@@ -93,7 +93,8 @@ class Speculation:
     def _accepted(self, a: Accept) -> None:
         self.stats.accepts += 1
         self.stats.accepts_by[a.via] = self.stats.accepts_by.get(a.via, 0) + 1
-        self._remember_planned(a.reached, partial=False)  # the next request there is an after-accept one
+        if a.partial:  # the next request there is an after-accept one (a whole accept reaches what _plan remembered)
+            self._remember_planned(a.reached, partial=False)
         self.events.emit("accept", id=a.answer_id, doc=a.doc, chars=a.chars, partial=a.partial, kind=a.kind, via=a.via,
                          known=True)
 

@@ -177,11 +177,13 @@ class Driver:
     def _request_completion(self, uri: str, cursor: dict[str, int], after_accept: bool) -> None:
         doc = self.docs[uri]
         self._next_id += 1
-        sent = time.perf_counter()
+        sent = time.perf_counter()  # before the frame is built and written
         future = self.client.inline_completion(uri, cursor, msg_id=self._next_id)
         pending = Pending(self._next_id, future, sent, after_accept, uri, dict(cursor), doc.version)
 
         def stamp(_: Future, p: Pending = pending) -> None:
+            # the client resolves the future in the pipe's callback, right after the response frame is read and
+            # parsed as JSON: this is "response read" (the answer becomes Suggestion objects after it)
             p.received = time.perf_counter()
 
         future.add_done_callback(stamp)

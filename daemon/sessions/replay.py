@@ -10,13 +10,18 @@ When only its first words match, those words are accepted (a partial accept).
 Accepting only exact recorded text keeps the simulated document equal to the
 recorded one, so later recorded ranges stay valid.
 
-Latency is measured here, from request sent to response read. Which layer served a
-response comes from the server's `tabd/stats` ("last.source"), asked after each answer.
+Latency is measured here, from request sent to response read: from just before the
+request's frame is built and written to the moment its response frame has been read
+off the pipe and parsed as JSON (lsp/client.py resolves the request's future there,
+and the first callback on it takes the stamp: Driver._request_completion), before the
+answer is turned into Suggestion objects. Which layer served a response comes from
+the server's `tabd/stats` ("last.source"), asked after each answer.
 """
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import logging
 import re
 import signal
@@ -200,6 +205,7 @@ async def replay_sessions(sessions: Sequence[Session], options: ReplayOptions) -
             pass
     try:
         await replayer.start()
+        gc.freeze()  # the sessions read and the server started: nothing here for a full collection to pause on
         for session in sessions:
             if replayer.m.truncated:
                 break
