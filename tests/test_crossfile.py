@@ -92,3 +92,26 @@ def test_warmup_figures_run_through_a_real_server(tmp_path: Path):
     pkg = make_package(tmp_path)
     got = asyncio.run(warmup_figures([(pkg / "user.py", [pkg / "helpers.py"])], [], places=2))
     assert got["places"] == 2 and got["keystroke_ms_p50"] > 0 and got["after_warmup_ms_p50"] > 0
+
+
+def test_new_code_mode_writes_the_code_after_the_imports_with_nothing_after_the_cursor(tmp_path: Path):
+    from tabd.daemon.sessions.format import apply_change
+
+    pkg = make_package(tmp_path)
+    user_uri = (pkg / "user.py").resolve().as_uri()
+    _, events = cross_file_session(pkg / "user.py", [pkg / "helpers.py"], seed=3, spans=1, max_chars=60, mode="new")
+    mine = [e for e in events if e.get("uri") == user_uri]
+    assert mine[0]["op"] == "open" and mine[0]["text"] == '"""Uses the helpers."""\nfrom .helpers import TokenBucket'
+    text = mine[0]["text"]
+    for e in mine:
+        if e["op"] == "change":
+            lines = text.split("\n")  # every keystroke (and typo fix) ends at the end of the text: nothing after it
+            assert e["range"]["end"] == {"line": len(lines) - 1, "character": len(lines[-1])}
+            text = apply_change(text, e["range"], e["text"])
+    written = USER[len(mine[0]["text"]):]
+    assert text == mine[0]["text"] + written[: len(text) - len(mine[0]["text"])]  # the file's own next lines
+    assert 40 <= len(text) - len(mine[0]["text"]) <= 60 and "def make_bucket(size):" in text
+    import pytest
+
+    with pytest.raises(ValueError, match="edit or new"):
+        cross_file_session(pkg / "user.py", [pkg / "helpers.py"], mode="rewrite")

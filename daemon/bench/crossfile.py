@@ -2,14 +2,15 @@
 
 The distributions come from the site-packages of the Python this runs on (none
 of them is trained on). Each case's session opens the target's sibling modules
-(open events of files never typed in), then types spans of the target as the
-typist does. It is replayed through a real `tabd serve` with and without
+(open events of files never typed in), then types the target in one of two
+ways: `edit` retypes spans of it with the rest of the file present, `new`
+writes the code after its imports with nothing after the cursor. Each is replayed through a real `tabd serve` with and without
 workspace context, the Tab user first, and the server's log gives the prompt
 reuse of keystroke requests and after-accept prefetches. A second part measures
 warm-up: `tabd/focus` at a new place, then the first request there, against a
 keystroke request.
 
-    tabd bench quality --quality-cross-file [--quality-cross-parts tab,words,warmup] [--json]
+    tabd bench quality --quality-cross-file [--quality-cross-parts tab,words,warmup] [--quality-cross-modes edit,new] [--json]
 """
 from __future__ import annotations
 
@@ -62,10 +63,31 @@ def cross_file_cases(count: int = 4, seed: int = 11, root: Path | None = None, m
     return cases
 
 
+def new_code_lines(text: str, chars: int) -> tuple[int, int]:
+    """(first, last) line of the code right after `text`'s import block, about `chars` characters of it."""
+    from tabd.cache.context import import_block
+
+    lines = text.split("\n")
+    block = import_block(text)
+    start = min(block[0] + 1 if block else 1, len(lines) - 1)
+    end, used = start, len(lines[start]) + 1
+    while end + 1 < len(lines) and used + len(lines[end + 1]) + 1 <= chars:
+        end += 1
+        used += len(lines[end]) + 1
+    return start, end
+
+
 def cross_file_session(target: Path, others: list[Path], seed: int = 11, spans: int = 3,
-                       max_chars: int = 400) -> tuple[str, list[dict[str, Any]]]:
-    """(language, events): open `others` (never typed in), then type `spans` spans of `target` with them open."""
-    from tabd.daemon.sessions.typist import TypingStyle, candidate_spans, choose_spans, file_events, language_of
+                       max_chars: int = 400, mode: str = "edit") -> tuple[str, list[dict[str, Any]]]:
+    """(language, events): open `others` (never typed in), then type `target` with them open.
+
+    `edit`: retype `spans` spans of the file, the rest of it present (editing a module).
+    `new`: open the file's lines up to its imports and write the code after them, about
+    `spans * max_chars` characters, nothing after the cursor (writing a module against
+    the open ones: where a first use of a name from another file is common).
+    """
+    from tabd.daemon.sessions.typist import (TypingStyle, candidate_spans, choose_spans, file_events, language_of,
+                                             writing_events)
 
     rng = random.Random(seed)
     events: list[dict[str, Any]] = []
@@ -74,20 +96,27 @@ def cross_file_session(target: Path, others: list[Path], seed: int = 11, spans: 
         events.append({"t": round(0.01 * i, 3), "op": "open", "uri": other.resolve().as_uri(),
                        "language": language_of(str(other)), "text": text})
     text = target.read_text(encoding="utf-8").replace("\r\n", "\n")
-    chosen = choose_spans(candidate_spans(text, str(target), max_chars=max_chars), spans, rng)
-    typed, t = file_events(text, target.resolve().as_uri(), language_of(str(target)), chosen, rng, TypingStyle(), 0.5)
+    uri, language = target.resolve().as_uri(), language_of(str(target))
+    if mode == "new":
+        first, last = new_code_lines(text, spans * max_chars)
+        typed, t = writing_events(text, uri, language, first, last, rng, TypingStyle(), 0.5)
+    elif mode == "edit":
+        chosen = choose_spans(candidate_spans(text, str(target), max_chars=max_chars), spans, rng)
+        typed, t = file_events(text, uri, language, chosen, rng, TypingStyle(), 0.5)
+    else:
+        raise ValueError(f"cross-file mode: edit or new, got {mode!r}")
     events += typed
     events += [{"t": round(t + 0.1 + 0.01 * i, 3), "op": "close", "uri": o.resolve().as_uri()} for i, o in enumerate(others)]
     return language_of(str(target)), events
 
 
-def write_sessions(cases, workdir: Path, seed: int, spans: int) -> list[Path]:
+def write_sessions(cases, workdir: Path, seed: int, spans: int, mode: str = "edit") -> list[Path]:
     from tabd.daemon.sessions.format import write_session
 
     out = []
     for n, (target, others) in enumerate(cases):
-        language, events = cross_file_session(target, others, seed + n, spans)
-        path = workdir / f"cross-{n}.jsonl"
+        language, events = cross_file_session(target, others, seed + n, spans, mode=mode)
+        path = workdir / f"cross-{mode}-{n}.jsonl"
         write_session(path, events, language)
         out.append(path)
     return out
@@ -138,6 +167,9 @@ def run_cross_file(args: argparse.Namespace, flags: list[str]) -> dict[str, Any]
     parts = [p.strip() for p in str(getattr(args, "quality_cross_parts", "tab,warmup")).split(",") if p.strip()]
     if not parts or any(p not in ("tab", "words", "warmup") for p in parts):
         raise RuntimeError(f"--quality-cross-parts: a list of tab, words, warmup, got {parts!r}")
+    modes = [m.strip() for m in str(getattr(args, "quality_cross_modes", "edit,new")).split(",") if m.strip()]
+    if not modes or any(m not in ("edit", "new") for m in modes):
+        raise RuntimeError(f"--quality-cross-modes: a list of edit, new, got {modes!r}")
     cases = cross_file_cases(count, seed)
     if not cases:
         raise RuntimeError(f"no cross-file cases: none of {', '.join(PACKAGES)} in {site_packages()}")
@@ -147,13 +179,17 @@ def run_cross_file(args: argparse.Namespace, flags: list[str]) -> dict[str, Any]
                                       "open": [str(o.relative_to(site_packages())) for o in others]} for t, others in cases]}
     with tempfile.TemporaryDirectory(prefix="tabd-cross-") as tmp:
         workdir = Path(tmp)
-        sessions = write_sessions(cases, workdir, seed, getattr(args, "quality_spans", 3))
-        for user in (p for p in parts if p != "warmup"):
-            with_ctx = replay(sessions, user, flags, workdir / f"{user}-ctx.jsonl", progress)
-            without = replay(sessions, user, [*flags, "--no-context"], workdir / f"{user}-none.jsonl", progress)
-            ratio = with_ctx["saved_share"] / without["saved_share"] if without["saved_share"] else None
-            out[user] = {"with_context": with_ctx, "without_context": without,
-                         "saved_share_ratio": round(ratio, 3) if ratio is not None else None}
+        for mode in modes:
+            sessions = write_sessions(cases, workdir, seed, getattr(args, "quality_spans", 3), mode)
+            # edit mode's figures stay at the top level (as before); new code's go under "new"
+            into = out if mode == "edit" else out.setdefault("new", {})
+            for user in (p for p in parts if p != "warmup"):
+                with_ctx = replay(sessions, user, flags, workdir / f"{mode}-{user}-ctx.jsonl", progress)
+                without = replay(sessions, user, [*flags, "--no-context"], workdir / f"{mode}-{user}-none.jsonl",
+                                 progress)
+                ratio = with_ctx["saved_share"] / without["saved_share"] if without["saved_share"] else None
+                into[user] = {"with_context": with_ctx, "without_context": without,
+                              "saved_share_ratio": round(ratio, 3) if ratio is not None else None}
     if "warmup" in parts:
         out["warmup"] = asyncio.run(warmup_figures(cases, flags))
     return out

@@ -43,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "workspace context (daemon/bench/crossfile.py), and the warm-up figures")
     g.add_argument("--quality-cross-parts", default="tab,warmup", metavar="PART,...",
                    help="cross-file mode: which of tab, words, warmup to run (default tab,warmup)")
+    g.add_argument("--quality-cross-modes", default="edit,new", metavar="MODE,...",
+                   help="cross-file mode: edit (spans of a module retyped, the rest present) and/or new (the code "
+                        "after its imports written, nothing after the cursor); default edit,new")
 
 
 def held_out_sample(count: int, seed: int, min_chars: int = 2_000, max_chars: int = 40_000) -> list[tuple[str, str]]:

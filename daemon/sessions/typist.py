@@ -211,6 +211,23 @@ def file_events(text: str, uri: str, language: str, spans: Sequence[Span], rng: 
     return events, typist.t
 
 
+def writing_events(text: str, uri: str, language: str, start: int, end: int, rng: random.Random,
+                   style: TypingStyle, t0: float = 0.0) -> tuple[list[dict[str, Any]], float]:
+    """Events that open the first `start` lines of `text` and write lines [start, end] after them: new code,
+    nothing after the cursor (a file being written, not one being edited); returns (events, end time)."""
+    lines = text.split("\n")
+    if not 0 < start <= end < len(lines):
+        raise ValueError(f"lines {start}..{end} of a {len(lines)}-line text: need 0 < start <= end < lines")
+    typist = _Typist(uri, rng, style, t0)
+    events: list[dict[str, Any]] = [{"t": round(t0, 3), "op": "open", "uri": uri, "language": language,
+                                     "text": "\n".join(lines[:start])}]
+    typist.type_span(start - 1, utf16_len(lines[start - 1]), lines[start:end + 1])
+    events.extend(typist.events)
+    typist.wait(1.0)
+    events.append({"t": round(typist.t, 3), "op": "close", "uri": uri})
+    return events, typist.t
+
+
 def typed_session(files: Iterable[str], seed: int = 0, cps: float = 8.0, spans: int = 3,
                   max_chars: int = 400, style: TypingStyle | None = None) -> tuple[str, list[dict[str, Any]]]:
     """(language, events) of a session that retypes `spans` spans of each file, deterministic for `seed`."""
