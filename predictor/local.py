@@ -20,6 +20,7 @@ from tabd.predictor.engine import generate
 from tabd.predictor.engine.runner import Runner, TransformersRunner
 from tabd.predictor.threads import AdaptiveThreads
 from tabd.predictor.lookup import copy_suggestion
+from tabd.predictor.names import KnownNames
 from tabd.predictor.templates import FimTemplate, detect_family, template_for
 from tabd.predictor.types import ContextChunk, GenSettings, Interrupted, ModelLoadError, Prediction, prompt_chunks
 
@@ -116,6 +117,7 @@ class LocalBackend:
         self.kv_bytes_per_token = 2 * cfg.num_hidden_layers * kv_heads * head_dim * elem
         self.stop_ids = self._stop_ids()
         self._vocab_text: list[str] | None = None
+        self.known = KnownNames()
         self._first_tokens: prompt_ids.FirstTokens | None = None
         self.last_tokens: list[int] = []
         self._context_ids: tuple[tuple, list[int]] = ((), [])  # the last context's ids: it changes rarely
@@ -404,6 +406,8 @@ class LocalBackend:
         score_passes: list[int] = []  # tokens per pass of the copy's verification
         text, confidence, scored = self._copy_candidate(prefix, text, confidence, logits, slot, len(ids), layout, line,
                                                         settings, context, score_passes, lookup)
+        if settings.known_names:
+            confidence = self.known.floor(prefix, suffix, text, confidence, context)
         return Prediction(
             text=text,
             prefill_tokens=len(ids) - reused,

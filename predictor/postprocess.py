@@ -167,3 +167,37 @@ def gate(text: str, confidence: Sequence[tuple[int, float]], min_confidence: flo
         keep = max(keep, end)
     shown = "\n".join(row.rstrip() for row in text[:keep].split("\n"))
     return shown if shown.strip() else ""
+
+
+_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def completed_name(prefix: str, text: str, line_after: str = "") -> tuple[str, int] | None:
+    """(the name, characters of `text` that complete it) when `text` finishes the word the cursor is in.
+
+    The word is the identifier the prefix ends in (at least one character,
+    starting with a letter or `_`); `text` must carry it on and end it (a
+    non-word character follows, or `text` ends there), and nothing of a word
+    may follow the cursor. None otherwise.
+    """
+    n = len(prefix)
+    while n and prefix[n - 1] in _WORD_CHARS:
+        n -= 1
+    partial = prefix[n:]
+    if not partial or partial[0].isdigit() or (line_after[:1] and line_after[0] in _WORD_CHARS):
+        return None
+    k = 0
+    while k < len(text) and text[k] in _WORD_CHARS:
+        k += 1
+    if k == 0:
+        return None
+    return partial + text[:k], k
+
+
+def floor_at(confidence: Sequence[tuple[int, float]], end: int) -> tuple[tuple[int, float], ...]:
+    """`confidence` with every token up to `end` characters made certain, and a mark at `end` itself, so the
+    gate shows at least text[:end] (the tokens after it are judged as before, from there)."""
+    head = [(e, 1.0) for e, _ in confidence if e <= end]
+    if not head or head[-1][0] != end:
+        head.append((end, 1.0))
+    return tuple(head) + tuple((e, p) for e, p in confidence if e > end)

@@ -13,10 +13,14 @@ class GenSettings:
     # copy candidates: what followed the last occurrence of the text before the cursor is shown instead of the
     # model's own guess, as far as the model's joint probability of the copied text stays at least this (0: off)
     lookup_min_p: float = 0.001
+    # a suggestion that finishes the word at the cursor into a name the prompt or the workspace already spells is
+    # shown at least to the end of that name, however unsure the model is of it
+    known_names: bool = True
 
     def tag(self) -> str:
         """The part of the cache key that generation settings decide."""
-        return f"greedy;n={self.max_new_tokens};ml={int(self.multiline)};l={self.max_lines};lk={self.lookup_min_p}"
+        return (f"greedy;n={self.max_new_tokens};ml={int(self.multiline)};l={self.max_lines};lk={self.lookup_min_p}"
+                f";nm={int(self.known_names)}")
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,9 @@ class Config:
     # confidence gating: a suggestion is cut where the model's probability of all of it so far drops below this;
     # 0.4 maximised the Tab user's saved keystrokes on the held-out stdlib split (README, "Suggestion quality")
     min_confidence: float = 0.4
+    # a suggestion that finishes the word at the cursor into a name the window or the workspace spells is shown at
+    # least to the end of the name (predictor/names.py)
+    known_names: bool = True
     min_chars: int = 2  # a shown suggestion has at least this many characters (an invoked request shows any)
     cache_entries: int = 2048
     cache_bytes: int = 8 << 20
@@ -109,6 +112,7 @@ CLIENT_OPTIONS: dict[str, tuple[str, tuple[type, ...]]] = {
     "minConfidence": ("min_confidence", (float, int)),
     "minChars": ("min_chars", (int,)),
     "lookupMinP": ("lookup_min_p", (float, int)),
+    "knownNames": ("known_names", (bool,)),
     "threads": ("threads", (int,)),
     "contextTokens": ("context_tokens", (int,)),
     "contextChunks": ("context_chunks", (int,)),

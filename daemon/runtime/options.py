@@ -43,6 +43,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                    help="confidence gating: show the longest part of a suggestion the model gives a probability of at "
                         "least P as a whole (the product of its tokens'; 0..1; 0 shows everything; default: the "
                         "calibrated value). Alt+\\ / an invoked request shows the best guess anyway")
+    g.add_argument("--no-known-names", action="store_true",
+                   help="gate a suggestion that finishes the word at the cursor into a name the window or the open "
+                        "files already spell like any other (by default it is shown at least to the end of the name)")
     g.add_argument("--min-chars", type=int, default=None, metavar="N",
                    help="show a suggestion only if it has at least N characters (default 2: a one-character "
                         "suggestion saves no keystroke, Tab is one too); an invoked request shows any")
@@ -80,6 +83,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         **({} if getattr(args, "min_chars", None) is None else {"min_chars": args.min_chars}),
         **({} if getattr(args, "lookup_min_p", None) is None else {"lookup_min_p": args.lookup_min_p}),
         **({} if getattr(args, "debounce_ms", None) is None else {"debounce_ms": args.debounce_ms}),
+        known_names=not getattr(args, "no_known_names", False),
         speculation=not args.no_speculation,
         cache=not args.no_cache,
         kv_reuse=not args.no_kv_reuse,

@@ -172,7 +172,7 @@ class CompletionService(Speculation, Reporting):
         lines = state.before.rsplit("\n", 2)
         previous = lines[-2] if len(lines) >= 2 else ""
         return GenSettings(self.config.max_new_tokens, wants_multiline(line_before, line_after, previous),
-                           lookup_min_p=self.config.lookup_min_p)
+                           lookup_min_p=self.config.lookup_min_p, known_names=self.config.known_names)
 
     def key_for(self, window: Window, settings: GenSettings, context: Snapshot = EMPTY) -> str:
         return state_key(self.model_id, settings.tag(), window, context.digest)

@@ -1,0 +1,63 @@
+"""A word the model finishes into a name the window or the workspace spells is shown at least to the name's end."""
+from __future__ import annotations
+
+from tabd.predictor.names import KnownNames
+from tabd.predictor.postprocess import completed_name, floor_at, gate
+from tabd.predictor.types import ContextChunk, GenSettings
+
+# the model finishes `term_` into `term_len(text)`, unsure of the name's first token
+TEXT = "len(text)"
+UNSURE = ((3, 0.3), (4, 0.9), (8, 0.9), (9, 0.9))
+
+
+def test_completed_name_is_the_word_the_cursor_is_in_carried_to_its_end():
+    assert completed_name("    width = term_", "len(text)") == ("term_len", 3)
+    assert completed_name("    width = term_", "len") == ("term_len", 3)  # the suggestion ends with the word
+    assert completed_name("    width = ", "term_len(text)") is None  # no word under way at the cursor
+    assert completed_name("    width = term_", "(text)") is None  # nothing of the word in the suggestion
+    assert completed_name("    x = 12", "34") is None  # a number, not a name
+    assert completed_name("    width = term_", "len", line_after="gth") is None  # the cursor is inside a word
+
+
+def test_floor_makes_the_name_certain_and_judges_the_rest_from_there():
+    floored = floor_at(UNSURE, 3)
+    assert floored == ((3, 1.0), (4, 0.9), (8, 0.9), (9, 0.9))
+    assert gate(TEXT, UNSURE, 0.4) == ""  # unsure of the first token: nothing shown
+    assert gate(TEXT, floored, 0.4) == "len(text)"  # 0.9^3 = 0.73 after the name
+    assert gate(TEXT, floored, 0.85) == "len("  # 0.9 after the name, then 0.81
+    # a name that ends inside a token: a mark at its end, so the gate can stop there
+    assert floor_at(((2, 0.5), (5, 0.2)), 3) == ((2, 1.0), (3, 1.0), (5, 0.2))
+
+
+def test_a_name_an_open_file_spells_lifts_the_gate_and_an_unknown_one_does_not():
+    known = KnownNames()
+    other = [ContextChunk("click/_compat.py", "def term_len(x: str) -> int:\n    return len(strip_ansi(x))\n", True)]
+    prefix, suffix = "    width = term_", "\n"
+    assert known.floor(prefix, suffix, TEXT, UNSURE, other) == floor_at(UNSURE, 3)
+    assert known.floor(prefix, suffix, TEXT, UNSURE, []) == UNSURE  # spelled nowhere: the model's own marks
+    # spelled in the window itself (above the cursor, or after it)
+    assert known.floor("n = term_len(a)\n" + prefix, suffix, TEXT, UNSURE, []) == floor_at(UNSURE, 3)
+    assert known.floor(prefix, "\nprint(term_len)\n", TEXT, UNSURE, []) == floor_at(UNSURE, 3)
+    # a whole word only: `term_length` does not spell `term_len`
+    longer = [ContextChunk("a.py", "term_length = 3\n")]
+    assert known.floor(prefix, suffix, TEXT, UNSURE, longer) == UNSURE
+
+
+def test_short_names_and_engines_without_probabilities_are_left_alone():
+    known = KnownNames()
+    ctx = [ContextChunk("a.py", "abc = 1\n")]
+    assert known.floor("x = ab", "", "c + 1", ((1, 0.1), (5, 0.9)), ctx) == ((1, 0.1), (5, 0.9))  # 3 characters
+    assert known.floor("    width = term_", "", TEXT, (), ctx) == ()
+
+
+def test_the_names_of_a_text_are_found_once_and_the_memory_is_bounded():
+    known = KnownNames(keep=2)
+    texts = [f"name_{i} = {i}\n" for i in range(3)]
+    for t in texts:
+        known.names_in(t)
+    assert len(known._sets) == 2 and texts[0] not in known._sets  # the oldest text let go
+    assert known.names_in(texts[2]) is known.names_in(texts[2])  # remembered, not scanned again
+
+
+def test_the_rule_is_part_of_the_cache_key():
+    assert GenSettings().tag() != GenSettings(known_names=False).tag()
