@@ -4,8 +4,9 @@ A small model that finishes the word at the cursor into a name defined in
 another open file is right about two times in three (measured on third-party
 modules written with their imports open), yet unsure of it: the joint gate
 hid most of those. When the finished word is a name the window or the
-workspace holds, the suggestion is shown at least to its end
-(`postprocess.floor_at`). A source's names are found once per text (the
+workspace holds, the joint probability of the name is raised to how often such names are
+right (`postprocess.floor_at`): the name passes the gate, and what follows it
+only where the model is sure of that too. A source's names are found once per text (the
 context's texts are the same objects from request to request until the
 context changes), so a request pays a dictionary look-up, not a scan of the
 workspace. No torch here.
@@ -21,6 +22,9 @@ from tabd.predictor.types import ContextChunk
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MIN_NAME = 4  # shorter words are too easily right by chance to be evidence of anything
+# how often such a finished name is right (cross-file writing sessions: 43 of 69 with context, 38 of 60 without),
+# the joint probability it is given: what follows the name is shown only if the model is sure of it too
+KNOWN_NAME_P = 0.6
 
 
 class KnownNames:
@@ -59,4 +63,4 @@ class KnownNames:
         # the prefix ends in the unfinished word, not the name: searching it finds only earlier uses
         if not self.spelled(name, (prefix, suffix), context):
             return confidence
-        return postprocess.floor_at(confidence, end)
+        return postprocess.floor_at(confidence, end, KNOWN_NAME_P)

@@ -194,10 +194,17 @@ def completed_name(prefix: str, text: str, line_after: str = "") -> tuple[str, i
     return partial + text[:k], k
 
 
-def floor_at(confidence: Sequence[tuple[int, float]], end: int) -> tuple[tuple[int, float], ...]:
-    """`confidence` with every token up to `end` characters made certain, and a mark at `end` itself, so the
-    gate shows at least text[:end] (the tokens after it are judged as before, from there)."""
-    head = [(e, 1.0) for e, _ in confidence if e <= end]
-    if not head or head[-1][0] != end:
-        head.append((end, 1.0))
-    return tuple(head) + tuple((e, p) for e, p in confidence if e > end)
+def floor_at(confidence: Sequence[tuple[int, float]], end: int, p: float = 1.0) -> tuple[tuple[int, float], ...]:
+    """`confidence` with the joint probability of text[:end] raised to at least `p`, and a mark at `end` itself,
+    so a gate at or under `p` shows at least text[:end]; the tokens after it are judged as before, from there."""
+    head = [(e, q) for e, q in confidence if e <= end]
+    joint = 1.0
+    for _, q in head:
+        joint *= q
+    if head and head[-1][0] == end and joint >= p:
+        return tuple(confidence)  # the model is surer than the floor
+    lifted = [(e, 1.0) for e, _ in head]
+    if not lifted or lifted[-1][0] != end:
+        lifted.append((end, 1.0))
+    lifted[0] = (lifted[0][0], max(p, joint))  # the whole floor on the first token: the joint is p from there to `end`
+    return tuple(lifted) + tuple((e, q) for e, q in confidence if e > end)

@@ -1,7 +1,7 @@
 """A word the model finishes into a name the window or the workspace spells is shown at least to the name's end."""
 from __future__ import annotations
 
-from tabd.predictor.names import KnownNames
+from tabd.predictor.names import KNOWN_NAME_P, KnownNames
 from tabd.predictor.postprocess import completed_name, floor_at, gate
 from tabd.predictor.types import ContextChunk, GenSettings
 
@@ -29,15 +29,24 @@ def test_floor_makes_the_name_certain_and_judges_the_rest_from_there():
     assert floor_at(((2, 0.5), (5, 0.2)), 3) == ((2, 1.0), (3, 1.0), (5, 0.2))
 
 
+def test_a_floor_under_one_is_the_name_s_joint_and_the_rest_must_earn_its_place():
+    floored = floor_at(UNSURE, 3, 0.6)
+    assert floored == ((3, 0.6), (4, 0.9), (8, 0.9), (9, 0.9))
+    assert gate(TEXT, floored, 0.45) == "len(text"  # 0.6 * 0.9 * 0.9 = 0.49 >= 0.45; times 0.9 again is under
+    assert gate(TEXT, floored, 0.59) == "len"  # the name alone: the model is unsure of what follows it
+    sure = ((3, 0.95), (9, 0.9))
+    assert floor_at(sure, 3, 0.6) == sure  # the model is surer than the floor: its own marks
+
+
 def test_a_name_an_open_file_spells_lifts_the_gate_and_an_unknown_one_does_not():
     known = KnownNames()
     other = [ContextChunk("click/_compat.py", "def term_len(x: str) -> int:\n    return len(strip_ansi(x))\n", True)]
     prefix, suffix = "    width = term_", "\n"
-    assert known.floor(prefix, suffix, TEXT, UNSURE, other) == floor_at(UNSURE, 3)
+    assert known.floor(prefix, suffix, TEXT, UNSURE, other) == floor_at(UNSURE, 3, KNOWN_NAME_P)
     assert known.floor(prefix, suffix, TEXT, UNSURE, []) == UNSURE  # spelled nowhere: the model's own marks
     # spelled in the window itself (above the cursor, or after it)
-    assert known.floor("n = term_len(a)\n" + prefix, suffix, TEXT, UNSURE, []) == floor_at(UNSURE, 3)
-    assert known.floor(prefix, "\nprint(term_len)\n", TEXT, UNSURE, []) == floor_at(UNSURE, 3)
+    assert known.floor("n = term_len(a)\n" + prefix, suffix, TEXT, UNSURE, []) == floor_at(UNSURE, 3, KNOWN_NAME_P)
+    assert known.floor(prefix, "\nprint(term_len)\n", TEXT, UNSURE, []) == floor_at(UNSURE, 3, KNOWN_NAME_P)
     # a whole word only: `term_length` does not spell `term_len`
     longer = [ContextChunk("a.py", "term_length = 3\n")]
     assert known.floor(prefix, suffix, TEXT, UNSURE, longer) == UNSURE

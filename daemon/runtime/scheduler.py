@@ -12,7 +12,7 @@ import heapq
 import itertools
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import Any, Callable
 
 from tabd.predictor.types import Interrupted
@@ -47,6 +47,8 @@ class Scheduler:
         self._stopped = False
         self._hush_until = 0.0  # monotonic: background jobs start no sooner (hush)
         self.running: set[Job] = set()
+        self.faults = 0  # errors outside any job's own code, survived (reported in tabd/stats)
+        self.last_fault = ""
         self.workers = max(1, workers)
         self._threads = [
             threading.Thread(target=self._work, name=f"tabd-model-{i}", daemon=True) for i in range(self.workers)
@@ -147,29 +149,52 @@ class Scheduler:
 
     def _work(self) -> None:
         while True:
-            job = self._next()
-            if job is None:
-                return
-            job.started_at = time.monotonic()
+            job = None
             try:
-                result = job.fn(lambda: self._should_stop(job))
-            except Interrupted:
+                job = self._next()
+                if job is None:
+                    return
+                self._run(job)
+            except BaseException as exc:  # never let the model thread die: every later request would wait forever
                 with self._cond:
-                    self.running.discard(job)
-                    if job.cancelled or self._stopped:
-                        if not job.done():
-                            job.future.set_exception(Cancelled(job.label))
-                    else:
-                        job.preemptions += 1
-                        heapq.heappush(self._heap, (job.priority, next(self._seq), job))
-                continue
-            except BaseException as exc:  # the job's error goes to whoever waits for it
-                with self._cond:
-                    self.running.discard(job)
-                if not job.done():
-                    job.future.set_exception(exc)
-                continue
+                    self.faults += 1
+                    self.last_fault = f"{type(exc).__name__}: {exc}"
+                    if job is not None:
+                        self.running.discard(job)
+                        self._settle(job, exc=exc)
+
+    def _run(self, job: Job) -> None:
+        job.started_at = time.monotonic()
+        try:
+            result = job.fn(lambda: self._should_stop(job))
+        except Interrupted:
             with self._cond:
                 self.running.discard(job)
-            if not job.done():
+                if job.cancelled or self._stopped:
+                    self._settle(job, exc=Cancelled(job.label))
+                else:
+                    job.preemptions += 1
+                    heapq.heappush(self._heap, (job.priority, next(self._seq), job))
+            return
+        except BaseException as exc:  # the job's error goes to whoever waits for it
+            with self._cond:
+                self.running.discard(job)
+                self._settle(job, exc=exc)
+            return
+        with self._cond:
+            self.running.discard(job)
+            self._settle(job, result=result)
+
+    @staticmethod
+    def _settle(job: Job, result: Any = None, exc: BaseException | None = None) -> None:
+        """Give the job's waiter its result once. Called under the lock where it races cancel(), which settles a
+        job that is not running: checked and set in one step, so neither side sets a settled future again."""
+        if job.done():
+            return
+        try:
+            if exc is not None:
+                job.future.set_exception(exc)
+            else:
                 job.future.set_result(result)
+        except InvalidStateError:  # cancelled through the future itself meanwhile
+            pass

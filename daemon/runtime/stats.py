@@ -89,6 +89,7 @@ class Reporting:
             "cache": {"entries": len(self.cache), "bytes": self.cache.bytes, "bound_bytes": self.cache.max_bytes},
             "kv_bytes": self.backend.kv_bytes() if self.backend is not None else 0,
             "queue_depth": self.scheduler.depth(),
+            "worker_faults": self.scheduler.faults,
             "model": self.model_id,
             "engine": self.backend.engine_name if self.backend is not None else None,
             "engine_why": getattr(self.backend, "engine_why", None),  # why this engine (why not the torch-free one)
