@@ -407,7 +407,7 @@ class LocalBackend:
         text, confidence, scored = self._copy_candidate(prefix, text, confidence, logits, slot, len(ids), layout, line,
                                                         settings, context, score_passes, lookup)
         if settings.known_names:
-            confidence = self.known.floor(prefix, suffix, text, confidence, context)
+            text, confidence = self.known.judge(prefix, suffix, text, confidence, context)
         return Prediction(
             text=text,
             prefill_tokens=len(ids) - reused,

@@ -169,7 +169,7 @@ def gate(text: str, confidence: Sequence[tuple[int, float]], min_confidence: flo
     return shown if shown.strip() else ""
 
 
-_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
 def completed_name(prefix: str, text: str, line_after: str = "") -> tuple[str, int] | None:
@@ -181,13 +181,13 @@ def completed_name(prefix: str, text: str, line_after: str = "") -> tuple[str, i
     may follow the cursor. None otherwise.
     """
     n = len(prefix)
-    while n and prefix[n - 1] in _WORD_CHARS:
+    while n and prefix[n - 1] in WORD_CHARS:
         n -= 1
     partial = prefix[n:]
-    if not partial or partial[0].isdigit() or (line_after[:1] and line_after[0] in _WORD_CHARS):
+    if not partial or partial[0].isdigit() or (line_after[:1] and line_after[0] in WORD_CHARS):
         return None
     k = 0
-    while k < len(text) and text[k] in _WORD_CHARS:
+    while k < len(text) and text[k] in WORD_CHARS:
         k += 1
     if k == 0:
         return None

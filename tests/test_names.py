@@ -43,20 +43,20 @@ def test_a_name_an_open_file_spells_lifts_the_gate_and_an_unknown_one_does_not()
     other = [ContextChunk("click/_compat.py", "def term_len(x: str) -> int:\n    return len(strip_ansi(x))\n", True)]
     prefix, suffix = "    width = term_", "\n"
     assert known.floor(prefix, suffix, TEXT, UNSURE, other) == floor_at(UNSURE, 3, KNOWN_NAME_P)
-    assert known.floor(prefix, suffix, TEXT, UNSURE, []) == UNSURE  # spelled nowhere: the model's own marks
+    assert known.floor(prefix, suffix, TEXT, UNSURE, []) is None  # spelled nowhere: the model's own marks
     # spelled in the window itself (above the cursor, or after it)
     assert known.floor("n = term_len(a)\n" + prefix, suffix, TEXT, UNSURE, []) == floor_at(UNSURE, 3, KNOWN_NAME_P)
     assert known.floor(prefix, "\nprint(term_len)\n", TEXT, UNSURE, []) == floor_at(UNSURE, 3, KNOWN_NAME_P)
     # a whole word only: `term_length` does not spell `term_len`
     longer = [ContextChunk("a.py", "term_length = 3\n")]
-    assert known.floor(prefix, suffix, TEXT, UNSURE, longer) == UNSURE
+    assert known.floor(prefix, suffix, TEXT, UNSURE, longer) is None
 
 
 def test_short_names_and_engines_without_probabilities_are_left_alone():
     known = KnownNames()
     ctx = [ContextChunk("a.py", "abc = 1\n")]
-    assert known.floor("x = ab", "", "c + 1", ((1, 0.1), (5, 0.9)), ctx) == ((1, 0.1), (5, 0.9))  # 3 characters
-    assert known.floor("    width = term_", "", TEXT, (), ctx) == ()
+    assert known.floor("x = ab", "", "c + 1", ((1, 0.1), (5, 0.9)), ctx) is None  # 3 characters
+    assert known.floor("    width = term_", "", TEXT, (), ctx) is None
 
 
 def test_the_names_of_a_text_are_found_once_and_the_memory_is_bounded():
@@ -70,3 +70,23 @@ def test_the_names_of_a_text_are_found_once_and_the_memory_is_bounded():
 
 def test_the_rule_is_part_of_the_cache_key():
     assert GenSettings().tag() != GenSettings(known_names=False).tag()
+
+
+def test_the_only_known_name_that_starts_like_the_word_replaces_an_unknown_one():
+    known = KnownNames()
+    other = [ContextChunk("click/_compat.py", "def term_len(x):\n    return len(strip_ansi(x))\n", True)]
+    prefix = "    width = ter"
+    # the model finishes the word into a name nobody spells: the one known name that starts with `ter` instead
+    assert known.judge(prefix, "\n", "minal_size()", UNSURE, other) == ("m_len", ((5, 0.8),))
+    # the model finishes it into the known name itself: its own text, with the floor
+    text, conf = known.judge(prefix, "\n", "m_len(line)", ((5, 0.3), (11, 0.9)), other)
+    assert text == "m_len(line)" and conf[0] == (5, KNOWN_NAME_P)
+    # two known names start like it: no guess
+    two = other + [ContextChunk("a.py", "terminal = None\n")]
+    assert known.judge(prefix, "\n", "minal_size()", UNSURE, two) == ("minal_size()", UNSURE)
+    # fewer than 3 characters typed, or the model ends the word (its next character is not part of a name)
+    assert known.judge("    width = te", "\n", "rminal_size()", UNSURE, other) == ("rminal_size()", UNSURE)
+    assert known.judge(prefix, "\n", "(x)", UNSURE, other) == ("(x)", UNSURE)
+    # the window's own names count, the unfinished word itself does not
+    assert known.only_completion("n = tertiary_key\n" + prefix, "\n", []) == "tiary_key"
+    assert known.only_completion(prefix, "\n", []) is None
