@@ -197,3 +197,17 @@ def test_context_rows_put_same_repository_chunks_before_the_fim_sample():
 
     pieces = template_for("tabd", "spm").context_pieces([ContextChunk("pkg/a.py", "x = 1")])
     assert pieces == [("# pkg/a.py\nx = 1\n", False), ("<tabd_eot>", True)]
+
+
+def test_context_rows_can_pick_the_chunk_that_holds_what_the_middle_needs():
+    tok = train.load_tokenizer(SHIPPED)
+    cfg = train.TrainConfig(context_tokens=40)  # room for one chunk
+    local = "import os\nvalue = os.path.join(base_dir, name)\n"
+    sources = [data.Source("pkg", "pkg/a.py", "def zeta_special_helper(x):\n    return x\n", False),
+               data.Source("pkg", "pkg/b.py", local * 2, False),
+               data.Source("pkg", "pkg/c.py", local, False)]
+    rows = train.Rows(sources, tok, cfg, seed=1)
+    alike = rows.context_for(2, local, "")
+    needed = rows.context_for(2, local, "", needed="zeta_special_helper(value)")
+    assert [c.path for c in alike] == ["pkg/b.py"]  # the daemon's rule: most alike the local window
+    assert [c.path for c in needed] == ["pkg/a.py"]  # the middle's missing name wins

@@ -66,6 +66,7 @@ class TrainConfig:
     p_psm: float = 0.2
     p_context: float = 0.3         # FIM samples with chunks of the same repository's other files before them
     context_tokens: int = 320
+    p_context_needed: float = 0.5  # of those, the share whose chunks are picked by what the middle needs too
     prefix_chars: int = 3000
     suffix_chars: int = 1000
     # optimisation
@@ -185,7 +186,10 @@ class Rows:
         suffix = text[end:end + rng.randint(0, cfg.suffix_chars)]
         layout = "spm" if rng.random() < cfg.p_spm / (cfg.p_spm + cfg.p_psm) else "psm"
         template = self.templates[layout]
-        chunks = self.context_for(index, prefix, suffix) if rng.random() < cfg.p_context else []
+        chunks = []
+        if rng.random() < cfg.p_context:
+            needed = text[start:end] if rng.random() < cfg.p_context_needed else ""
+            chunks = self.context_for(index, prefix, suffix, needed)
         head = prompt_ids.lay_out(self.tok, template.context_pieces(chunks))
         mid = self.encode(text[start:end])[: budget // 4]
         suf = self.encode(suffix)[: budget // 3]
@@ -195,12 +199,18 @@ class Rows:
         pieces = template.pieces(prompt_ids.PREFIX_SLOT, prompt_ids.SUFFIX_SLOT)
         return head + prompt_ids.lay_out(self.tok, pieces, slots) + mid + [self.special(EOT)]
 
-    def context_for(self, index: int, prefix: str, suffix: str) -> list[ContextChunk]:
-        """Chunks of the same repository's other files, most alike the cursor's surroundings first."""
+    def context_for(self, index: int, prefix: str, suffix: str, needed: str = "") -> list[ContextChunk]:
+        """Chunks of the same repository's other files, most alike the cursor's surroundings first.
+
+        With `needed` (the middle to be predicted), a chunk that holds the middle's
+        identifiers missing from the prefix scores first: rows where the context
+        pays, so the model learns to copy from it (the daemon's own picks pay less
+        often, and the rows without `needed` teach it so)."""
         others = [i for i in self.by_group.get(self.sources[index].group, []) if i != index]
         if not others:
             return []
         local = identifiers(prefix[-1500:] + suffix[:500])
+        wanted = identifiers(needed) - identifiers(prefix)
         candidates = []
         for i in self.rng.sample(others, min(6, len(others))):
             src = self.sources[i]
@@ -208,8 +218,9 @@ class Rows:
             for a in range(0, len(lines), 32):
                 chunk = "".join(lines[a:a + 32])
                 if chunk.strip():
-                    candidates.append((similarity(local, identifiers(chunk)), src.path, chunk))
-        candidates.sort(key=lambda c: -c[0])
+                    names = identifiers(chunk)
+                    candidates.append(((len(wanted & names), similarity(local, names)), src.path, chunk))
+        candidates.sort(key=lambda c: c[0], reverse=True)
         chosen, used = [], 0
         for _, path, chunk in candidates[:8]:
             cost = len(chunk) // 3 + 8  # ~3 characters a token in Python
@@ -495,6 +506,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, default=d.batch)
     parser.add_argument("--lr", type=float, default=d.lr)
     parser.add_argument("--p-context", type=float, default=d.p_context, help="share of FIM samples with repository context")
+    parser.add_argument("--p-context-needed", type=float, default=d.p_context_needed,
+                        help="share of context samples whose chunks are picked by what the middle needs too")
     parser.add_argument("--test-share", type=float, default=d.test_share, help="most share of characters from test files")
     parser.add_argument("--eval-lines", type=int, default=d.eval_lines, help="held-out cuts for the exact-match figures")
     parser.add_argument("--val-rows", type=int, default=d.val_rows, help="held-out rows of seq-len tokens for the validation loss")
@@ -511,7 +524,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         test_share=args.test_share, max_files=args.max_files, vocab_size=args.vocab_size, tokenizer_dir=args.tokenizer,
         init_dir=args.init, resume=args.resume, hidden=args.hidden, layers=args.layers, intermediate=args.intermediate,
         heads=args.heads, kv_heads=args.kv_heads, bf16=args.bf16, seq_len=args.seq_len, batch=args.batch, lr=args.lr,
-        p_context=args.p_context, minutes=args.minutes, max_steps=args.steps, checkpoint_minutes=args.checkpoint_minutes,
+        p_context=args.p_context, p_context_needed=args.p_context_needed, minutes=args.minutes, max_steps=args.steps, checkpoint_minutes=args.checkpoint_minutes,
         threads=args.threads, eval_lines=args.eval_lines, log_every=args.log_every, val_rows=args.val_rows,
     )
     if cfg.resume and (Path(cfg.resume) / "train_config.json").exists():  # the run's own shape and data
@@ -527,8 +540,8 @@ def check(cfg: TrainConfig) -> str | None:
         return f"--resume {cfg.resume}: no {CHECKPOINT} there"
     if cfg.corpus and not Path(cfg.corpus).exists():
         return f"--corpus {cfg.corpus}: no such file (build it with `tabd train corpus`)"
-    if not 0 <= cfg.test_share < 1 or not 0 <= cfg.p_context <= 1:
-        return "--test-share must be within 0..1 (exclusive of 1) and --p-context within 0..1"
+    if not 0 <= cfg.test_share < 1 or not 0 <= cfg.p_context <= 1 or not 0 <= cfg.p_context_needed <= 1:
+        return "--test-share must be within 0..1 (exclusive of 1) and --p-context and --p-context-needed within 0..1"
     return None
 
 
