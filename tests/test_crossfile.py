@@ -115,3 +115,19 @@ def test_new_code_mode_writes_the_code_after_the_imports_with_nothing_after_the_
 
     with pytest.raises(ValueError, match="edit or new"):
         cross_file_session(pkg / "user.py", [pkg / "helpers.py"], mode="rewrite")
+
+
+def test_name_figures_count_first_uses_of_names_only_the_open_files_spell():
+    from tabd.daemon.bench.crossfile import name_figures
+
+    at = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}
+    events = [{"op": "open", "uri": "file:///h.py", "text": HELPERS},
+              {"op": "open", "uri": "file:///u.py", "text": "total = 1\n"}]
+    for ch in "b = TokenBucket(3)\nb.take_tokq":  # a typo at the end, taken back
+        events.append({"op": "change", "uri": "file:///u.py", "range": at, "text": ch})
+    events.append({"op": "change", "uri": "file:///u.py", "range": at, "text": ""})
+    for ch in "ens(1)\ntotal = TokenBucket(2)\nbucket_size = 4":
+        events.append({"op": "change", "uri": "file:///u.py", "range": at, "text": ch})
+    # typed: TokenBucket, take_tokens, total, TokenBucket, bucket_size; first uses the helpers spell: the first two
+    # (`total` is in the file already, the second TokenBucket is no first use, bucket_size is nobody's)
+    assert name_figures(events, "file:///u.py") == {"names_typed": 5, "first_use_of_an_open_file_s_name": 2}

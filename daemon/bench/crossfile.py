@@ -110,12 +110,46 @@ def cross_file_session(target: Path, others: list[Path], seed: int = 11, spans: 
     return language_of(str(target)), events
 
 
-def write_sessions(cases, workdir: Path, seed: int, spans: int, mode: str = "edit") -> list[Path]:
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+
+
+def name_figures(events: list[dict[str, Any]], target_uri: str) -> dict[str, int]:
+    """What workspace context could give at most: of the names the typist types into the target, how many are
+    the first use of a name that the open files spell and the target (as opened, and typed so far) does not."""
+    opened, others, typed = "", set(), []
+    for e in events:
+        if e["op"] == "open":
+            if e["uri"] == target_uri:
+                opened = e["text"]
+            else:
+                others |= set(NAME.findall(e["text"]))
+        elif e["op"] == "change" and e["uri"] == target_uri:
+            if e["text"]:
+                typed.append(e["text"])
+            elif typed:  # a typo's backspace: the typist deletes only what it has just typed
+                typed[-1] = typed[-1][:-1]
+    seen = set(NAME.findall(opened))
+    names = first_from_open = 0
+    for name in NAME.findall("".join(typed)):
+        names += 1
+        if name not in seen and name in others:
+            first_from_open += 1
+        seen.add(name)
+    return {"names_typed": names, "first_use_of_an_open_file_s_name": first_from_open}
+
+
+def write_sessions(cases, workdir: Path, seed: int, spans: int, mode: str = "edit",
+                   names_seen: dict[str, int] | None = None) -> list[Path]:
+    """The cases' sessions as files; `names_seen` (if given) sums their name_figures."""
     from tabd.daemon.sessions.format import write_session
 
+    names_seen = {} if names_seen is None else names_seen
     out = []
     for n, (target, others) in enumerate(cases):
         language, events = cross_file_session(target, others, seed + n, spans, mode=mode)
+        figures = name_figures(events, target.resolve().as_uri())
+        for k, v in figures.items():
+            names_seen[k] = names_seen.get(k, 0) + v
         path = workdir / f"cross-{mode}-{n}.jsonl"
         write_session(path, events, language)
         out.append(path)
@@ -180,9 +214,11 @@ def run_cross_file(args: argparse.Namespace, flags: list[str]) -> dict[str, Any]
     with tempfile.TemporaryDirectory(prefix="tabd-cross-") as tmp:
         workdir = Path(tmp)
         for mode in modes:
-            sessions = write_sessions(cases, workdir, seed, getattr(args, "quality_spans", 3), mode)
+            names: dict[str, int] = {}
+            sessions = write_sessions(cases, workdir, seed, getattr(args, "quality_spans", 3), mode, names)
             # edit mode's figures stay at the top level (as before); new code's go under "new"
             into = out if mode == "edit" else out.setdefault("new", {})
+            out.setdefault("names", {})[mode] = names
             for user in (p for p in parts if p != "warmup"):
                 with_ctx = replay(sessions, user, flags, workdir / f"{mode}-{user}-ctx.jsonl", progress)
                 without = replay(sessions, user, [*flags, "--no-context"], workdir / f"{mode}-{user}-none.jsonl",
