@@ -355,9 +355,11 @@ class TabdProtocol(LanguageServerProtocol):
         if handler is not None and self.initialized and not self._shutdown:
             try:
                 result = handler(value["params"])  # on plain JSON: no structuring, task or loop turn
-            except Exception:  # the normal path answers it, or reports what is wrong
-                logger.exception("handling %s on plain JSON", value["method"])
-                result = NOT_PLAIN
+            except Exception as exc:  # not run again on the structured path: it may have applied an edit already
+                logger.exception("error handling %s", value["method"])
+                if request_id is not None:
+                    self.send_error(request_id, JsonRpcInternalError.CODE, f"internal error: {type(exc).__name__}: {exc}")
+                return
             if result is not NOT_PLAIN:
                 if request_id is not None:
                     method = value["method"]

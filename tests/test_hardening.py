@@ -540,3 +540,26 @@ def test_bench_soak_reports_rss_and_a_bounded_cache():
     assert {"rss_start_mb", "rss_end_mb", "rss_growth_pct", "cache_bytes_max", "cache_bytes_bound"} <= set(soak)
     assert 0 < soak["rss_start_mb"] and 0 < soak["rss_end_mb"]
     assert 0 <= soak["cache_bytes_max"] <= soak["cache_bytes_bound"]
+
+
+async def test_a_plain_path_handler_that_fails_is_not_run_again(srv: InProcess):
+    """A Tab's messages are handled on plain JSON (lsp/plain.py); a handler that fails there may have applied its edit
+    already, so it is reported, not handed to the structured path to apply a second time."""
+    await srv.initialize()
+    srv.notify("textDocument/didOpen", {"textDocument": {"uri": "file:///a.py", "languageId": "python", "version": 1, "text": "ab"}})
+    apply = srv.server.apply_changes
+
+    def apply_then_fail(*args):
+        apply(*args)
+        raise RuntimeError("bug after the edit")
+
+    srv.server.apply_changes = apply_then_fail
+    srv.notify("textDocument/didChange", {"textDocument": {"uri": "file:///a.py", "version": 2}, "contentChanges": [
+        {"range": {"start": {"line": 0, "character": 1}, "end": {"line": 0, "character": 1}}, "text": "X"}]})
+    srv.server.apply_changes = apply
+    srv.request(90, "tabd/document", {"uri": "file:///a.py"})
+    assert (await srv.reply(90))["result"]["text"] == "aXb"  # once
+
+    srv.server.protocol.plain = {**srv.server.protocol.plain, INLINE: lambda params: 1 / 0}
+    srv.request(91, INLINE, inline_params(line=0, character=3))
+    assert code_of(await srv.reply(91)) == -32603
