@@ -170,6 +170,9 @@ def test_replay_accepts_and_serves_after_accept_from_cache(tmp_path, fake_server
     assert summary["after_accept"]["requests"] == summary["accepted"]
     assert summary["after_accept"]["from_cache"] > 0
     assert summary["sources"]["cache"] >= summary["after_accept"]["from_cache"]
+    # latency_ms.after_accept_from_memory: the after-accept requests answered from memory, and only those
+    assert len(m.after_accept_memory_ms) == summary["after_accept"]["from_cache"]
+    assert 0 < summary["latency_ms"]["after_accept_from_memory"]["p50"] <= summary["latency_ms"]["after_accept"]["p99"]
     server = summary["server"]
     assert len(server["accepts"]) == summary["accepted"]
     for item_id, info in server["accepts"]:

@@ -258,6 +258,7 @@ class Driver:
             self.m.after_accept_sources[source or "unknown"] += 1
             if source in MEMORY_SOURCES:
                 self.m.after_accept_from_cache += 1
+                self.m.after_accept_memory_ms.append(latency)
                 if self.last_depth is not None:
                     self.m.after_accept_hits_by_depth[self.last_depth] += 1
             if source in MEMORY_SOURCES + ("inflight",):
