@@ -312,9 +312,19 @@ class Client:
         await asyncio.wrap_future(self.request("shutdown", None))
         self.notify("exit", None)
 
-    async def stop(self) -> None:
-        """Close our end of the child's stdin (after the process is gone or told to exit)."""
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Close our end of the child's stdin and wait for the process to end (killed after `timeout` s), so that
+        its pipes are closed before the caller's loop is."""
         self.abandon()
+        process = self._process
+        if process is None:
+            return
+        try:
+            await asyncio.wait_for(process.wait(), timeout)
+        except asyncio.TimeoutError:
+            process.kill()
+            await process.wait()
+        await asyncio.sleep(0)  # the transport's last callbacks (pipes lost) run now
 
     def abandon(self) -> None:
         """Fail what is still pending and close our end of the pipe (the process was killed, or is done)."""
