@@ -108,3 +108,19 @@ async def test_depth_follows_acceptance(client: LanguageClient):
     s = await stats(client)
     assert s["speculation"]["user_depth"] < streak_depth
     assert s["speculation"]["user_depth"] == 0, s["speculation"]
+
+
+async def test_a_partial_accept_marks_the_next_request_with_other_files_open(client: LanguageClient):
+    """The state a partial accept reaches is remembered under the document's workspace context, as the request
+    there is keyed: with another file open (a context that is not empty) it is still an after-accept request."""
+    open_doc(client, "file:///w/other.py", "def compute_total(items, tax):\n    return sum(items) * tax\n")
+    uri = "file:///w/e.py"
+    open_doc(client, uri, LINE + "total = ")
+    item = await shown_at(client, uri, 1, 8)
+    assert item.insert_text == "compute_total(items, tax)"
+    change(client, uri, 2, 1, 8, "compute_total(")  # its first part in one edit: a partial accept
+    await until(client, lambda s: s["accepts"] == 1, "one partial accept")
+    await inline(client, uri, 1, 8 + len("compute_total("))
+    s = await stats(client)
+    assert s["context"]["active"]["sources"] >= 1  # the other file is in the context
+    assert s["after_accept"]["requests"] == 1

@@ -94,7 +94,8 @@ class Speculation:
         self.stats.accepts += 1
         self.stats.accepts_by[a.via] = self.stats.accepts_by.get(a.via, 0) + 1
         if a.partial:  # the next request there is an after-accept one (a whole accept reaches what _plan remembered)
-            self._remember_planned(a.reached, partial=False)
+            # under the document's kept context: accepting at the cursor keeps it, and the next request is keyed so
+            self._remember_planned(a.reached, partial=False, context=self.workspace.current(a.doc))
         self.events.emit("accept", id=a.answer_id, doc=a.doc, chars=a.chars, partial=a.partial, kind=a.kind, via=a.via,
                          known=True)
 
