@@ -224,20 +224,13 @@ class LocalBackend:
                            "long prompt several times faster than native pieces)")
 
     def _stop_ids(self) -> set[int]:
-        """The template's stop tokens, its FIM markers and every special token: none belongs in a suggestion (a
-        `<tabd_pre>` after the middle is the model starting another document, not text to show)."""
-        t = self.template
-        ids = set(getattr(self.tokenizer, "all_special_ids", None) or ())
-        added = getattr(self.tokenizer, "added_tokens_decoder", None) or {}
-        ids |= {i for i, tok in added.items() if getattr(tok, "special", False)}
-        for tok in (*t.stop_toks, t.prefix_tok, t.suffix_tok, t.middle_tok):
-            tid = self.tokenizer.convert_tokens_to_ids(tok) if tok else None
+        ids = set()
+        for t in self.template.stop_toks:
+            tid = self.tokenizer.convert_tokens_to_ids(t)
             if isinstance(tid, int) and tid != self.tokenizer.unk_token_id:
                 ids.add(tid)
-        for name in ("eos_token_id", "bos_token_id", "pad_token_id"):
-            tid = getattr(self.tokenizer, name, None)
-            if isinstance(tid, int):
-                ids.add(tid)
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(self.tokenizer.eos_token_id)
         return ids
 
     def vocab_text(self) -> list[str]:

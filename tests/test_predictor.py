@@ -313,14 +313,3 @@ def test_token_healing_allows_every_token_that_starts_with_the_backed_off_text(r
         assert (got.tolist() if got is not None else []) == scan, heal  # the same ids, in the same order
     assert reuse._allowed_first("") is None
 
-
-def test_decoding_stops_at_any_fim_marker_or_special_token():
-    """A `<tabd_pre>` (or any other special token) after the middle is the model starting another document: it
-    ends the suggestion and is never shown as text (one was, on the shipped weights: '<tabd_pre># Copyright')."""
-    from pathlib import Path
-
-    from tabd.predictor.fim import SPECIAL_TOKENS
-
-    backend = LocalBackend(str(Path(__file__).resolve().parents[1] / "predictor" / "model"), device="cpu", threads=1)
-    special = {backend.tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS[:4]}  # the FIM markers and EOT
-    assert special <= backend.stop_ids

@@ -44,8 +44,8 @@ def _position(text: str, offset: int) -> dict[str, int]:
 
 # where the demo asks, in order: the first place the model has something to say (the sample's own markers;
 # another file falls back to its middle)
-PLACES = ("    def value(self) -> float:\n        return ", "    def needs_reorder(self) -> bool:\n        return ",
-          "        item = self.get(sku)\n        item.")
+PLACES = ("        item = self.get(sku)\n        item.", "    def value(self) -> float:\n        return ",
+          "    def needs_reorder(self) -> bool:\n        return ")
 
 
 async def mechanism(path: Path) -> int:
