@@ -61,9 +61,7 @@ class KnownNames:
     def only_completion(self, prefix: str, suffix: str, context: Sequence[ContextChunk]) -> str | None:
         """The rest of the one name the window and the workspace spell that starts with the word at the cursor
         (ONLY_NAME_AFTER characters typed or more, the name MIN_NAME or longer); None when none or several do."""
-        n = len(prefix)
-        while n and prefix[n - 1] in postprocess.WORD_CHARS:
-            n -= 1
+        n = postprocess.word_start(prefix)
         word = prefix[n:]
         if len(word) < ONLY_NAME_AFTER or word[0].isdigit() or (suffix[:1] and suffix[0] in postprocess.WORD_CHARS):
             return None

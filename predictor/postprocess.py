@@ -172,6 +172,14 @@ def gate(text: str, confidence: Sequence[tuple[int, float]], min_confidence: flo
 WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
+def word_start(prefix: str) -> int:
+    """Where the word the prefix ends in (letters, digits, `_`) starts; len(prefix) when it ends in none."""
+    n = len(prefix)
+    while n and prefix[n - 1] in WORD_CHARS:
+        n -= 1
+    return n
+
+
 def completed_name(prefix: str, text: str, line_after: str = "") -> tuple[str, int] | None:
     """(the name, characters of `text` that complete it) when `text` finishes the word the cursor is in.
 
@@ -180,10 +188,7 @@ def completed_name(prefix: str, text: str, line_after: str = "") -> tuple[str, i
     non-word character follows, or `text` ends there), and nothing of a word
     may follow the cursor. None otherwise.
     """
-    n = len(prefix)
-    while n and prefix[n - 1] in WORD_CHARS:
-        n -= 1
-    partial = prefix[n:]
+    partial = prefix[word_start(prefix):]
     if not partial or partial[0].isdigit() or (line_after[:1] and line_after[0] in WORD_CHARS):
         return None
     k = 0
