@@ -211,3 +211,29 @@ def test_context_rows_can_pick_the_chunk_that_holds_what_the_middle_needs():
     needed = rows.context_for(2, local, "", needed="zeta_special_helper(value)")
     assert [c.path for c in alike] == ["pkg/b.py"]  # the daemon's rule: most alike the local window
     assert [c.path for c in needed] == ["pkg/a.py"]  # the middle's missing name wins
+
+
+def test_the_fim_markers_are_never_targets_so_the_model_never_learns_to_write_one():
+    """The daemon writes every marker itself; a model taught to predict them began suggestions with
+    `<tabd_pre>` where the cursor sat in an indentation. EOT stays a target: it is how a middle ends."""
+    tok = train.load_tokenizer(SHIPPED)
+    cfg = train.TrainConfig(p_spm=0.5, p_psm=0.5, seq_len=256)
+    sources = [data.Source("pkg", "pkg/a.py", "def alpha_helper(x):\n    return x * 2\n" * 40, False)]
+    rows = train.Rows(sources, tok, cfg, seed=3)
+    x, y = rows.batch(16)
+    ids = {t: tok.convert_tokens_to_ids(t) for t in ("<tabd_pre>", "<tabd_suf>", "<tabd_mid>", "<tabd_eot>")}
+    inputs, targets = set(x.flatten().tolist()), set(y.flatten().tolist())
+    assert {ids["<tabd_pre>"], ids["<tabd_suf>"]} <= inputs  # the markers are in the rows the model reads
+    assert not {ids["<tabd_pre>"], ids["<tabd_suf>"], ids["<tabd_mid>"]} & targets
+    assert ids["<tabd_eot>"] in targets and train.IGNORE in targets
+
+
+def test_some_middles_start_inside_the_indentation():
+    import random
+
+    text = "class A:\n    def f(self, x):\n        return x + 1\n" * 5
+    rng = random.Random(0)
+    spans = [train.pick_middle(text, rng) for _ in range(400)]
+    inside = [(a, b) for a, b in spans if a > text.rfind("\n", 0, a) + 1 and text[a - 1] == text[a] == " "
+              and b == text.find("\n", a)]  # from inside the indentation to the line's end
+    assert len(inside) > 5  # a dedented or half-indented cursor, then the rest of the indentation and the line
