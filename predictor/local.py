@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 from tabd.predictor import loader, postprocess, prompt_ids
 from tabd.predictor.engine import generate
 from tabd.predictor.engine.runner import Runner, TransformersRunner
+from tabd.predictor.fim import PAD
 from tabd.predictor.threads import AdaptiveThreads
 from tabd.predictor.lookup import copy_suggestion
 from tabd.predictor.names import KnownNames
@@ -115,6 +116,7 @@ class LocalBackend:
         kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
         elem = 4 if self.engine_name == "native" else _element_bytes(self.model.dtype)
         self.kv_bytes_per_token = 2 * cfg.num_hidden_layers * kv_heads * head_dim * elem
+        self.marker_ids = self._marker_ids()
         self.stop_ids = self._stop_ids()
         self._vocab_text: list[str] | None = None
         self.known = KnownNames()
@@ -224,7 +226,9 @@ class LocalBackend:
                            "long prompt several times faster than native pieces)")
 
     def _stop_ids(self) -> set[int]:
-        ids = set()
+        """The template's stop tokens and EOS, and its FIM markers (past the first token a marker is the model
+        starting another document: it ends the suggestion, never shows as text)."""
+        ids = set(self.marker_ids)
         for t in self.template.stop_toks:
             tid = self.tokenizer.convert_tokens_to_ids(t)
             if isinstance(tid, int) and tid != self.tokenizer.unk_token_id:
@@ -232,6 +236,17 @@ class LocalBackend:
         if self.tokenizer.eos_token_id is not None:
             ids.add(self.tokenizer.eos_token_id)
         return ids
+
+    def _marker_ids(self) -> list[int]:
+        """The ids of the template's prefix, suffix and middle markers (and tabd's pad): never a first token.
+
+        Banned rather than stopped at, so a request there still gets the model's best text, at the probability
+        the model gave it (models that learnt to predict markers start some middles with one; stopping left
+        those answers empty)."""
+        t = self.template
+        toks = (t.prefix_tok, t.suffix_tok, t.middle_tok) + ((PAD,) if t.family == "tabd" else ())
+        ids = {self.tokenizer.convert_tokens_to_ids(tok) for tok in toks if tok}
+        return sorted(i for i in ids if isinstance(i, int) and i != self.tokenizer.unk_token_id)
 
     def vocab_text(self) -> list[str]:
         if self._vocab_text is None:
@@ -393,7 +408,7 @@ class LocalBackend:
         look = generate.Lookup(ids, doc=layout.before_cursor) if lookup and self.engine_name in ("fast", "native") else None
         tokens = generate.decode_n_tokens(
             self.runner, logits, slot.cache, settings.max_new_tokens, go_on, slot.ids.append, self._allowed_first(heal),
-            probs, look,
+            probs, look, self.marker_ids,
         )
         t2 = time.perf_counter()
         self.last_tokens = list(tokens)

@@ -313,3 +313,31 @@ def test_token_healing_allows_every_token_that_starts_with_the_backed_off_text(r
         assert (got.tolist() if got is not None else []) == scan, heal  # the same ids, in the same order
     assert reuse._allowed_first("") is None
 
+
+
+def test_a_fim_marker_is_never_the_first_token_and_keeps_its_share_of_the_probability():
+    """The best other token is chosen, at the probability the model gave it (not renormalised: the gate sees
+    how unsure the model was); with numpy logits (the torch-free runner) too."""
+    import numpy as np
+    import torch
+
+    from tabd.predictor.engine.runner import greedy_p
+
+    logits = torch.log(torch.tensor([0.05, 0.6, 0.25, 0.1]))  # id 1 plays the marker
+    token, p = greedy_p(logits, banned=[1])
+    assert token == 2 and abs(p - 0.25) < 1e-6
+    token, p = greedy_p(logits.numpy().astype(np.float32), banned=[1])
+    assert token == 2 and abs(p - 0.25) < 1e-6
+    assert greedy_p(logits)[0] == 1
+
+
+def test_the_shipped_model_never_shows_a_fim_marker():
+    """The markers are banned as the first token and end a suggestion after it; EOT stops too."""
+    from pathlib import Path
+
+    from tabd.predictor.fim import SPECIAL_TOKENS
+
+    backend = LocalBackend(str(Path(__file__).resolve().parents[1] / "predictor" / "model"), device="cpu", threads=1)
+    ids = {t: backend.tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
+    assert sorted(backend.marker_ids) == sorted(ids[t] for t in ("<tabd_pre>", "<tabd_suf>", "<tabd_mid>", "<tabd_pad>"))
+    assert set(ids.values()) <= backend.stop_ids

@@ -201,6 +201,7 @@ def decode_n_tokens(
     first_allowed: torch.Tensor | None = None,
     probs: list[float] | None = None,
     lookup: Lookup | None = None,
+    first_banned: list[int] | None = None,
 ) -> list[int]:
     """Greedy tokens after `logits`, until n tokens or go_on(tokens) is False.
 
@@ -212,9 +213,10 @@ def decode_n_tokens(
     tokens indexed), each step feeds the token and its prompt-lookup drafts
     in one pass and keeps the drafts the model would have chosen itself:
     the same tokens and probabilities as one token a step, fewer passes.
+    `first_banned` are never the first token (greedy_p's `banned`).
     """
     tokens: list[int] = []
-    token, p = greedy_p(logits, first_allowed)
+    token, p = greedy_p(logits, first_allowed, first_banned)
     while True:
         tokens.append(token)
         if probs is not None:

@@ -47,9 +47,14 @@ def _is_torch(x) -> bool:
     return hasattr(x, "data_ptr")
 
 
-def greedy_p(logits, allowed=None) -> tuple[int, float]:
+def greedy_p(logits, allowed=None, banned=None) -> tuple[int, float]:
     """The greedy token and its probability (renormalised over `allowed` when the choice is restricted);
-    logits and allowed are both torch tensors or both numpy arrays."""
+    logits and allowed are both torch tensors or both numpy arrays.
+
+    `banned` (a list of ids) are never chosen, and their share is not renormalised away: the token
+    picked instead keeps the probability the model gave it, so a gate on it sees how unsure the model was."""
+    if banned and allowed is None:
+        return _greedy_unbanned(logits, banned)
     if _is_torch(logits):
         import torch
 
@@ -62,6 +67,13 @@ def greedy_p(logits, allowed=None) -> tuple[int, float]:
     pool = logits if allowed is None else logits[allowed]
     i = int(pool.argmax())
     return (i if allowed is None else int(allowed[i])), _np_p(pool, float(pool[i]))
+
+
+def _greedy_unbanned(logits, banned: list[int]) -> tuple[int, float]:
+    pool = logits.clone() if _is_torch(logits) else logits.copy()
+    pool[banned] = float("-inf")
+    best = int(pool.argmax())
+    return best, token_p(logits, best)
 
 
 def token_p(logits, token: int, allowed=None) -> float | None:
