@@ -1,7 +1,7 @@
 """A word the model finishes into a name the window or the workspace spells is shown at least to the name's end."""
 from __future__ import annotations
 
-from tabd.predictor.names import KNOWN_NAME_P, KnownNames
+from tabd.predictor.names import KNOWN_NAME_P, LIKELIEST_NAME_P, KnownNames
 from tabd.predictor.postprocess import completed_name, floor_at, gate
 from tabd.predictor.types import ContextChunk, GenSettings
 
@@ -72,7 +72,7 @@ def test_the_rule_is_part_of_the_cache_key():
     assert GenSettings().tag() != GenSettings(known_names=False).tag()
 
 
-def test_the_only_known_name_that_starts_like_the_word_replaces_an_unknown_one():
+def test_the_likeliest_known_name_that_starts_like_the_word_replaces_an_unknown_one():
     known = KnownNames()
     other = [ContextChunk("click/_compat.py", "def term_len(x):\n    return len(strip_ansi(x))\n", True)]
     prefix = "    width = ter"
@@ -81,12 +81,14 @@ def test_the_only_known_name_that_starts_like_the_word_replaces_an_unknown_one()
     # the model finishes it into the known name itself: its own text, with the floor
     text, conf = known.judge(prefix, "\n", "m_len(line)", ((5, 0.3), (11, 0.9)), other)
     assert text == "m_len(line)" and conf[0] == (5, KNOWN_NAME_P)
-    # two known names start like it: no guess
-    two = other + [ContextChunk("a.py", "terminal = None\n")]
-    assert known.judge(prefix, "\n", "minal_size()", UNSURE, two) == ("minal_size()", UNSURE)
+    # two known names start like it: the one spelled most often, at how often that guess is right
+    two = other + [ContextChunk("a.py", "terminal = None\nterminal.x = terminal\n", True)]
+    assert known.judge(prefix, "\n", "mcap()", UNSURE, two) == ("minal", ((5, LIKELIEST_NAME_P),))
+    # ...where a use in the window counts thrice
+    assert known.judge("term_len(s)\n" + prefix, "\n", "mcap()", UNSURE, two) == ("m_len", ((5, LIKELIEST_NAME_P),))
     # fewer than 3 characters typed, or the model ends the word (its next character is not part of a name)
     assert known.judge("    width = te", "\n", "rminal_size()", UNSURE, other) == ("rminal_size()", UNSURE)
     assert known.judge(prefix, "\n", "(x)", UNSURE, other) == ("(x)", UNSURE)
     # the window's own names count, the unfinished word itself does not
-    assert known.only_completion("n = tertiary_key\n" + prefix, "\n", []) == "tiary_key"
-    assert known.only_completion(prefix, "\n", []) is None
+    assert known.likeliest_completion("n = tertiary_key\n" + prefix, "\n", []) == ("tiary_key", 0.8)
+    assert known.likeliest_completion(prefix, "\n", []) is None
