@@ -130,4 +130,14 @@ def test_name_figures_count_first_uses_of_names_only_the_open_files_spell():
         events.append({"op": "change", "uri": "file:///u.py", "range": at, "text": ch})
     # typed: TokenBucket, take_tokens, total, TokenBucket, bucket_size; first uses the helpers spell: the first two
     # (`total` is in the file already, the second TokenBucket is no first use, bucket_size is nobody's)
-    assert name_figures(events, "file:///u.py") == {"names_typed": 5, "first_use_of_an_open_file_s_name": 2}
+    typed = "b = TokenBucket(3)\nb.take_tokens(1)\ntotal = TokenBucket(2)\nbucket_size = 4"
+    assert name_figures(events, "file:///u.py") == {"names_typed": 5, "first_use_of_an_open_file_s_name": 2,
+                                                    "typed_chars": len(typed), "first_use_rest_chars": 9 + 9}
+
+
+def test_the_names_ceiling_adds_every_first_use_s_rest_to_what_the_run_without_context_saved():
+    from tabd.daemon.bench.crossfile import names_ceiling_ratio
+
+    names = {"typed_chars": 1000, "first_use_rest_chars": 100}
+    assert names_ceiling_ratio(names, 0.25) == 1.4  # (0.25 + 0.10) / 0.25
+    assert names_ceiling_ratio({"typed_chars": 0}, 0.25) is None and names_ceiling_ratio(names, 0.0) is None

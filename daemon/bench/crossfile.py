@@ -129,13 +129,25 @@ def name_figures(events: list[dict[str, Any]], target_uri: str) -> dict[str, int
             elif typed:  # a typo's backspace: the typist deletes only what it has just typed
                 typed[-1] = typed[-1][:-1]
     seen = set(NAME.findall(opened))
-    names = first_from_open = 0
-    for name in NAME.findall("".join(typed)):
+    names = first_from_open = rest = 0
+    text = "".join(typed)
+    for name in NAME.findall(text):
         names += 1
         if name not in seen and name in others:
             first_from_open += 1
+            rest += max(0, len(name) - 2)  # one character typed, one Tab: what a perfect completion saves
         seen.add(name)
-    return {"names_typed": names, "first_use_of_an_open_file_s_name": first_from_open}
+    return {"names_typed": names, "first_use_of_an_open_file_s_name": first_from_open,
+            "typed_chars": len(text), "first_use_rest_chars": rest}
+
+
+def names_ceiling_ratio(names: dict[str, int], without_share: float) -> float | None:
+    """The with/without ratio if context completed every first use of an open file's name after its first
+    character, on top of what the run without context saved: an upper bound on what names can add."""
+    total = names.get("typed_chars", 0)
+    if not total or not without_share:
+        return None
+    return round((without_share + names.get("first_use_rest_chars", 0) / total) / without_share, 3)
 
 
 def write_sessions(cases, workdir: Path, seed: int, spans: int, mode: str = "edit",
@@ -225,7 +237,8 @@ def run_cross_file(args: argparse.Namespace, flags: list[str]) -> dict[str, Any]
                                  progress)
                 ratio = with_ctx["saved_share"] / without["saved_share"] if without["saved_share"] else None
                 into[user] = {"with_context": with_ctx, "without_context": without,
-                              "saved_share_ratio": round(ratio, 3) if ratio is not None else None}
+                              "saved_share_ratio": round(ratio, 3) if ratio is not None else None,
+                              "names_ceiling_ratio": names_ceiling_ratio(names, without["saved_share"])}
     if "warmup" in parts:
         out["warmup"] = asyncio.run(warmup_figures(cases, flags))
     return out
