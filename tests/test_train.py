@@ -237,3 +237,17 @@ def test_some_middles_start_inside_the_indentation():
     inside = [(a, b) for a, b in spans if a > text.rfind("\n", 0, a) + 1 and text[a - 1] == text[a] == " "
               and b == text.find("\n", a)]  # from inside the indentation to the line's end
     assert len(inside) > 5  # a dedented or half-indented cursor, then the rest of the indentation and the line
+
+
+def test_a_paused_run_spends_no_training_budget():
+    """A run stopped with kill -STOP while a benchmark runs keeps its budget: the long step counts as a few."""
+    now = [0.0]
+    clock = train.TrainClock(elapsed=10.0, now=lambda: now[0])
+    for _ in range(20):
+        now[0] += 1.0
+        clock.tick()
+    assert clock.elapsed == 30.0
+    now[0] += 600.0  # stopped for ten minutes
+    assert clock.tick() <= 30.0 + train.TrainClock.PAUSE_FACTOR
+    now[0] += 1.0
+    assert clock.tick() <= 31.0 + train.TrainClock.PAUSE_FACTOR

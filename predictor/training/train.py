@@ -24,6 +24,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from tabd.predictor import prompt_ids
 from tabd.predictor.fim import EOT, MID, PAD, PRE, SPECIAL_TOKENS, SUF
@@ -78,7 +79,7 @@ class TrainConfig:
     decay_frac: float = 0.2        # the last share of the budget decays the learning rate linearly
     weight_decay: float = 0.1
     grad_clip: float = 1.0
-    minutes: float = 75.0          # wall-clock budget for this run; the schedule follows elapsed time
+    minutes: float = 75.0          # budget for this run, in training time (TrainClock: pauses left out)
     max_steps: int = 0             # 0: until the time budget ends; else the schedule follows steps
     checkpoint_minutes: float = 5.0
     threads: int = 2
@@ -442,6 +443,28 @@ def train(cfg: TrainConfig, progress_bar: bool = True) -> dict:
     return results
 
 
+class TrainClock:
+    """Seconds of training, pauses left out: a step that took far longer than the steps before it (the process
+    was stopped, `kill -STOP`, while a benchmark ran) counts as PAUSE_FACTOR typical steps, so pausing the run
+    costs it no budget and its schedule follows the work done."""
+
+    PAUSE_FACTOR = 4.0
+
+    def __init__(self, elapsed: float = 0.0, now: Callable[[], float] = time.monotonic) -> None:
+        self.elapsed, self.now = elapsed, now
+        self.last = now()
+        self.typical: float | None = None  # moving average of a step's seconds
+
+    def tick(self) -> float:
+        t = self.now()
+        dt, self.last = t - self.last, t
+        if self.typical is not None:
+            dt = min(dt, self.PAUSE_FACTOR * self.typical)
+        self.typical = dt if self.typical is None else 0.9 * self.typical + 0.1 * dt
+        self.elapsed += dt
+        return self.elapsed
+
+
 def loop(model, opt, rows: Rows, prog: Progress, cfg: TrainConfig, out: Path, progress_bar: bool) -> dict:
     import torch
     from tqdm import tqdm
@@ -450,12 +473,12 @@ def loop(model, opt, rows: Rows, prog: Progress, cfg: TrainConfig, out: Path, pr
     tokens_per_step = cfg.batch * cfg.seq_len
     log = (out / "train_log.jsonl").open("a")
     bar = tqdm(total=cfg.max_steps or None, initial=prog.step, disable=not progress_bar, unit="step", dynamic_ncols=True)
-    t0, run_tokens = time.monotonic() - prog.elapsed_s, 0
+    clock, run_tokens, run_start = TrainClock(prog.elapsed_s), 0, prog.elapsed_s
     last_save = time.monotonic()
     model.train()
     try:
         while True:
-            prog.elapsed_s = time.monotonic() - t0
+            prog.elapsed_s = clock.tick()
             progress = prog.step / cfg.max_steps if cfg.max_steps else prog.elapsed_s / max(budget_s, 1e-9)
             if progress >= 1.0:
                 break
@@ -474,13 +497,13 @@ def loop(model, opt, rows: Rows, prog: Progress, cfg: TrainConfig, out: Path, pr
             run_tokens += tokens_per_step
             value = loss.item()
             prog.ema = value if prog.ema is None else 0.95 * prog.ema + 0.05 * value
-            tok_s = run_tokens / max(time.monotonic() - t0 - 0, 1e-9)
+            tok_s = run_tokens / max(clock.elapsed - run_start, 1e-9)
             bar.update(1)
             bar.set_postfix(loss=f"{prog.ema:.3f}", lr=f"{lr:.2e}", tok_s=f"{tok_s:.0f}")
             if prog.step % cfg.log_every == 0 or prog.step == 1:
                 log.write(json.dumps({"step": prog.step, "tokens": prog.tokens, "tokens_total": prog.total_tokens,
                                       "loss": round(value, 4), "loss_ema": round(prog.ema, 4), "lr": lr,
-                                      "elapsed_s": round(time.monotonic() - t0, 1), "tok_s": round(tok_s, 1)}) + "\n")
+                                      "elapsed_s": round(clock.elapsed, 1), "tok_s": round(tok_s, 1)}) + "\n")
                 log.flush()
             if time.monotonic() - last_save > cfg.checkpoint_minutes * 60:
                 save_checkpoint(out / CHECKPOINT, model, opt, rows, prog, cfg)
@@ -490,7 +513,7 @@ def loop(model, opt, rows: Rows, prog: Progress, cfg: TrainConfig, out: Path, pr
         print("tabd train: interrupted; saving what there is", file=sys.stderr)
     bar.close()
     log.close()
-    train_s = time.monotonic() - t0
+    train_s = clock.elapsed - run_start
     return {"train_seconds": round(train_s, 1), "tokens_per_s": round(run_tokens / max(train_s, 1e-9), 1)}
 
 
@@ -500,7 +523,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = TrainConfig()
     parser.add_argument("--out", default=d.out, help="output directory (default: the shipped predictor/model)")
     parser.add_argument("--corpus", default="", help="a `tabd train corpus` file to train on beside the stdlib")
-    parser.add_argument("--minutes", type=float, default=d.minutes, help="wall-clock budget for this run; then it saves and evaluates")
+    parser.add_argument("--minutes", type=float, default=d.minutes, help="budget for this run in minutes of training (a paused process, kill -STOP, spends none); then it saves and evaluates")
     parser.add_argument("--steps", type=int, default=0, help="stop at this global step (0: the time budget decides)")
     parser.add_argument("--checkpoint-minutes", type=float, default=d.checkpoint_minutes, help="how often to checkpoint")
     parser.add_argument("--resume", default="", help="continue the run checkpointed in this directory")
