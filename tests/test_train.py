@@ -12,6 +12,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from tabd.predictor.training import corpus, data, train  # noqa: E402
+from tabd.predictor.training import rows as rows_mod  # noqa: E402
 
 SHIPPED = Path(train.__file__).resolve().parent.parent / "model"
 
@@ -71,7 +72,7 @@ def test_middle_spans_stop_before_newline():
     text = "import os\n\ndef f(x):\n    y = x + 1\n    return y\n"
     rng = random.Random(0)
     for _ in range(200):
-        start, end = train.pick_middle(text, rng)
+        start, end = rows_mod.pick_middle(text, rng)
         assert 0 <= start <= end <= len(text)
 
 
@@ -187,7 +188,7 @@ def test_context_rows_put_same_repository_chunks_before_the_fim_sample():
     cfg = train.TrainConfig(p_spm=1.0, p_psm=0.0, p_context=1.0, seq_len=512, context_tokens=200)
     sources = [data.Source("pkg", "pkg/a.py", "def alpha_helper(x):\n    return x * 2\n" * 5, False),
                data.Source("pkg", "pkg/b.py", "from pkg.a import alpha_helper\n\nvalue = alpha_helper(3)\n" * 5, False)]
-    rows = train.Rows(sources, tok, cfg, seed=1)
+    rows = rows_mod.Rows(sources, tok, cfg, seed=1)
     row = rows.fim_sample(1, 513)
     text = tok.decode(row)
     eot, suf = text.index("<tabd_eot>"), text.index("<tabd_suf>")
@@ -206,7 +207,7 @@ def test_context_rows_can_pick_the_chunk_that_holds_what_the_middle_needs():
     sources = [data.Source("pkg", "pkg/a.py", "def zeta_special_helper(x):\n    return x\n", False),
                data.Source("pkg", "pkg/b.py", local * 2, False),
                data.Source("pkg", "pkg/c.py", local, False)]
-    rows = train.Rows(sources, tok, cfg, seed=1)
+    rows = rows_mod.Rows(sources, tok, cfg, seed=1)
     alike = rows.context_for(2, local, "")
     needed = rows.context_for(2, local, "", needed="zeta_special_helper(value)")
     assert [c.path for c in alike] == ["pkg/b.py"]  # the daemon's rule: most alike the local window
@@ -219,13 +220,13 @@ def test_the_fim_markers_are_never_targets_so_the_model_never_learns_to_write_on
     tok = train.load_tokenizer(SHIPPED)
     cfg = train.TrainConfig(p_spm=0.5, p_psm=0.5, seq_len=256)
     sources = [data.Source("pkg", "pkg/a.py", "def alpha_helper(x):\n    return x * 2\n" * 40, False)]
-    rows = train.Rows(sources, tok, cfg, seed=3)
+    rows = rows_mod.Rows(sources, tok, cfg, seed=3)
     x, y = rows.batch(16)
     ids = {t: tok.convert_tokens_to_ids(t) for t in ("<tabd_pre>", "<tabd_suf>", "<tabd_mid>", "<tabd_eot>")}
     inputs, targets = set(x.flatten().tolist()), set(y.flatten().tolist())
     assert {ids["<tabd_pre>"], ids["<tabd_suf>"]} <= inputs  # the markers are in the rows the model reads
     assert not {ids["<tabd_pre>"], ids["<tabd_suf>"], ids["<tabd_mid>"]} & targets
-    assert ids["<tabd_eot>"] in targets and train.IGNORE in targets
+    assert ids["<tabd_eot>"] in targets and rows_mod.IGNORE in targets
 
 
 def test_some_middles_start_inside_the_indentation():
@@ -233,7 +234,7 @@ def test_some_middles_start_inside_the_indentation():
 
     text = "class A:\n    def f(self, x):\n        return x + 1\n" * 5
     rng = random.Random(0)
-    spans = [train.pick_middle(text, rng) for _ in range(400)]
+    spans = [rows_mod.pick_middle(text, rng) for _ in range(400)]
     inside = [(a, b) for a, b in spans if a > text.rfind("\n", 0, a) + 1 and text[a - 1] == text[a] == " "
               and b == text.find("\n", a)]  # from inside the indentation to the line's end
     assert len(inside) > 5  # a dedented or half-indented cursor, then the rest of the indentation and the line
