@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import pytest_lsp
 import torch
+from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from fixture_model import MODEL_DIR, SUGGESTION
@@ -181,6 +182,15 @@ async def fixture_client(lsp_client: LanguageClient, fixture_model):
     await lsp_client.shutdown_session()
 
 
+@pytest_lsp.fixture(config=ClientServerConfig(
+    server_command=serve(str(MODEL_DIR)),
+    server_env={**os.environ, "TABD_HAND_OVER_HOLD_S": "600"}))  # held while a suggestion shows, until dismissed
+async def held_client(lsp_client: LanguageClient, fixture_model):
+    await lsp_client.initialize_session(init_params())
+    yield
+    await lsp_client.shutdown_session()
+
+
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=serve(str(DEFAULT_MODEL_DIR))))
 async def shipped_client(lsp_client: LanguageClient):
     await lsp_client.initialize_session(init_params())
@@ -235,6 +245,38 @@ async def test_a_fresh_server_answers_before_torch_is_imported_then_hands_over(f
     model = [e for e in events if e["event"] == "completion" and e["origin"] == "model"]
     assert [(e["engine"], e["torch_loaded"]) for e in model] == [("native", False), ("fast", True)]
     assert model[1]["reused_tokens"] > 0  # the document's KV, computed natively, carried over to the fast engine
+
+
+@needs_native
+async def test_the_hand_over_imports_torch_only_while_no_suggestion_shows(held_client: LanguageClient):
+    """torch's import holds the GIL for tens of ms per module: while a suggestion shows (a Tab may come), the
+    import waits between modules, cache hits are answered from memory meanwhile, and a dismissal lets it finish."""
+    text = "def f(items):\n    return items\n\n\ndef g(items):\n    return items"
+    open_doc(held_client, URI, text)
+    shown = await inline(held_client, URI, 1, len("    return items"))
+    assert shown.items and shown.items[0].insert_text == SUGGESTION
+    # the user pauses with the suggestion on screen: the hand-over starts, and its import waits at a module
+    s = await wait_for(held_client, lambda s: s["hand_over"]["holding"] or s["hand_over"]["state"] == "done", 90)
+    assert s["hand_over"]["state"] == "preparing" and s["hand_over"]["holding"], s
+    assert s["hand_over"]["imports_held"] == 1 and s["engine"] == "native", s
+    assert s["gc"]["enabled"] is False, s["gc"]  # no collection among torch's new objects while it imports
+    freezes = s["gc"]["freezes"]
+    # a Tab now is answered from memory, by the LSP thread, while the import waits
+    again = await inline(held_client, URI, 1, len("    return items"))
+    assert again.items and again.items[0].insert_text == SUGGESTION
+    s = await stats(held_client)
+    assert s["last"]["source"] == "cache" and s["hand_over"]["state"] == "preparing" and s["engine"] == "native", s
+    # the user dismisses it: nothing shows, the import goes on and the fast engine takes over
+    await held_client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="tabd.dismiss", arguments=again.items[0].command.arguments))
+    s = await wait_for(held_client, lambda s: s["hand_over"]["state"] in ("done", "failed"))
+    assert s["hand_over"]["state"] == "done" and s["engine"] == "fast" and not s["hand_over"]["holding"], s
+    assert s["gc"]["enabled"] is True and s["gc"]["freezes"] == freezes + 1, s["gc"]  # back on, torch frozen out of it
+    result = await inline(held_client, URI, 5, len("    return items"))
+    assert result.items and result.items[0].insert_text == SUGGESTION
+    s = await stats(held_client)
+    assert s["served_by"] == {"native": 1, "fast": 1}, s
+    assert s["nice"]["hand_over"] > s["nice"]["lsp"], s["nice"]  # it ran below the LSP thread
 
 
 @needs_native

@@ -8,7 +8,11 @@ that waits still reaches the client, alone or when the client exits.
 """
 from __future__ import annotations
 
+import os
+import sys
 import time
+
+import pytest
 
 from test_transport import RawServer, frame
 
@@ -107,5 +111,26 @@ def test_a_waiting_accept_answer_goes_out_before_the_server_exits():
                        + frame({"jsonrpc": "2.0", "method": "exit"}))
         assert srv.proc.wait(30) == 1  # exit without shutdown
         assert srv.response(601, timeout=5)["result"] == {"accepted": False}
+    finally:
+        srv.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="threads have nice values of their own on Linux")
+def test_the_model_worker_runs_below_the_thread_that_answers_the_editor():
+    """On taken cores a cache hit must not wait behind a prefetch: the model worker (and the threads torch or OpenMP
+    start from it) runs at a lower OS priority than the LSP thread, as the server says and the OS shows."""
+    srv = copy_server()
+    try:
+        assert srv.result("textDocument/inlineCompletion", inline(1, 8))["items"]  # the worker has run a job
+        nice = srv.result("tabd/stats", {})["nice"]
+        assert nice["model"] > nice["lsp"], nice
+        task = f"/proc/{srv.proc.pid}/task"
+        by_name = {}
+        for tid in os.listdir(task):
+            with open(f"{task}/{tid}/comm") as f:
+                by_name.setdefault(f.read().strip(), []).append(int(tid))
+        (worker,) = by_name["tabd-model-0"]  # named for top -H and py-spy
+        assert os.getpriority(os.PRIO_PROCESS, worker) == nice["model"]
+        assert os.getpriority(os.PRIO_PROCESS, srv.proc.pid) == nice["lsp"]  # the main thread: the LSP loop
     finally:
         srv.close()

@@ -8,14 +8,29 @@ the fast engine over the same weights (backend.prepare_hand_over), and a job
 on the model thread swaps the runners between two requests (backend.hand_over).
 The import holds the GIL for long stretches over about 2 s (cache hits waited up to 193 ms during it), which
 is why it waits for a pause; any request, a cache hit too (service.lookup), restarts the wait.
+
+A pause can end in the middle of the import, so the import is also held between modules (ImportGate): while a
+suggestion shows, the user may press Tab at any moment, and the next module's import (up to about 60 ms holding
+the GIL, torch's own libraries excluded: predictor/engine/torchlibs.py) waits until the suggestion is gone, or has
+shown for HOLD_S. A suggestion that appears during one module's import is read by the user for longer than that
+module takes, so a Tab meets no import. The thread runs below the LSP thread's priority (priority.py).
 """
 from __future__ import annotations
 
+import gc
+import os
+import sys
 import threading
 import time
 
+from tabd.daemon.runtime.priority import run_in_background
+
 AFTER_LOAD_S = 5.0  # with no request at all, hand over this long after the load
 IDLE_S = 3.0  # no request for this long: the user paused (a short pause between lines is often 1-2 s)
+# a suggestion shown this long with no answer from the user: the import goes on (nobody waits forever); the
+# environment may set it (tests hold the import until a dismissal)
+HOLD_S = float(os.environ.get("TABD_HAND_OVER_HOLD_S", "10"))
+POLL_S = 0.02  # how often a held import looks again
 
 
 class HandOver:
@@ -28,10 +43,17 @@ class HandOver:
         self._answered = threading.Event()
         self._stop = threading.Event()
         self._last_request = time.monotonic()
+        self.gate = ImportGate(self._stop)
+        self.nice: int | None = None
+        self._collecting = True  # whether the collector ran before the hand-over turned it off
         threading.Thread(target=self._run, name="tabd-hand-over", daemon=True).start()
 
     def requested(self) -> None:
         self._last_request = time.monotonic()
+
+    def shown(self, showing: bool) -> None:
+        """The daemon's latest answer shows a suggestion (True) or nothing, or it was dismissed (False)."""
+        self.gate.shown(showing)
 
     def answered(self) -> None:
         if not self._answered.is_set():
@@ -42,7 +64,7 @@ class HandOver:
         self._answered.set()
 
     def summary(self) -> dict:
-        return {"state": self.state, "prepare_ms": round(self.prepare_ms, 1)}
+        return {"state": self.state, "prepare_ms": round(self.prepare_ms, 1), **self.gate.summary()}
 
     def _wait_for_a_pause(self) -> bool:
         self._answered.wait(AFTER_LOAD_S)
@@ -54,13 +76,20 @@ class HandOver:
         return False
 
     def _run(self) -> None:
+        self.nice = run_in_background("tabd-hand-over")
         if not self._wait_for_a_pause():
             return
         self.state = "preparing"
         t0 = time.monotonic()
+        # torch's import leaves ~10^5 new objects: a collection among them held the GIL 30-70 ms (measured, on the
+        # LSP thread too); none runs until the hand-over is done and they are frozen out of the collector's sight
+        self._collecting = gc.isenabled()
+        gc.disable()
         try:
-            fast = self.backend.prepare_hand_over()
+            with self.gate:
+                fast = self.backend.prepare_hand_over()
         except Exception as exc:  # the torch-free runner keeps serving: a failed hand-over costs speed, not answers
+            self._settle(frozen=False)
             self.state = "failed"
             self.events.emit("error", where="hand-over", message=f"{type(exc).__name__}: {exc}"[:300])
             return
@@ -70,8 +99,75 @@ class HandOver:
         job.future.add_done_callback(self._done)
 
     def _done(self, fut) -> None:
-        self.state = "failed" if fut.cancelled() or fut.exception() is not None else "done"
-        if self.state == "done":
+        failed = fut.cancelled() or fut.exception() is not None
+        self._settle(frozen=not failed)  # before "done" is seen: whoever reads it finds the collector back
+        self.state = "failed" if failed else "done"
+
+    def _settle(self, frozen: bool) -> None:
+        if frozen:
             from tabd.daemon.runtime.service import settle_heap
 
             settle_heap()  # torch and the fast engine are here to stay
+        if self._collecting:
+            gc.enable()
+
+
+class ImportGate:
+    """Holds the hand-over thread before each module it imports while a suggestion shows (until it has shown HOLD_S).
+
+    An audit hook (sys.addaudithook: the "import" event comes before a module is found or loaded, with no import
+    lock taken) sees each import; only the thread inside `with gate:` waits, every other thread passes. A hook
+    cannot be removed, so after the hand-over it is one comparison per audit event."""
+
+    _hooked = False
+    _active: "ImportGate | None" = None  # the gate of the hand-over under way; one at a time per process
+
+    def __init__(self, stop: threading.Event) -> None:
+        self._stop = stop
+        self._thread: int | None = None
+        self._showing_since: float | None = None
+        self.held = 0  # imports that waited
+        self.held_ms = 0.0
+        self.holding = False  # an import waits now
+
+    def shown(self, showing: bool) -> None:
+        self._showing_since = time.monotonic() if showing else None  # each new suggestion may be taken anew
+
+    def summary(self) -> dict:
+        return {"imports_held": self.held, "held_ms": round(self.held_ms, 1), "holding": self.holding}
+
+    def __enter__(self) -> "ImportGate":
+        self._thread = threading.get_ident()
+        ImportGate._active = self
+        if not ImportGate._hooked:
+            ImportGate._hooked = True
+            sys.addaudithook(_on_audit)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        ImportGate._active = None
+        self._thread = None
+
+    def wait(self) -> None:
+        """On the hand-over thread, before a module is imported: wait while a suggestion shows (HOLD_S at most)."""
+        if threading.get_ident() != self._thread:
+            return
+        t0 = time.monotonic()
+        while not self._stop.is_set():
+            since = self._showing_since
+            if since is None or time.monotonic() - since >= HOLD_S:
+                break
+            if not self.holding:
+                self.holding = True
+                self.held += 1
+            self._stop.wait(POLL_S)
+        if self.holding:
+            self.holding = False
+            self.held_ms += (time.monotonic() - t0) * 1000
+
+
+def _on_audit(event: str, args: tuple) -> None:
+    if event == "import":
+        gate = ImportGate._active
+        if gate is not None:
+            gate.wait()

@@ -5,6 +5,8 @@ one. A remote engine batches concurrent requests itself, so it may get a few.
 Foreground jobs (priority 0) pre-empt background prefetches between decode
 steps: the prefetch is put back in the queue and restarts later, cheaply,
 because the model keeps its KV cache. Cancelled jobs stop at the next step.
+The workers run below the LSP thread's OS priority (priority.py): a cache hit
+is answered on a core before a prefetch's next step.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import time
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, Callable
 
+from tabd.daemon.runtime.priority import BACKGROUND_NICE, run_in_background
 from tabd.predictor.types import Interrupted
 
 FOREGROUND = 0
@@ -40,7 +43,9 @@ class Job:
 
 
 class Scheduler:
-    def __init__(self, workers: int = 1) -> None:
+    def __init__(self, workers: int = 1, nice: int = BACKGROUND_NICE) -> None:
+        self._nice = nice
+        self.nice: int | None = None  # the workers' nice value once they run (tabd/stats), the same for all
         self._heap: list[tuple[int, int, Job]] = []
         self._seq = itertools.count()
         self._cond = threading.Condition()
@@ -148,6 +153,7 @@ class Scheduler:
                 self._cond.wait(hushed if self._heap and hushed > 0 else None)
 
     def _work(self) -> None:
+        self.nice = run_in_background(threading.current_thread().name, self._nice)
         while True:
             job = None
             try:

@@ -111,7 +111,12 @@ def settle_heap() -> None:
     """What is loaded now lives as long as the daemon: out of the collector's sight (gc.freeze), so that a full
     collection never pauses an answer (one walks every tracked object: 66 ms once torch is imported, measured). No
     gc.collect() first: after torch's import it freed 49 objects, and it would hold the GIL for those 66 ms."""
+    global freezes
     gc.freeze()
+    freezes += 1  # counted, not gc.get_freeze_count(): that walks the frozen objects (25 ms once torch is in)
+
+
+freezes = 0  # settle_heap calls (tabd/stats)
 
 
 def _retrieve(future: asyncio.Future) -> None:
@@ -351,6 +356,8 @@ class CompletionService(Speculation, Reporting):
         # a suggestion gating hid still counts for the layer that had it ready: the answer came from there
         shown_source = out.source if out.text or out.hidden else "none"
         self._count(shown_source, latency, req.after_accept)
+        if self.handover is not None:  # while a suggestion shows, a Tab may come: the hand-over's import holds off
+            self.handover.shown(bool(out.text))
         self.stats.last_depth, self.stats.last_debounce_ms = out.depth, out.debounce_ms
         p = out.prediction or Prediction("")
         if out.prediction is not None and out.source == "model":

@@ -101,6 +101,8 @@ class Speculation:
 
     def dismiss(self, answer_id: str) -> bool:
         shown = self.accepts.dismiss(answer_id)
+        if self.handover is not None:
+            self.handover.shown(False)
         self.stats.dismisses += 1
         self.events.emit("dismiss", id=answer_id, doc=shown.doc if shown else "", known=shown is not None)
         return shown is not None

@@ -5,11 +5,15 @@ backend, scheduler, workspace, debounce.
 """
 from __future__ import annotations
 
+import gc
 import os
 import statistics
 import sys
+import threading
 from collections import deque
 from dataclasses import dataclass, field
+
+from tabd.daemon.runtime.priority import nice_of_thread
 
 SOURCES = ("cache", "typed", "inflight", "model", "none")
 
@@ -66,6 +70,8 @@ class Reporting:
         return {"engine": p.engine, "torch_loaded": p.torch_loaded} if p.engine else {}
 
     def stats_dict(self) -> dict:
+        from tabd.daemon.runtime import service  # loaded (it imports this module): its freeze count
+
         s = self.stats
         aa = s.after_accept_requests
         return {
@@ -90,6 +96,11 @@ class Reporting:
             "kv_bytes": self.backend.kv_bytes() if self.backend is not None else 0,
             "queue_depth": self.scheduler.depth(),
             "worker_faults": self.scheduler.faults,
+            # OS priorities (nice) of the thread answering the editor and of the background ones (priority.py)
+            # the collector: off during the hand-over, and what lives as long as the daemon is frozen out of it
+            "gc": {"enabled": gc.isenabled(), "freezes": service.freezes},
+            "nice": {"lsp": nice_of_thread(threading.get_native_id()), "model": self.scheduler.nice,
+                     **({"hand_over": self.handover.nice} if self.handover is not None else {})},
             "model": self.model_id,
             "engine": self.backend.engine_name if self.backend is not None else None,
             "engine_why": getattr(self.backend, "engine_why", None),  # why this engine (why not the torch-free one)

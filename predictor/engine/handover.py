@@ -7,11 +7,18 @@ the daemon has answered, it imports torch off the model thread and builds a
 FastLlama whose tensors are views of the same numpy panels (torch.from_numpy:
 no copy, one store), then swaps runners between two jobs; the documents' KV
 caches carry over as views too, so no prompt is run again.
+
+torch's own libraries are loaded first without the GIL (torchlibs.py): their
+load is the longest stretch of the import that holds it (about 370 ms here).
 """
 from __future__ import annotations
 
-import numpy as np
-import torch
+from tabd.predictor.engine import torchlibs
+
+torchlibs.preload()  # before `import torch`, which then finds them loaded
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 from tabd.predictor.engine.boot import NativeRunner, NumpyCache
 from tabd.predictor.engine.model import FastCache, FastLlama
