@@ -82,8 +82,9 @@ class HandOver:
         self.state = "preparing"
         t0 = time.monotonic()
         # torch's import leaves ~10^5 new objects: a collection among them held the GIL 30-70 ms (measured, on the
-        # LSP thread too); none runs until the hand-over is done and they are frozen out of the collector's sight
-        self._collecting = gc.isenabled()
+        # LSP thread too); none runs while it imports, and they are frozen out of the collector's sight at the end
+        # (and at each wait of the gate, which lets the collector run while it waits)
+        self._collecting = self.gate.collecting = gc.isenabled()
         gc.disable()
         try:
             with self.gate:
@@ -129,16 +130,20 @@ class ImportGate:
         self.held = 0  # imports that waited
         self.held_ms = 0.0
         self.holding = False  # an import waits now
+        self.collecting = False  # whether the collector runs outside the import (it may run while an import waits)
+        self.collections = 0  # collections while torch imports (none, unless someone turns the collector on)
 
     def shown(self, showing: bool) -> None:
         self._showing_since = time.monotonic() if showing else None  # each new suggestion may be taken anew
 
     def summary(self) -> dict:
-        return {"imports_held": self.held, "held_ms": round(self.held_ms, 1), "holding": self.holding}
+        return {"imports_held": self.held, "held_ms": round(self.held_ms, 1), "holding": self.holding,
+                "collections_while_importing": self.collections}
 
     def __enter__(self) -> "ImportGate":
         self._thread = threading.get_ident()
         ImportGate._active = self
+        gc.callbacks.append(self._counted)
         if not ImportGate._hooked:
             ImportGate._hooked = True
             sys.addaudithook(_on_audit)
@@ -147,6 +152,11 @@ class ImportGate:
     def __exit__(self, *exc) -> None:
         ImportGate._active = None
         self._thread = None
+        gc.callbacks.remove(self._counted)
+
+    def _counted(self, phase: str, info: dict) -> None:
+        if phase == "start" and not self.holding:
+            self.collections += 1
 
     def wait(self) -> None:
         """On the hand-over thread, before a module is imported: wait while a suggestion shows (HOLD_S at most)."""
@@ -160,10 +170,25 @@ class ImportGate:
             if not self.holding:
                 self.holding = True
                 self.held += 1
+                self._collect(True)  # a wait may be long: what it leaves behind is collected meanwhile
             self._stop.wait(POLL_S)
         if self.holding:
             self.holding = False
             self.held_ms += (time.monotonic() - t0) * 1000
+            self._collect(False)
+
+    def _collect(self, on: bool) -> None:
+        """The collector on while an import waits, off while it imports; what torch has loaded so far is frozen
+        first (a splice of the collector's lists, not a walk), so no collection meets it."""
+        if not self.collecting:
+            return
+        if on:
+            from tabd.daemon.runtime.service import settle_heap
+
+            settle_heap()
+            gc.enable()
+        else:
+            gc.disable()
 
 
 def _on_audit(event: str, args: tuple) -> None:
