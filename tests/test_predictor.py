@@ -331,6 +331,28 @@ def test_a_fim_marker_is_never_the_first_token_and_keeps_its_share_of_the_probab
     assert greedy_p(logits)[0] == 1
 
 
+@pytest.mark.parametrize("engine", ["fast", "native"])
+def test_where_a_marker_is_likeliest_the_next_best_text_is_shown_at_its_own_probability(engine):
+    """The shipped model's logits with `<tabd_pre>` made the likeliest first token (by e^5 over the best other:
+    what weights that learnt markers did at 35 of 400 probed places): the suggestion is the model's best text,
+    not empty and no marker, and its first token keeps its small share, so the gate hides it."""
+    backend = LocalBackend(engine=engine, threads=1)
+    marker = backend.tokenizer.convert_tokens_to_ids("<tabd_pre>")
+    real = backend._prefill
+
+    def marker_first(*args, **kwargs):
+        slot, reused, logits = real(*args, **kwargs)
+        logits = logits.clone() if hasattr(logits, "clone") else logits.copy()
+        logits[marker] = logits.max() + 5
+        return slot, reused, logits
+
+    backend._prefill = marker_first
+    settings = GenSettings(lookup_min_p=0.0, known_names=False)  # the model's own text: no copy, no names rule
+    p = backend.predict("def add(a, b):\n    return ", "\n", settings)
+    assert p.text and "<tabd_" not in p.text
+    assert p.confidence[0][1] < 0.01  # at most 1 / (1 + e^5): not renormalised as if the marker were not there
+
+
 def test_the_shipped_model_never_shows_a_fim_marker():
     """The markers are banned as the first token and end a suggestion after it; EOT stops too."""
     from pathlib import Path
