@@ -45,7 +45,6 @@ class HandOver:
         self._last_request = time.monotonic()
         self.gate = ImportGate(self._stop)
         self.nice: int | None = None
-        self._collecting = True  # whether the collector ran before the hand-over turned it off
         threading.Thread(target=self._run, name="tabd-hand-over", daemon=True).start()
 
     def requested(self) -> None:
@@ -84,7 +83,7 @@ class HandOver:
         # torch's import leaves ~10^5 new objects: a collection among them held the GIL 30-70 ms (measured, on the
         # LSP thread too); none runs while it imports, and they are frozen out of the collector's sight at the end
         # (and at each wait of the gate, which lets the collector run while it waits)
-        self._collecting = self.gate.collecting = gc.isenabled()
+        self.gate.collecting = gc.isenabled()  # whether the collector ran before the hand-over turned it off
         gc.disable()
         try:
             with self.gate:
@@ -109,7 +108,7 @@ class HandOver:
             from tabd.daemon.runtime.service import settle_heap
 
             settle_heap()  # torch and the fast engine are here to stay
-        if self._collecting:
+        if self.gate.collecting:
             gc.enable()
 
 

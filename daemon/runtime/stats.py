@@ -96,9 +96,9 @@ class Reporting:
             "kv_bytes": self.backend.kv_bytes() if self.backend is not None else 0,
             "queue_depth": self.scheduler.depth(),
             "worker_faults": self.scheduler.faults,
-            # OS priorities (nice) of the thread answering the editor and of the background ones (priority.py)
             # the collector: off during the hand-over, and what lives as long as the daemon is frozen out of it
             "gc": {"enabled": gc.isenabled(), "freezes": service.freezes},
+            # OS priorities (nice) of the thread answering the editor and of the background ones (priority.py)
             "nice": {"lsp": nice_of_thread(threading.get_native_id()), "model": self.scheduler.nice,
                      **({"hand_over": self.handover.nice} if self.handover is not None else {})},
             "model": self.model_id,
