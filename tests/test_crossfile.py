@@ -132,7 +132,28 @@ def test_name_figures_count_first_uses_of_names_only_the_open_files_spell():
     # (`total` is in the file already, the second TokenBucket is no first use, bucket_size is nobody's)
     typed = "b = TokenBucket(3)\nb.take_tokens(1)\ntotal = TokenBucket(2)\nbucket_size = 4"
     assert name_figures(events, "file:///u.py") == {"names_typed": 5, "first_use_of_an_open_file_s_name": 2,
-                                                    "typed_chars": len(typed), "first_use_rest_chars": 9 + 9}
+                                                    "typed_chars": len(typed), "first_use_rest_chars": 9 + 9,
+                                                    "open_line_rest_chars": 0, "context_rest_chars": 9 + 9}
+
+
+def test_lines_an_open_file_holds_verbatim_count_toward_what_context_could_give():
+    from tabd.daemon.bench.crossfile import name_figures, names_ceiling_ratio
+
+    at = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}
+    events = [{"op": "open", "uri": "file:///h.py", "text": HELPERS},
+              {"op": "open", "uri": "file:///u.py", "text": "def f(self):\n    return True\n"}]
+    for ch in "\n    self.tokens -= count\n    return True\n    self.capacity = capacity":
+        events.append({"op": "change", "uri": "file:///u.py", "range": at, "text": ch})
+    figures = name_figures(events, "file:///u.py")
+    # the helpers hold `self.tokens -= count` and `self.capacity = capacity` (at another indentation): their rest
+    # after one typed character, one Tab (18 + 22); `return True` the file already has. The first uses of tokens,
+    # count and capacity lie inside those lines, so together they add nothing to the lines.
+    assert figures["open_line_rest_chars"] == 18 + 22
+    assert figures["first_use_rest_chars"] == 4 + 3 + 6
+    assert figures["context_rest_chars"] == 18 + 22
+    share = figures["context_rest_chars"] / figures["typed_chars"]
+    assert names_ceiling_ratio(figures, 0.5, "context_rest_chars") == round((0.5 + share) / 0.5, 3)
+    assert names_ceiling_ratio(figures, 0.5) < names_ceiling_ratio(figures, 0.5, "context_rest_chars")
 
 
 def test_the_names_ceiling_adds_every_first_use_s_rest_to_what_the_run_without_context_saved():

@@ -111,43 +111,60 @@ def cross_file_session(target: Path, others: list[Path], seed: int = 11, spans: 
 
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+MIN_LINE = 6  # a stripped line shorter than this is punctuation or a keyword: no copy worth counting
 
 
 def name_figures(events: list[dict[str, Any]], target_uri: str) -> dict[str, int]:
     """What workspace context could give at most: of the names the typist types into the target, how many are
-    the first use of a name that the open files spell and the target (as opened, and typed so far) does not."""
-    opened, others, typed = "", set(), []
+    the first use of a name that the open files spell and the target (as opened, and typed so far) does not;
+    and the characters of the lines typed that an open file holds verbatim (stripped) and the target does not.
+    A perfect completion saves each one's rest after one typed character, one Tab: `first_use_rest_chars` for
+    the names, `open_line_rest_chars` for the lines, `context_rest_chars` for both (a character counted once)."""
+    opened, others, other_lines, typed = "", set(), set(), []
     for e in events:
         if e["op"] == "open":
             if e["uri"] == target_uri:
                 opened = e["text"]
             else:
                 others |= set(NAME.findall(e["text"]))
+                other_lines |= {line.strip() for line in e["text"].split("\n")}
         elif e["op"] == "change" and e["uri"] == target_uri:
             if e["text"]:
                 typed.append(e["text"])
             elif typed:  # a typo's backspace: the typist deletes only what it has just typed
                 typed[-1] = typed[-1][:-1]
     seen = set(NAME.findall(opened))
-    names = first_from_open = rest = 0
+    names = first_from_open = 0
     text = "".join(typed)
-    for name in NAME.findall(text):
+    by_name: set[int] = set()  # offsets in `text` a perfect completion would have written
+    for m in NAME.finditer(text):
         names += 1
-        if name not in seen and name in others:
+        if m.group() not in seen and m.group() in others:
             first_from_open += 1
-            rest += max(0, len(name) - 2)  # one character typed, one Tab: what a perfect completion saves
-        seen.add(name)
+            by_name.update(range(m.start() + 1, m.end() - 1))
+        seen.add(m.group())
+    seen_lines, by_line, at = {line.strip() for line in opened.split("\n")}, set(), 0
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if len(stripped) >= MIN_LINE and stripped not in seen_lines and stripped in other_lines:
+            start = at + len(line) - len(line.lstrip())
+            by_line.update(range(start + 1, start + len(stripped) - 1))
+        seen_lines.add(stripped)
+        at += len(line) + 1
     return {"names_typed": names, "first_use_of_an_open_file_s_name": first_from_open,
-            "typed_chars": len(text), "first_use_rest_chars": rest}
+            "typed_chars": len(text), "first_use_rest_chars": len(by_name),
+            "open_line_rest_chars": len(by_line), "context_rest_chars": len(by_name | by_line)}
 
 
-def names_ceiling_ratio(names: dict[str, int], without_share: float) -> float | None:
+def names_ceiling_ratio(names: dict[str, int], without_share: float, key: str = "first_use_rest_chars") -> float | None:
     """The with/without ratio if context completed every first use of an open file's name after its first
-    character, on top of what the run without context saved: an upper bound on what names can add."""
+    character, on top of what the run without context saved: an upper bound on what names can add (generous:
+    the run without context already writes some of them). `key="context_rest_chars"`: names and the lines an
+    open file holds verbatim, together."""
     total = names.get("typed_chars", 0)
     if not total or not without_share:
         return None
-    return round((without_share + names.get("first_use_rest_chars", 0) / total) / without_share, 3)
+    return round((without_share + names.get(key, 0) / total) / without_share, 3)
 
 
 def write_sessions(cases, workdir: Path, seed: int, spans: int, mode: str = "edit",
@@ -238,7 +255,9 @@ def run_cross_file(args: argparse.Namespace, flags: list[str]) -> dict[str, Any]
                 ratio = with_ctx["saved_share"] / without["saved_share"] if without["saved_share"] else None
                 into[user] = {"with_context": with_ctx, "without_context": without,
                               "saved_share_ratio": round(ratio, 3) if ratio is not None else None,
-                              "names_ceiling_ratio": names_ceiling_ratio(names, without["saved_share"])}
+                              "names_ceiling_ratio": names_ceiling_ratio(names, without["saved_share"]),
+                              "context_ceiling_ratio": names_ceiling_ratio(names, without["saved_share"],
+                                                                           "context_rest_chars")}
     if "warmup" in parts:
         out["warmup"] = asyncio.run(warmup_figures(cases, flags))
     return out
