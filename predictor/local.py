@@ -1,7 +1,7 @@
 """The local backend: a transformers causal LM in this process, with KV prefix reuse.
 
 It keeps the token ids and KV cache of its last few sequences ("slots", one per
-document). A request tokenizes its prompt, finds the longest common token prefix
+document: engine/slots.py). A request tokenizes its prompt, finds the longest common token prefix
 with a kept sequence, cuts the cache back to it and runs the model only over
 the tokens after it. With the suffix-first FIM layout, the state after
 accepting a suggestion is the sequence the decoder just produced, so its
@@ -18,40 +18,19 @@ from typing import Callable, Sequence
 from tabd.predictor import loader, postprocess, prompt_ids
 from tabd.predictor.engine import generate
 from tabd.predictor.engine.runner import Runner, TransformersRunner
+from tabd.predictor.engine.slots import SlotPool, bytes_per_token
 from tabd.predictor.fim import PAD
 from tabd.predictor.threads import AdaptiveThreads
-from tabd.predictor.lookup import copy_suggestion
 from tabd.predictor.names import KnownNames
 from tabd.predictor.templates import FimTemplate, detect_family, template_for
 from tabd.predictor.types import ContextChunk, GenSettings, Interrupted, ModelLoadError, Prediction, prompt_chunks
+from tabd.predictor.verify import CopyVerification
 
-FORK_MIN_TOKENS = 4  # copy another slot's prefix when it holds more than this many more of the prompt
 ENGINES = ("auto", "native", "fast", "torch", "hf", "plain")
-
-
-@dataclass
-class Slot:
-    ids: list[int] = field(default_factory=list)  # tokens whose keys and values the cache holds
-    cache: object = None
-    used: float = 0.0
 
 
 def _one() -> int:
     return 1
-
-
-def _element_bytes(dtype) -> int:
-    import torch
-
-    return torch.finfo(dtype).bits // 8
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 @dataclass(frozen=True)
@@ -62,7 +41,7 @@ class PromptLayout:
     before_cursor: list[int] = field(default_factory=list)  # the context's and the prefix's ids, in the document's order
 
 
-class LocalBackend:
+class LocalBackend(CopyVerification):
     """Greedy FIM completion with a kept KV cache per document."""
 
     def __init__(
@@ -92,7 +71,6 @@ class LocalBackend:
                 self.model_dir, device, trust_remote_code, fast=engine in ("auto", "fast", "torch"))
             self.threads.use_torch()
         self.template = self._choose_template(fim)
-        self.kv_reuse = kv_reuse
         # prompt-lookup drafts and the copy candidate verified several tokens a native pass (same tokens, fewer
         # passes). None: per request (_lookup_now); True/False: always/never
         self.lookup = lookup
@@ -106,16 +84,11 @@ class LocalBackend:
 
         self.memory_bound = 4 * self.parameters > AUTO_FP32_BYTES  # decode streams more than it computes
         self.prefill_chunk = max(1, prefill_chunk or generate.chunk_for(self.parameters))
-        self.max_slots = max_slots
-        self.max_kv_bytes = max_kv_bytes
-        self.slots: dict[str, Slot] = {}
-        self.kv_copies = 0  # forks of one slot's prefix into another (copy-on-write)
         self.context = int(getattr(self.model.config, "max_position_embeddings", 2048) or 2048)
-        cfg = self.model.config
-        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
-        elem = 4 if self.engine_name == "native" else _element_bytes(self.model.dtype)
-        self.kv_bytes_per_token = 2 * cfg.num_hidden_layers * kv_heads * head_dim * elem
+        per_token = bytes_per_token(self.model.config, self.model.dtype, self.engine_name == "native")
+        # the runner's allocator looked up at each call: a hand-over swaps the runner
+        self.pool = SlotPool(lambda capacity: self.runner.new_cache(capacity), self.context, per_token,
+                             kv_reuse, max_slots, max_kv_bytes)
         self.marker_ids = self._marker_ids()
         self.stop_ids = self._stop_ids()
         self._vocab_text: list[str] | None = None
@@ -217,9 +190,9 @@ class LocalBackend:
         carry over as views of the same buffers, so no prompt runs again; the torch-free runner is let go."""
         from tabd.predictor.engine import handover
 
-        caches = {key: handover.torch_cache(slot.cache) for key, slot in self.slots.items()}  # all, or none on error
+        caches = {key: handover.torch_cache(slot.cache) for key, slot in self.pool.slots.items()}  # all, or none on error
         for key, cache in caches.items():
-            self.slots[key].cache = cache
+            self.pool.slots[key].cache = cache
         self.runner, self.engine_name = fast, "fast"
         self.threads.use_torch()
         self.engine_why = ("fast (took over from the torch-free runner after it had answered: torch's prefill runs a "
@@ -308,69 +281,9 @@ class LocalBackend:
 
         return torch.tensor(ok, dtype=torch.long, device=self.model.device)
 
-    # -- slots ----------------------------------------------------------------
-
-    def _new_cache(self, length: int):
-        return self.runner.new_cache(min(self.context, length + 64))
-
-    def _slot_for(self, slot_id: str, ids: list[int]) -> tuple[Slot, int]:
-        """The slot to run in, and how many of `ids` its cache already holds.
-
-        Each slot id (a document, or one speculation branch of it: "doc#all.word") has its own slot, so one
-        branch never overwrites another's keys and values. A slot whose own cache shares less of `ids` than
-        another slot's is first given a copy of that one's shared prefix (copy-on-write: copying keys and
-        values costs far less than computing them), so a new branch starts where its parent's state ends.
-        """
-        best = max(self.slots.values(), key=lambda s: common_prefix(s.ids, ids), default=None)
-        best_shared = common_prefix(best.ids, ids) if best is not None else 0
-        slot = self.slots.get(slot_id)
-        if slot is None:
-            self._evict(keep={id(best)}, adding=True)
-            slot = self.slots[slot_id] = Slot()
-        slot.used = time.monotonic()
-        if not self.kv_reuse or slot.cache is None:
-            slot.cache, slot.ids = self._new_cache(len(ids)), []
-        shared = common_prefix(slot.ids, ids)
-        if self.kv_reuse and best is not None and best is not slot and best_shared > shared + FORK_MIN_TOKENS \
-                and self._copy_prefix(best, slot, best_shared):
-            shared = best_shared
-        self._evict(keep={id(slot)})  # within max_kv_bytes before this request runs
-        return slot, shared
-
-    def _copy_prefix(self, src: Slot, dst: Slot, n: int) -> bool:
-        """dst's cache := src's first n positions; False where the cache kind cannot be copied (then dst prefills)."""
-        s, d = src.cache, dst.cache
-        if not (hasattr(s, "k") and hasattr(d, "ensure")):
-            return False
-        d.ensure(n)
-        d.k[:, :, :n] = s.k[:, :, :n]
-        d.v[:, :, :n] = s.v[:, :, :n]
-        d.length = n
-        dst.ids = src.ids[:n]
-        self.kv_copies += 1
-        return True
-
-    def _evict(self, keep: set[int], adding: bool = False) -> None:
-        """Least recently used slots go until the slots fit in max_slots (one more to come if adding) and in
-        max_kv_bytes; the slots in `keep` (by id) stay."""
-        while self.slots:
-            over = len(self.slots) + int(adding) > self.max_slots or self.kv_bytes() > self.max_kv_bytes
-            victims = [k for k, v in self.slots.items() if id(v) not in keep]
-            if not over or not victims:
-                return
-            del self.slots[min(victims, key=lambda k: self.slots[k].used)]
-
     def kv_bytes(self) -> int:
         """Bytes the slots' caches hold (allocated, not just used): what max_kv_bytes bounds."""
-        return sum(s.cache.nbytes() if hasattr(s.cache, "nbytes") else len(s.ids) * self.kv_bytes_per_token
-                   for s in self.slots.values())
-
-    def _cut(self, slot: Slot, n: int) -> None:
-        drop = len(slot.ids) - n
-        if drop <= 0:
-            return
-        slot.cache.truncate(n)
-        del slot.ids[n:]
+        return self.pool.kv_bytes()
 
     # -- the request ------------------------------------------------------------
 
@@ -446,9 +359,9 @@ class LocalBackend:
 
     def _prefill(self, slot_id: str, ids: list[int], should_stop: Callable[[], bool]):
         """(slot, tokens reused, logits at the end) after running the part of `ids` the slot's cache lacks."""
-        slot, reused = self._slot_for(slot_id, ids)
+        slot, reused = self.pool.slot_for(slot_id, ids)
         reused = min(reused, len(ids) - 1)  # the model must run at least one token to give logits
-        self._cut(slot, reused)
+        self.pool.cut(slot, reused)
         # chunk by chunk, each kept as it is run: a pre-empted or cancelled prefill leaves its work for the next
         # request sharing the prefix (typically the same document one keystroke on)
         logits = generate.prefill(self.runner, ids[reused:], slot.cache, self.prefill_chunk, should_stop, slot.ids.extend)
@@ -470,62 +383,3 @@ class LocalBackend:
         _, reused, _ = self._prefill(slot_id, layout.ids, should_stop)
         return Prediction("", prefill_tokens=len(layout.ids) - reused, reused_tokens=reused,
                           prefill_ms=(time.perf_counter() - t0) * 1000, context_tokens=layout.context_tokens)
-
-    def _copy_candidate(self, prefix, text, confidence, logits, slot, prompt_len, layout, line, settings, context=(),
-                        passes: list[int] | None = None, batch: bool = False):
-        """(text, confidence, tokens scored): the copy candidate where the model verifies it, else the model's own.
-
-        Code repeats itself, and a small model judges a copy better than it
-        writes one: on held-out cuts, copies kept as far as the model's joint
-        probability of them stays above lookup_min_p are right far more often
-        than either the raw copy or the model's own guess. The candidate is
-        scored teacher-forced from the prompt's logits (a decode step a token).
-        Its confidence is the model's probability of each copied token up to
-        where verification stops, and 0 after: confidence gating then judges a
-        copy as it judges the model's own text (shown as far as the joint
-        probability stays above --min-confidence), and an invoked request sees
-        all of it. Trusting the verified part whole (its confidence set to 1)
-        showed long copies the model found unlikely, which a Tab user rejects.
-        """
-        t = settings.lookup_min_p
-        # the window first, then the workspace (the prompt's chunks, then whole open files): a name or a call
-        # copied from another file
-        candidate = copy_suggestion(prefix, sources=[c.text for c in context]) if t > 0 else ""
-        if candidate:
-            candidate = postprocess.finish(candidate, line, settings.multiline, settings.max_lines)
-        if not candidate or candidate == text:
-            return text, confidence, 0
-        heal = layout.heal
-        cand_ids = self._encode(heal + candidate)
-        self._cut(slot, prompt_len)
-        # with lookup on, the copy is verified as drafts are: several tokens a pass, the same numbers
-        probs = generate.score_tokens(self.runner, logits, slot.cache, cand_ids, t, self._allowed_first(heal),
-                                      batch=batch, passes=passes)
-        slot.ids.extend(cand_ids[: max(0, len(probs) - 1)])  # the tokens fed (the last scored one is not)
-        scored = self._confidence(cand_ids, probs, heal, line, settings, len(candidate))
-        verified, joint = 0, 1.0
-        for end, p in scored:
-            joint *= p
-            if joint < t:
-                break
-            verified = end
-        if not candidate[:verified].strip():
-            return text, confidence, len(probs)
-        marks = tuple((end, p) for end, p in scored if end <= verified)
-        if verified < len(candidate):
-            marks += ((len(candidate), 0.0),)
-        self.last_tokens = list(cand_ids)  # what this request "decoded", for serve-model's raw text
-        return candidate, marks, len(probs)
-
-    def _confidence(self, tokens: list[int], probs: list[float], heal: str, line, settings: GenSettings,
-                    limit: int) -> tuple[tuple[int, float], ...]:
-        """(length of the suggestion made of tokens[:i+1], p_i) for each token the suggestion keeps."""
-        out = []
-        for i, p in enumerate(probs[: len(tokens)]):
-            raw = self.tokenizer.decode(tokens[: i + 1])
-            raw = raw[len(heal):] if raw.startswith(heal) else ""
-            end = min(limit, len(postprocess.finish(raw, line, settings.multiline, settings.max_lines)))
-            out.append((end, round(p, 4)))
-            if end >= limit:
-                break
-        return tuple(out)

@@ -1,4 +1,4 @@
-"""KV per speculation branch (predictor/local.py): no branch evicts another, a new branch copies its parent's
+"""KV per speculation branch (predictor/engine/slots.py): no branch evicts another, a new branch copies its parent's
 prefix instead of prefilling it, and the slots stay within their byte bound. The fixture model (tests/fixture_model.py):
 its tokens are the text's own tokenization, so a prompt that appends what it wrote is an exact extension of its KV
 (a trained model may pick a non-canonical split, e.g. "start"+"swith", which re-tokenizes otherwise)."""
@@ -36,15 +36,15 @@ def test_every_branch_reuses_its_prompt_and_none_evicts_another(backend):
         assert reuse(p) >= 0.99, f"{slot}: {p.reused_tokens} reused, {p.prefill_tokens} prefilled"
     # the word and line branches ran after the whole one, in their own slots: the whole one's KV is still there
     again = backend.predict(branches["d#all"], suffix, SETTINGS, slot_id="d#all")
-    assert again.prefill_tokens <= 1 and {"d", "d#all", "d#word", "d#line", "d#all.all"} <= set(backend.slots)
+    assert again.prefill_tokens <= 1 and {"d", "d#all", "d#word", "d#line", "d#all.all"} <= set(backend.pool.slots)
 
 
 def test_a_new_branch_copies_its_parents_prefix(backend):
-    before = backend.kv_copies
+    before = backend.pool.kv_copies
     prefix = CODE[:900]
     backend.predict(prefix, "", SETTINGS, slot_id="p")
     child = backend.predict(prefix + "    x", "", SETTINGS, slot_id="p#word")
-    assert backend.kv_copies == before + 1 and reuse(child) >= 0.95
+    assert backend.pool.kv_copies == before + 1 and reuse(child) >= 0.95
 
 
 def test_slots_stay_within_their_byte_bound():
@@ -52,7 +52,7 @@ def test_slots_stay_within_their_byte_bound():
     biggest = 0
     for i in range(12):
         small.predict(f"# file {i}\n" + CODE[: 400 + 40 * i], "", GenSettings(max_new_tokens=4), slot_id=f"doc{i}")
-        biggest = max(biggest, max(s.cache.nbytes() for s in small.slots.values()))
-        assert small.kv_bytes() <= max(small.max_kv_bytes, biggest)
-    assert len(small.slots) < 12  # some went, least recently used first
-    assert "doc11" in small.slots
+        biggest = max(biggest, max(s.cache.nbytes() for s in small.pool.slots.values()))
+        assert small.kv_bytes() <= max(small.pool.max_kv_bytes, biggest)
+    assert len(small.pool.slots) < 12  # some went, least recently used first
+    assert "doc11" in small.pool.slots

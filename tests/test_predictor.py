@@ -128,7 +128,7 @@ def test_an_interrupted_prefill_keeps_its_chunks_for_the_next_request(chunked, r
 
     with pytest.raises(Interrupted):
         chunked.predict(prefix, suffix, settings, stop_at_third_chunk, slot_id="i")
-    assert len(chunked.slots["i"].ids) == 2 * chunked.prefill_chunk
+    assert len(chunked.pool.slots["i"].ids) == 2 * chunked.prefill_chunk
     again = chunked.predict(prefix, suffix, settings, slot_id="i")
     assert again.reused_tokens == 2 * chunked.prefill_chunk
     want = reuse.predict(prefix, suffix, settings, slot_id="i-whole")
@@ -142,7 +142,7 @@ def test_a_request_preempts_a_prefilling_prefetch_between_chunks(chunked):
 
     settings = GenSettings(max_new_tokens=8)
     prefix, suffix = long_prompt()
-    chunked.slots.clear()  # a slot an earlier test left with this prompt would be copied from (copy-on-write)
+    chunked.pool.slots.clear()  # a slot an earlier test left with this prompt would be copied from (copy-on-write)
     scheduler, order, runs = Scheduler(), [], []
     jobs = {}
 
@@ -248,13 +248,13 @@ def test_teacher_forced_scores_equal_the_probabilities_recorded_while_decoding()
     backend = LocalBackend(DEFAULT_MODEL_DIR, device="cpu", threads=1)
     prefix = "import os\n\n\ndef read(path):\n    with open(path) as fh:\n        return fh."
     layout = backend.layout(prefix, "\n", 16)
-    cache = backend._new_cache(len(layout.ids) + 32)
+    cache = backend.pool.new_cache(len(layout.ids) + 32)
     logits = generate.prefill(backend.runner, layout.ids, cache)
     probs: list[float] = []
     tokens = generate.decode_n_tokens(backend.runner, logits.clone(), cache, 8, lambda t: True, lambda t: None,
                                       backend._allowed_first(layout.heal), probs)
     assert len(tokens) == len(probs) == 8 and all(0 < p <= 1 for p in probs)
-    cache2 = backend._new_cache(len(layout.ids) + 32)
+    cache2 = backend.pool.new_cache(len(layout.ids) + 32)
     logits2 = generate.prefill(backend.runner, layout.ids, cache2)
     scored = generate.score_tokens(backend.runner, logits2, cache2, tokens, 0.0, backend._allowed_first(layout.heal))
     assert [round(p, 4) for p in scored] == [round(p, 4) for p in probs]

@@ -17,7 +17,7 @@ def agreement(reference, other, states: list[tuple[str, str]], tokens: int = 16)
     agree = total = 0
     for prefix, suffix in states:
         ids = reference.layout(prefix, suffix, tokens).ids
-        caches = [b._new_cache(len(ids) + tokens + 8) for b in (reference, other)]
+        caches = [b.pool.new_cache(len(ids) + tokens + 8) for b in (reference, other)]
         logits = [generate.prefill(b.runner, ids, c) for b, c in zip((reference, other), caches)]
         for _ in range(tokens):
             want, got = int(torch.argmax(logits[0])), int(torch.argmax(logits[1]))

@@ -162,7 +162,7 @@ class TabdEngine:
     def _request(self, ids: list[int]) -> None:
         """A request for `ids` on the cache as it is (its common prefix reused), decoding DECODE tokens."""
         from tabd.predictor.engine import generate
-        from tabd.predictor.local import common_prefix
+        from tabd.predictor.engine.slots import common_prefix
 
         keep = min(common_prefix(self.held, ids), len(ids) - 1)
         self.cache.truncate(keep)
@@ -173,7 +173,7 @@ class TabdEngine:
     def keystroke(self, old: list[int], new: list[int]) -> tuple[float, float]:
         """(first token ms, 16 tokens ms) for `new` when the cache holds `old` and what was decoded after it."""
         from tabd.predictor.engine import generate
-        from tabd.predictor.local import common_prefix
+        from tabd.predictor.engine.slots import common_prefix
 
         self._request(old)  # the previous request (a prefix of what the cache holds: little to run)
         t0 = time.perf_counter()

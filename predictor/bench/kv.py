@@ -46,10 +46,10 @@ def measure(backend, context: int, decode: int, rounds: int) -> dict:
         ids = ids + ids
     prompt, later = ids[:prompt_len], ids[: prompt_len + 1]  # a keystroke later: one more token
     full_ttft, full_req, reuse_ttft, reuse_req = [], [], [], []
-    warm = backend._new_cache(context + 8)
+    warm = backend.pool.new_cache(context + 8)
     generate.prefill(model, prompt[:64], warm)
     for _ in range(rounds):
-        cache = backend._new_cache(context + 8)
+        cache = backend.pool.new_cache(context + 8)
         t0 = time.perf_counter()
         logits = generate.prefill(model, later, cache)
         generate.greedy(logits)
@@ -57,7 +57,7 @@ def measure(backend, context: int, decode: int, rounds: int) -> dict:
         _decode(model, logits, cache, decode)
         full_req.append(_ms(t0))
 
-        cache = backend._new_cache(context + 8)
+        cache = backend.pool.new_cache(context + 8)
         _decode(model, generate.prefill(model, prompt, cache), cache, decode)  # what the last request left behind
         t0 = time.perf_counter()
         cache.truncate(len(prompt))  # cut back to the common prefix
@@ -108,7 +108,7 @@ def run_section(args: argparse.Namespace) -> dict:
         "context_tokens": context,
         **figures,
         "prefetch_reused_fraction": prefetch_fraction(backend),
-        "kv_bytes_per_token": backend.kv_bytes_per_token,
+        "kv_bytes_per_token": backend.pool.kv_bytes_per_token,
         "threads": torch.get_num_threads(),
         "device": backend.placement.device,
         "dtype": backend.placement.dtype,

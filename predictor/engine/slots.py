@@ -1,0 +1,121 @@
+"""The KV slot pool: the token ids and KV cache of the local backend's last few sequences, one per slot id.
+
+A slot id is a document, or one speculation branch of it ("doc#all.word"). A
+request takes its slot and learns how much of its prompt the slot's cache
+already holds; a new branch is first given a copy of its parent's shared
+prefix (copy-on-write), and least recently used slots go to stay within
+max_slots and max_kv_bytes. LocalBackend (predictor/local.py) owns one.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+FORK_MIN_TOKENS = 4  # copy another slot's prefix when it holds more than this many more of the prompt
+
+
+@dataclass
+class Slot:
+    ids: list[int] = field(default_factory=list)  # tokens whose keys and values the cache holds
+    cache: object = None
+    used: float = 0.0
+
+
+def _element_bytes(dtype) -> int:
+    import torch
+
+    return torch.finfo(dtype).bits // 8
+
+
+def bytes_per_token(cfg, dtype, native: bool) -> int:
+    """KV bytes one token takes, for caches that cannot say their own size (native: the fp32 numpy cache)."""
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+    elem = 4 if native else _element_bytes(dtype)
+    return 2 * cfg.num_hidden_layers * kv_heads * head_dim * elem
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class SlotPool:
+    """The kept slots and their bounds; `new_cache(capacity)` is the runner's allocator (it changes at a hand-over)."""
+
+    def __init__(self, new_cache: Callable[[int], object], context: int, kv_bytes_per_token: int,
+                 kv_reuse: bool = True, max_slots: int = 8, max_kv_bytes: int = 256 << 20) -> None:
+        self._allocate = new_cache
+        self.context = context
+        self.kv_bytes_per_token = kv_bytes_per_token
+        self.kv_reuse = kv_reuse
+        self.max_slots = max_slots
+        self.max_kv_bytes = max_kv_bytes
+        self.slots: dict[str, Slot] = {}
+        self.kv_copies = 0  # forks of one slot's prefix into another (copy-on-write)
+
+    def new_cache(self, length: int):
+        return self._allocate(min(self.context, length + 64))
+
+    def slot_for(self, slot_id: str, ids: list[int]) -> tuple[Slot, int]:
+        """The slot to run in, and how many of `ids` its cache already holds.
+
+        Each slot id (a document, or one speculation branch of it: "doc#all.word") has its own slot, so one
+        branch never overwrites another's keys and values. A slot whose own cache shares less of `ids` than
+        another slot's is first given a copy of that one's shared prefix (copy-on-write: copying keys and
+        values costs far less than computing them), so a new branch starts where its parent's state ends.
+        """
+        best = max(self.slots.values(), key=lambda s: common_prefix(s.ids, ids), default=None)
+        best_shared = common_prefix(best.ids, ids) if best is not None else 0
+        slot = self.slots.get(slot_id)
+        if slot is None:
+            self._evict(keep={id(best)}, adding=True)
+            slot = self.slots[slot_id] = Slot()
+        slot.used = time.monotonic()
+        if not self.kv_reuse or slot.cache is None:
+            slot.cache, slot.ids = self.new_cache(len(ids)), []
+        shared = common_prefix(slot.ids, ids)
+        if self.kv_reuse and best is not None and best is not slot and best_shared > shared + FORK_MIN_TOKENS \
+                and self._copy_prefix(best, slot, best_shared):
+            shared = best_shared
+        self._evict(keep={id(slot)})  # within max_kv_bytes before this request runs
+        return slot, shared
+
+    def _copy_prefix(self, src: Slot, dst: Slot, n: int) -> bool:
+        """dst's cache := src's first n positions; False where the cache kind cannot be copied (then dst prefills)."""
+        s, d = src.cache, dst.cache
+        if not (hasattr(s, "k") and hasattr(d, "ensure")):
+            return False
+        d.ensure(n)
+        d.k[:, :, :n] = s.k[:, :, :n]
+        d.v[:, :, :n] = s.v[:, :, :n]
+        d.length = n
+        dst.ids = src.ids[:n]
+        self.kv_copies += 1
+        return True
+
+    def _evict(self, keep: set[int], adding: bool = False) -> None:
+        """Least recently used slots go until the slots fit in max_slots (one more to come if adding) and in
+        max_kv_bytes; the slots in `keep` (by id) stay."""
+        while self.slots:
+            over = len(self.slots) + int(adding) > self.max_slots or self.kv_bytes() > self.max_kv_bytes
+            victims = [k for k, v in self.slots.items() if id(v) not in keep]
+            if not over or not victims:
+                return
+            del self.slots[min(victims, key=lambda k: self.slots[k].used)]
+
+    def kv_bytes(self) -> int:
+        """Bytes the slots' caches hold (allocated, not just used): what max_kv_bytes bounds."""
+        return sum(s.cache.nbytes() if hasattr(s.cache, "nbytes") else len(s.ids) * self.kv_bytes_per_token
+                   for s in self.slots.values())
+
+    def cut(self, slot: Slot, n: int) -> None:
+        drop = len(slot.ids) - n
+        if drop <= 0:
+            return
+        slot.cache.truncate(n)
+        del slot.ids[n:]
