@@ -9,18 +9,15 @@ postprocess.finish as local.py does. Routes, chosen once per server:
 - "suffix": POST /v1/completions with prompt=prefix and suffix=suffix (Ollama).
 
 predict() runs on the daemon's model worker. The HTTP request runs on a helper
-thread and streams (SSE); the worker waits on its chunks and polls
+thread (wire.py) and streams (SSE); the worker waits on its chunks and polls
 should_stop(), so a stop returns at once: the socket is shut down, which ends
 the server's request too. Failures are RemoteError: one line naming the URL.
-
-Just over 500 lines: the routes, the streaming call and the error mapping are one backend's, read together.
 """
 from __future__ import annotations
 
 import json
 import os
 import queue
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,12 +30,9 @@ from tabd.predictor.prompt_text import fim_prompt, guess_template
 from tabd.predictor.templates import FimTemplate, template_for
 from tabd.predictor.fim import chunk_text
 from tabd.predictor.types import ContextChunk, GenSettings, Interrupted, Prediction, prompt_chunks
+from tabd.predictor.wire import Call, RemoteError, Retry, error_message, one_line
 
 SERVER_FIM = "server"  # --fim server: the server applies the model's own FIM template
-
-
-class RemoteError(RuntimeError):
-    """A remote engine that cannot answer; the message is one line naming the URL and the problem."""
 
 
 @dataclass
@@ -50,71 +44,6 @@ class ServerInfo:
     fim: str | None = None  # a template the server advertises (tabd serve-model does)
     infill: bool = False  # llama-server's /infill is there
     slots: int = 1  # requests the server decodes at once (llama-server's total_slots)
-
-
-def _one_line(text: str, limit: int = 240) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def error_message(body: str) -> str:
-    """The server's own words from an error body (OpenAI, llama.cpp, FastAPI or plain text)."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return _one_line(body) or "(empty body)"
-    if isinstance(data, dict):
-        err = data.get("error", data.get("detail", data.get("message")))
-        if isinstance(err, dict):
-            err = err.get("message") or err
-        if err is not None:
-            return _one_line(err if isinstance(err, str) else json.dumps(err))
-    return _one_line(body)
-
-
-class _Call:
-    """One streamed HTTP request on a helper thread; its events arrive on a queue.
-
-    Events: ("open", None), ("line", str), ("end", None), ("status", (code, body)), ("error", exc).
-    cancel() shuts the socket down, which wakes the helper thread and tells the server.
-    """
-
-    def __init__(self, client: httpx.Client, url: str, body: dict) -> None:
-        self.events: queue.SimpleQueue = queue.SimpleQueue()
-        self.aborted = threading.Event()
-        self.sock: socket.socket | None = None
-        self._thread = threading.Thread(target=self._run, args=(client, url, body), daemon=True, name="tabd-remote")
-        self._thread.start()
-
-    def _run(self, client: httpx.Client, url: str, body: dict) -> None:
-        try:
-            with client.stream("POST", url, json=body) as response:
-                stream = response.extensions.get("network_stream")
-                self.sock = stream.get_extra_info("socket") if stream is not None else None
-                if self.aborted.is_set():
-                    return
-                if response.status_code >= 400:
-                    response.read()
-                    self.events.put(("status", (response.status_code, response.text)))
-                    return
-                self.events.put(("open", None))
-                for line in response.iter_lines():
-                    if self.aborted.is_set():
-                        return
-                    self.events.put(("line", line))
-                self.events.put(("end", None))
-        except Exception as exc:  # reported to the waiting worker, unless it has gone
-            if not self.aborted.is_set():
-                self.events.put(("error", exc))
-
-    def cancel(self) -> None:
-        self.aborted.set()
-        sock = self.sock
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
 
 class RemoteBackend:
@@ -378,10 +307,10 @@ class RemoteBackend:
         deadline = time.monotonic() + self.total_timeout
         attempt = 0
         while True:
-            call = _Call(self.client, self.url + path, body)
+            call = Call(self.client, self.url + path, body)
             try:
                 return self._read(call, path, should_stop, done, deadline)
-            except _Retry as retry:
+            except Retry as retry:
                 call.cancel()
                 attempt += 1
                 if attempt > self.retries:
@@ -400,7 +329,7 @@ class RemoteBackend:
                 raise Interrupted()
             time.sleep(0.01)
 
-    def _read(self, call: _Call, path: str, should_stop, done, deadline: float) -> tuple[str, float | None, int, dict]:
+    def _read(self, call: Call, path: str, should_stop, done, deadline: float) -> tuple[str, float | None, int, dict]:
         text, first_at, chunks, stats, complete = "", None, 0, {}, False
         while True:
             remaining = deadline - time.monotonic()
@@ -417,13 +346,13 @@ class RemoteBackend:
             if kind == "error":
                 error = self._transport_error(path, value)
                 if isinstance(value, (httpx.ConnectError, httpx.ConnectTimeout)):
-                    raise _Retry(error, down=True)
+                    raise Retry(error, down=True)
                 raise error
             if kind == "status":
                 code, payload = value
                 error = self._status_error(path, code, payload)
                 if code >= 500 and code != 501:
-                    raise _Retry(error)
+                    raise Retry(error)
                 raise error
             if kind == "end":
                 return text, first_at, chunks, stats
@@ -451,7 +380,7 @@ class RemoteBackend:
         try:
             event = json.loads(data)
         except ValueError:
-            raise RemoteError(f"{self.url}{path}: the stream sent something that is not JSON: {_one_line(data, 80)}") from None
+            raise RemoteError(f"{self.url}{path}: the stream sent something that is not JSON: {one_line(data, 80)}") from None
         if not isinstance(event, dict):
             return "", stats
         if event.get("error"):
@@ -472,13 +401,13 @@ class RemoteBackend:
 
     def _transport_error(self, path: str, exc: BaseException) -> RemoteError:
         if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
-            reason = "connection refused" if "refused" in str(exc).lower() else _one_line(exc, 120) or type(exc).__name__
+            reason = "connection refused" if "refused" in str(exc).lower() else one_line(exc, 120) or type(exc).__name__
             return RemoteError(f"cannot reach {self.url} ({reason}); is the server running?")
         if isinstance(exc, httpx.TimeoutException):
             return RemoteError(f"{self.url}{path}: the server went silent (timeout: {type(exc).__name__})")
         if isinstance(exc, RemoteError):
             return exc
-        return RemoteError(f"{self.url}{path}: {type(exc).__name__}: {_one_line(exc, 160)}")
+        return RemoteError(f"{self.url}{path}: {type(exc).__name__}: {one_line(exc, 160)}")
 
     def _status_error(self, path: str, code: int, body: str) -> RemoteError:
         return self._classify(path, code, error_message(body))
@@ -504,8 +433,3 @@ class RemoteBackend:
 
     def close(self) -> None:
         self.client.close()
-
-
-class _Retry(Exception):
-    def __init__(self, error: RemoteError, down: bool = False) -> None:
-        self.error, self.down = error, down

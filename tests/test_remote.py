@@ -24,7 +24,8 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 from lspclient import change, init_params, inline, open_doc, stats
 from tabd.predictor.prompt_text import fim_prompt, guess_template, parse_fim_prompt
-from tabd.predictor.remote import RemoteBackend, RemoteError
+from tabd.predictor.remote import RemoteBackend
+from tabd.predictor.wire import RemoteError
 from tabd.predictor.templates import FAMILIES, template_for
 from tabd.predictor.types import ContextChunk, GenSettings, Interrupted
 
