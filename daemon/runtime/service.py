@@ -27,7 +27,7 @@ from tabd.daemon.runtime.computations import Computation, ModelWork
 from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime.debounce import Debounce, Waits
 from tabd.daemon.runtime.speculation import Speculation
-from tabd.daemon.runtime.stats import SOURCES, Reporting, Stats
+from tabd.daemon.runtime.stats import Reporting, Stats
 from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime.scheduler import FOREGROUND, Cancelled, Scheduler
 from tabd.daemon.runtime.workspace import Warmer, Workspace, context_options, reuse_of
