@@ -15,6 +15,8 @@ from tabd.daemon.sessions.driver import ReplayOptions
 from tabd.daemon.sessions.replay import acceptable, run_replay, typed_ahead
 from tabd.daemon.sessions.format import read_session, write_session
 from tabd.daemon.sessions.typist import TypingStyle, typed_session
+from tabd.daemon.sessions.measure import Measurements, format_table
+from tabd.daemon.telemetry.host import CpuTicks, host_summary, parse_cpu_line, read_ticks
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "predictor" / "samples" / "inventory.py"
@@ -180,6 +182,32 @@ def test_replay_accepts_and_serves_after_accept_from_cache(tmp_path, fake_server
     # accepting only exactly what the person typed keeps the document equal to the recording
     assert dict(server["closed"])[SAMPLE.resolve().as_uri()] == SAMPLE.read_text()
     assert summary["typed_chars"] + summary["accepted_chars"] >= session.changes() // 2
+    if read_ticks() is not None:  # Linux: the host's CPU over the run, to tell its stalls from the daemon's
+        host = summary["host"]
+        assert 0 < host["busy_share"] <= 1 and 0 <= host["steal_share"] <= 1, host
+
+
+def test_host_cpu_shares_read_from_proc_stat():
+    # user nice system idle iowait irq softirq steal guest guest_nice
+    before = parse_cpu_line("cpu  1000 100 200 5000 50 0 50 100 30 0")
+    after = parse_cpu_line("cpu  1300 100 260 5500 50 0 70 120 40 0")
+    assert before == CpuTicks(total=6500, busy=1450, steal=100)  # guest is inside user: not counted twice
+    run = after - before
+    assert run == CpuTicks(total=900, busy=400, steal=20)
+    assert host_summary(run)["busy_share"] == round(400 / 900, 4)
+    assert host_summary(run)["steal_share"] == round(20 / 900, 4)
+    assert parse_cpu_line("cpu0 1 2 3 4 5") is None and parse_cpu_line("cpu  a b c d e") is None
+    assert parse_cpu_line("cpu  10 0 10 80") is None  # too few columns to tell idle from iowait
+    assert parse_cpu_line("cpu  10 0 10 70 10") == CpuTicks(total=100, busy=20, steal=0)  # no steal column: none
+    assert host_summary(CpuTicks()) is None
+    # two replays' hosts add up, and the table says how much the hypervisor took
+    parts = [Measurements(), Measurements()]
+    parts[0].add_host(CpuTicks(1000, 100, 10))
+    parts[1].add_host(CpuTicks(3000, 500, 30))
+    summary = Measurements.merged(parts).summary()
+    assert summary["host"]["busy_share"] == 0.15 and summary["host"]["steal_share"] == 0.01
+    assert "host CPU busy / stolen" in format_table(summary) and "1.00%" in format_table(summary)
+    assert "host" not in Measurements().summary()
 
 
 def test_replay_cancels_requests_the_user_typed_past(tmp_path, fake_server, monkeypatch):

@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from tabd.daemon.telemetry.host import CpuTicks, host_summary
+
 SOURCES = ("cache", "typed", "inflight", "model", "none")
 # answers looked up in memory: the cache proper, or type-through of a shown suggestion
 # (what the remainder of a partial accept is served by)
@@ -61,9 +63,19 @@ class Measurements:
     hits_by_depth: collections.Counter = field(default_factory=collections.Counter)
     after_accept_hits_by_depth: collections.Counter = field(default_factory=collections.Counter)
     wall_s: float = 0.0
+    # the host's CPU ticks over the run, all CPUs (daemon/telemetry/host.py): counted, not idle, stolen by a hypervisor
+    host_ticks: int = 0
+    host_busy_ticks: int = 0
+    host_steal_ticks: int = 0
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
     server_stats: dict[str, Any] | None = None
+
+    def add_host(self, ticks: CpuTicks) -> None:
+        """The host's CPU ticks over (part of) the run: they add up across replays, as the counts do."""
+        self.host_ticks += ticks.total
+        self.host_busy_ticks += ticks.busy
+        self.host_steal_ticks += ticks.steal
 
     @classmethod
     def merged(cls, parts: Sequence["Measurements"]) -> "Measurements":
@@ -128,6 +140,9 @@ class Measurements:
             "keystrokes": self.keystrokes,
             "wall_s": round(self.wall_s, 2),
         }
+        host = host_summary(CpuTicks(self.host_ticks, self.host_busy_ticks, self.host_steal_ticks))
+        if host is not None:
+            out["host"] = host
         if self.truncated:
             out["truncated"] = True
         if self.sync_checked:
@@ -169,6 +184,10 @@ def format_table(summary: dict[str, Any]) -> str:
     for name in ("all", "after_accept", "model"):
         q = lat[name]
         lines.append(f"{'  ' + name:34} {q['p50']:>9.1f} {q['p95']:>9.1f} {q['p99']:>9.1f}")
+    host = summary.get("host")
+    if host:
+        lines.append(f"{'host CPU busy / stolen':34} {100 * host['busy_share']:.1f}% / {100 * host['steal_share']:.2f}%"
+                     f" ({host['steal_s']} s stolen by the hypervisor)")
     if summary.get("error"):
         lines.append(f"ERROR: {summary['error']}")
     return "\n".join(lines)

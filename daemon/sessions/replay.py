@@ -34,6 +34,7 @@ from tabd.daemon.sessions.format import Session, advance, position_at
 from tabd.lsp.client import Suggestion
 from tabd.lsp.positions import offset_at
 from tabd.daemon.sessions.measure import Measurements
+from tabd.daemon.telemetry.host import read_ticks
 
 WORD = re.compile(r"\s*(?:\w+|[^\w\s]+)|\s+")
 
@@ -195,7 +196,7 @@ async def replay_sessions(sessions: Sequence[Session], options: ReplayOptions) -
                    dynamic_ncols=True, leave=False)
     logging.getLogger("pygls").setLevel(logging.CRITICAL)
     replayer = Replayer(options, progress=bar.update if bar is not None else None)
-    started = time.monotonic()
+    started, ticks = time.monotonic(), read_ticks()
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -221,6 +222,9 @@ async def replay_sessions(sessions: Sequence[Session], options: ReplayOptions) -
         replayer.m.error = f"{exc}" + (f"\n{replayer.death_message()}" if replayer.died() else "")
     finally:
         replayer.m.wall_s = time.monotonic() - started
+        now = read_ticks()
+        if ticks is not None and now is not None:
+            replayer.m.add_host(now - ticks)
         if bar is not None:
             bar.close()
         try:
