@@ -202,8 +202,8 @@ def test_host_cpu_shares_read_from_proc_stat():
     assert host_summary(CpuTicks()) is None
     # two replays' hosts add up, and the table says how much the hypervisor took
     parts = [Measurements(), Measurements()]
-    parts[0].add_host(CpuTicks(1000, 100, 10))
-    parts[1].add_host(CpuTicks(3000, 500, 30))
+    parts[0].host = CpuTicks(1000, 100, 10)
+    parts[1].host = CpuTicks(3000, 500, 30)
     summary = Measurements.merged(parts).summary()
     assert summary["host"]["busy_share"] == 0.15 and summary["host"]["steal_share"] == 0.01
     assert "host CPU busy / stolen" in format_table(summary) and "1.00%" in format_table(summary)

@@ -63,19 +63,10 @@ class Measurements:
     hits_by_depth: collections.Counter = field(default_factory=collections.Counter)
     after_accept_hits_by_depth: collections.Counter = field(default_factory=collections.Counter)
     wall_s: float = 0.0
-    # the host's CPU ticks over the run, all CPUs (daemon/telemetry/host.py): counted, not idle, stolen by a hypervisor
-    host_ticks: int = 0
-    host_busy_ticks: int = 0
-    host_steal_ticks: int = 0
+    host: CpuTicks = CpuTicks()  # the host's CPU ticks over the run, all CPUs (daemon/telemetry/host.py)
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
     server_stats: dict[str, Any] | None = None
-
-    def add_host(self, ticks: CpuTicks) -> None:
-        """The host's CPU ticks over (part of) the run: they add up across replays, as the counts do."""
-        self.host_ticks += ticks.total
-        self.host_busy_ticks += ticks.busy
-        self.host_steal_ticks += ticks.steal
 
     @classmethod
     def merged(cls, parts: Sequence["Measurements"]) -> "Measurements":
@@ -84,7 +75,7 @@ class Measurements:
         for part in parts:
             for f in dataclasses.fields(cls):
                 mine, theirs = getattr(out, f.name), getattr(part, f.name)
-                if isinstance(theirs, (int, float)) and not isinstance(theirs, bool):
+                if isinstance(theirs, (int, float, CpuTicks)) and not isinstance(theirs, bool):
                     setattr(out, f.name, mine + theirs)
                 elif isinstance(theirs, collections.Counter):
                     mine.update(theirs)
@@ -140,7 +131,7 @@ class Measurements:
             "keystrokes": self.keystrokes,
             "wall_s": round(self.wall_s, 2),
         }
-        host = host_summary(CpuTicks(self.host_ticks, self.host_busy_ticks, self.host_steal_ticks))
+        host = host_summary(self.host)
         if host is not None:
             out["host"] = host
         if self.truncated:

@@ -224,7 +224,7 @@ async def replay_sessions(sessions: Sequence[Session], options: ReplayOptions) -
         replayer.m.wall_s = time.monotonic() - started
         now = read_ticks()
         if ticks is not None and now is not None:
-            replayer.m.add_host(now - ticks)
+            replayer.m.host += now - ticks
         if bar is not None:
             bar.close()
         try:

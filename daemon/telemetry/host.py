@@ -22,6 +22,9 @@ class CpuTicks:
     def __sub__(self, earlier: "CpuTicks") -> "CpuTicks":
         return CpuTicks(self.total - earlier.total, self.busy - earlier.busy, self.steal - earlier.steal)
 
+    def __add__(self, other: "CpuTicks") -> "CpuTicks":
+        return CpuTicks(self.total + other.total, self.busy + other.busy, self.steal + other.steal)
+
 
 def parse_cpu_line(line: str) -> CpuTicks | None:
     """The aggregate `cpu` line of /proc/stat; None for any other line or one that does not read."""
