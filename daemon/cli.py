@@ -18,7 +18,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("tabd.daemon.commands.replay", "replay edit sessions through a real tabd serve"),
     "dashboard": ("tabd.daemon.telemetry.dashboard", "latency dashboard (HTML) from daemon logs"),
     "bench": ("tabd.daemon.commands.bench", "side-by-side benchmarks: kv, replay, soak, engines"),
-    "train": ("tabd.predictor.training.cli", "train the embedded model (resumable); `train corpus` builds its PyPI corpus"),
+    "train": ("tabd.predictor.training.commands", "train the embedded model (resumable); `train corpus` builds its PyPI corpus"),
     "serve-model": ("tabd.daemon.commands.serve_model", "serve the local engine as OpenAI-compatible /v1/completions"),
 }
 

@@ -251,7 +251,7 @@ class TabdProtocol(LanguageServerProtocol):
     initialized = False
     exit_code: int | None = None
     on_exit: Callable[[int], None] | None = None  # set by the transport: stop serving with this code
-    # set by the server, method -> handler on plain JSON params (lsp/plain.py): a request's result, or NOT_PLAIN to
+    # set by the server, method -> handler on plain JSON params (lsp/rawparams.py): a request's result, or NOT_PLAIN to
     # take the normal, structured path (a notification's handler returns anything else once it has handled it)
     plain: dict[str, Callable[[Any], Any]] = {}
     lazy: frozenset[str] = frozenset()  # methods whose plain-path answers nobody waits on (lsp/outbox.py)

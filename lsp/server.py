@@ -24,7 +24,7 @@ from tabd.daemon.runtime.events import EventLog, LogFile
 from tabd.daemon.runtime.lifecycle import start_parent_watch
 from tabd.daemon.runtime.service import Answer, CompletionService
 from tabd.lsp.documents import Document, DocumentError, DocumentStore
-from tabd.lsp import plain
+from tabd.lsp import rawparams
 from tabd.lsp.protocol import NOT_PLAIN, TabdProtocol
 from tabd.lsp.transport import serve_stdio, serve_tcp
 
@@ -149,7 +149,7 @@ class TabdServer(LanguageServer):
         written as plain JSON; NOT_PLAIN when the request needs more, or is malformed: the normal handler then answers
         or reports it. Measured, structuring the request, a task, a loop turn and unstructuring the result cost
         more than the cache hit itself (README, "Speculation that follows what you accept")."""
-        request = plain.inline_completion(params)
+        request = rawparams.inline_completion(params)
         if request is None or self.service is None:
             return NOT_PLAIN
         uri, (line, character), invoked = request
@@ -165,7 +165,7 @@ class TabdServer(LanguageServer):
 
     def change_now(self, params: Any) -> Any:
         """didChange on plain JSON (a keystroke, and the edit a Tab makes); NOT_PLAIN when it does not read."""
-        change = plain.did_change(params)
+        change = rawparams.did_change(params)
         if change is None:
             return NOT_PLAIN
         self.apply_changes(*change)
@@ -174,7 +174,7 @@ class TabdServer(LanguageServer):
     def command_now(self, params: Any) -> Any:
         """tabd.accept / tabd.dismiss on plain JSON; NOT_PLAIN for other commands and arguments that do not read
         (the normal path then runs or reports them)."""
-        request = plain.command(params)
+        request = rawparams.command(params)
         if request is None or request[0] not in self.commands:
             return NOT_PLAIN
         name, arguments = request
@@ -184,7 +184,7 @@ class TabdServer(LanguageServer):
             return NOT_PLAIN
         return self.commands[name](*arguments)
 
-    def apply_changes(self, uri: str, version: int, changes: list[plain.Change]) -> None:
+    def apply_changes(self, uri: str, version: int, changes: list[rawparams.Change]) -> None:
         """A didChange's edits, in order: the document, the recording, accepts seen in the edit, the service."""
         try:
             doc = self.documents.get(uri)

@@ -19,14 +19,14 @@ from tabd.predictor import loader, postprocess, prompt_ids
 from tabd.predictor.engine import generate
 from tabd.predictor.engine.runner import Runner, TransformersRunner
 from tabd.predictor.engine.slots import SlotPool, bytes_per_token
+from tabd.predictor.engines import ENGINES
 from tabd.predictor.fim import PAD
 from tabd.predictor.threads import AdaptiveThreads
 from tabd.predictor.names import KnownNames
 from tabd.predictor.templates import FimTemplate, detect_family, template_for
-from tabd.predictor.types import ContextChunk, GenSettings, Interrupted, ModelLoadError, Prediction, prompt_chunks
+from tabd.predictor.types import Backend, ContextChunk, GenSettings, Interrupted, ModelLoadError, Prediction, prompt_chunks
 from tabd.predictor.verify import CopyVerification
 
-ENGINES = ("auto", "native", "fast", "torch", "hf", "plain")
 
 
 def _one() -> int:
@@ -41,7 +41,7 @@ class PromptLayout:
     before_cursor: list[int] = field(default_factory=list)  # the context's and the prefix's ids, in the document's order
 
 
-class LocalBackend(CopyVerification):
+class LocalBackend(CopyVerification, Backend):
     """Greedy FIM completion with a kept KV cache per document."""
 
     def __init__(
@@ -64,7 +64,7 @@ class LocalBackend(CopyVerification):
         if engine not in ENGINES:
             raise ModelLoadError(f"unknown engine {engine!r}: use {', '.join(ENGINES)}")
         self.engine_why = f"{engine} (asked for)"
-        self.hand_over_wanted = engine == "auto"  # a torch-free start hands over to the fast engine (handover.py)
+        self.hand_over_wanted = engine == "auto"  # a torch-free start hands over to the fast engine (engine/swap.py)
         booted = self._boot(engine, device, weights) if engine in ("auto", "native") and not trust_remote_code else None
         if booted is None:
             self.model, self.tokenizer, self.placement = loader.load(
@@ -181,16 +181,16 @@ class LocalBackend(CopyVerification):
 
     def prepare_hand_over(self):
         """The fast engine over the torch-free runner's weights, sharing them (imports torch: off the model thread)."""
-        from tabd.predictor.engine import handover
+        from tabd.predictor.engine import swap
 
-        return handover.fast_from_native(self.runner)
+        return swap.fast_from_native(self.runner)
 
     def hand_over(self, fast) -> None:
         """Serve from `fast` from now on; call it between requests, on the model thread. The slots' KV caches
         carry over as views of the same buffers, so no prompt runs again; the torch-free runner is let go."""
-        from tabd.predictor.engine import handover
+        from tabd.predictor.engine import swap
 
-        caches = {key: handover.torch_cache(slot.cache) for key, slot in self.pool.slots.items()}  # all, or none on error
+        caches = {key: swap.torch_cache(slot.cache) for key, slot in self.pool.slots.items()}  # all, or none on error
         for key, cache in caches.items():
             self.pool.slots[key].cache = cache
         self.runner, self.engine_name = fast, "fast"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from tabd.predictor.types import ContextChunk, GenSettings, Prediction
+from tabd.predictor.types import Backend, ContextChunk, GenSettings, Prediction
 
 MIN_MATCH, MAX_MATCH = 8, 48
 
@@ -75,7 +75,7 @@ def _follow(text: str, tail: str, before: int) -> str:
     return ""
 
 
-class CopyBackend:
+class CopyBackend(Backend):
     """A backend with no model: the copy heuristic above, answered at once."""
 
     model_id = "copy-baseline"

@@ -29,7 +29,7 @@ from tabd.predictor import postprocess
 from tabd.predictor.prompt_text import fim_prompt, guess_template
 from tabd.predictor.templates import FimTemplate, template_for
 from tabd.predictor.fim import chunk_text
-from tabd.predictor.types import ContextChunk, GenSettings, Interrupted, Prediction, prompt_chunks
+from tabd.predictor.types import Backend, ContextChunk, GenSettings, Interrupted, Prediction, prompt_chunks
 from tabd.predictor.wire import Call, RemoteError, Retry, error_message, one_line
 
 SERVER_FIM = "server"  # --fim server: the server applies the model's own FIM template
@@ -46,7 +46,7 @@ class ServerInfo:
     slots: int = 1  # requests the server decodes at once (llama-server's total_slots)
 
 
-class RemoteBackend:
+class RemoteBackend(Backend):
     """Greedy FIM completion from a server speaking the OpenAI completions API."""
 
     engine_name = "remote"

@@ -57,19 +57,36 @@ def prompt_chunks(context: Sequence["ContextChunk"]) -> list["ContextChunk"]:
 
 
 class Backend(Protocol):
-    """What the daemon asks a model for: local (LocalBackend), remote (RemoteBackend) or the copy baseline."""
+    """What the daemon asks a model for: local (LocalBackend), remote (RemoteBackend) or the copy baseline.
+
+    The optional capabilities are declared here with what a backend without them does; a backend subclasses this
+    Protocol to inherit those defaults, so the daemon calls them directly and never probes with getattr.
+    """
 
     model_id: str  # part of every cache key: a different model, a different key
     engine_name: str  # reported in tabd/stats
+    engine_why: str | None = None  # why this engine was chosen (tabd/stats); None where there is no choice
+    weights_why: str | None = None  # the format the weights are held in, and why (tabd/stats); None where not ours
 
     def predict(self, prefix: str, suffix: str, settings: GenSettings, should_stop: Callable[[], bool] = ...,
                 slot_id: str = "default", context: Sequence["ContextChunk"] = ()) -> Prediction:
         """The suggestion at the cursor between prefix and suffix, workspace context before them;
-        Interrupted when should_stop() says so. A backend may also have warm() (the same arguments):
-        prefill that prompt without decoding, so the next predict() reuses it."""
+        Interrupted when should_stop() says so."""
+        ...
+
+    def warm(self, prefix: str, suffix: str, settings: GenSettings, should_stop: Callable[[], bool] = lambda: False,
+             slot_id: str = "default", context: Sequence["ContextChunk"] = ()) -> Prediction | None:
+        """Prefill that prompt without decoding, so the next predict() reuses it; None where the backend cannot
+        (then the next request pays, as without a warm-up)."""
+        return None
 
     def kv_bytes(self) -> int:
         """Bytes of keys and values kept for reuse (0 where the server keeps its own)."""
+        return 0
+
+    def can_hand_over(self) -> bool:
+        """True after a torch-free start whose faster engine can take over (daemon/runtime/handover.py)."""
+        return False
 
 
 class Interrupted(Exception):

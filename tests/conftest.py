@@ -20,8 +20,20 @@ def fixture_model():
     """The directory of a small model whose suggestions are known (see fixture_model.py), built once per session."""
     import shutil
 
-    from fixture_model import MODEL_DIR, build
+    from support.fixture_model import MODEL_DIR, build
 
     build(MODEL_DIR)
     yield str(MODEL_DIR)
     shutil.rmtree(MODEL_DIR, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Each test carries its tier's marker (the folder it lives in): `-m unit` runs the in-process tier alone."""
+    for item in items:
+        parts = item.path.parts
+        for tier in ("unit", "server", "editors"):
+            if tier in parts:
+                item.add_marker(getattr(pytest.mark, tier))
+                if tier == "editors":
+                    item.add_marker(pytest.mark.editors)
+                break

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Headless Chromium for the dashboard browser tests (tests/test_dashboard.py, marked `browser`).
+# Headless Chromium for the dashboard browser tests (tests/server/test_dashboard.py, marked `browser`).
 # Idempotent: does nothing when /usr/bin/chromium is already there. CI runs as root.
 # Waits for the dpkg lock rather than failing when another installer runs at the same time.
 set -euo pipefail

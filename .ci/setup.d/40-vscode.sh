@@ -58,7 +58,7 @@ if [ ! -e "$ext/tabd.vsix" ] || [ -n "$(find "$ext/src" "$ext/package.json" "$ex
     (cd "$ext" && npm run --silent package)
 fi
 
-drv="$ROOT/tests/e2e/vscode"
+drv="$ROOT/tests/editors/e2e/vscode"
 stamp="$drv/node_modules/.tabd-lock"
 if ! cmp -s "$drv/package-lock.json" "$stamp" 2>/dev/null; then
     (cd "$drv" && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --loglevel=error && cp package-lock.json node_modules/.tabd-lock)

@@ -65,7 +65,7 @@ def cross_file_cases(count: int = 4, seed: int = 11, root: Path | None = None, m
 
 def new_code_lines(text: str, chars: int) -> tuple[int, int]:
     """(first, last) line of the code right after `text`'s import block, about `chars` characters of it."""
-    from tabd.cache.context import import_block
+    from tabd.daemon.context.store import import_block
 
     lines = text.split("\n")
     block = import_block(text)
@@ -212,7 +212,7 @@ def reuse_figures(log: Path) -> dict[str, Any]:
 def replay(sessions: list[Path], user: str, flags: list[str], log: Path, progress: bool) -> dict[str, Any]:
     from tabd.daemon.sessions.driver import ReplayOptions
     from tabd.daemon.sessions.format import read_session
-    from tabd.daemon.sessions.replay import run_replay
+    from tabd.daemon.sessions.replayer import run_replay
 
     options = ReplayOptions(speed=0.0, think_ms=250.0, server_args=[*flags, "--log", str(log)], accept=user,
                             progress=progress)

@@ -7,7 +7,7 @@ also takes the leading words that match (`tabd replay`'s default). The engine
 is the model the flags name, and beside it the copy baseline
 (`--backend copy`: no model, what followed the last occurrence of the text
 before the cursor). Model-level figures on the held-out stdlib split come from
-predictor/bench/quality.py.
+predictor/bench/heldout.py.
 
 Default files: a seeded sample of the held-out stdlib split, never trained on.
 """
@@ -88,7 +88,7 @@ def replay_user(session: Path, user: str, server_args: list[str], args: argparse
     """One replay at full speed (each keystroke waits for its answer) by the `user`."""
     from tabd.daemon.sessions.driver import ReplayOptions
     from tabd.daemon.sessions.format import read_session
-    from tabd.daemon.sessions.replay import run_replay
+    from tabd.daemon.sessions.replayer import run_replay
 
     options = ReplayOptions(speed=0.0, think_ms=250.0, server_args=server_args, accept=user,
                             progress=not getattr(args, "json", False))
@@ -153,7 +153,7 @@ def run_section(args: argparse.Namespace) -> dict[str, Any]:
             out["calibration"] = [{"min_confidence": t, **replay_user(session, "tab", [*flags, "--min-confidence", str(t)], args)}
                                   for t in calibrate]
     if not args.quality_no_model_figures:
-        from tabd.predictor.bench.quality import model_figures
+        from tabd.predictor.bench.heldout import model_figures
 
         out.update(model_figures(args))
     return out

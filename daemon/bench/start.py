@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from tabd.daemon.bench.replay import SAMPLES, _shared_flags
+from tabd.daemon.bench.naive_full import SAMPLES, _shared_flags
 
 URI = "file:///bench/start.py"
 

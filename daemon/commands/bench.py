@@ -12,13 +12,13 @@ import sys
 
 SECTIONS: dict[str, str] = {
     "kv": "tabd.predictor.bench.kv",
-    "replay": "tabd.daemon.bench.replay",
+    "replay": "tabd.daemon.bench.naive_full",
     "soak": "tabd.daemon.bench.soak",
     "bigdoc": "tabd.daemon.bench.bigdoc",
     "preempt": "tabd.daemon.bench.preempt",
     "engines": "tabd.predictor.bench.engines",
-    "lookup": "tabd.predictor.bench.lookup",
-    "remote": "tabd.predictor.bench.remote",
+    "lookup": "tabd.predictor.bench.lookup_decoding",
+    "remote": "tabd.predictor.bench.remote_engines",
     "quality": "tabd.daemon.bench.quality",
     "start": "tabd.daemon.bench.start",
 }

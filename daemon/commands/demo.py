@@ -118,7 +118,7 @@ def replay_demo(path: Path, args: argparse.Namespace) -> int:
 
     from tabd.daemon.sessions.driver import ReplayOptions
     from tabd.daemon.sessions.measure import format_table
-    from tabd.daemon.sessions.replay import run_replay
+    from tabd.daemon.sessions.replayer import run_replay
     from tabd.daemon.sessions.format import read_session, write_session
     from tabd.daemon.sessions.typist import typed_session
 

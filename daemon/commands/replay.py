@@ -91,7 +91,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from tabd.daemon.sessions.measure import format_table
-    from tabd.daemon.sessions.replay import run_replay
+    from tabd.daemon.sessions.replayer import run_replay
     from tabd.daemon.sessions.format import SessionError, read_session
 
     sessions = []

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
-from tabd.cache.planner import next_line, next_word
+from tabd.daemon.speculation.planner import next_line, next_word
 from tabd.cache.state import DocState
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from tabd.cache.context import EMPTY, Snapshot
+from tabd.daemon.context.store import EMPTY, Snapshot
 from tabd.cache.key import short_key
 from tabd.cache.state import DocState, Window
 from tabd.cache.store import Entry

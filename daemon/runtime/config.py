@@ -47,7 +47,7 @@ class Config:
     remote_model: str | None = None  # --backend openai: the model name sent to it
     parallel: int = 1  # model requests at once (a remote engine may batch them)
     timeout: float = 20.0  # seconds a remote request may take, first byte to last
-    # workspace context before the prompt (cache/context.py): budget, bounds, and the pause after which it may change
+    # workspace context before the prompt (daemon/context/store.py): budget, bounds, and the pause after which it may change
     context_tokens: int = 320
     context_chunks: int = 64
     context_bytes: int = 512 << 10

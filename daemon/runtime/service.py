@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from tabd.cache.context import EMPTY, Snapshot
+from tabd.daemon.context.store import EMPTY, Snapshot
 from tabd.cache.inflight import InflightTable
 from tabd.cache.key import short_key, state_key
 from tabd.cache.state import DocState, Window

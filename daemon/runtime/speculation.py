@@ -2,7 +2,7 @@
 
 A mixin of CompletionService (daemon/runtime/service.py), which owns the state
 these methods use (config, cache, inflight, stats, events, _start). The depth
-comes from measured acceptance (cache/acceptance.py) unless --fixed-depth;
+comes from measured acceptance (daemon/speculation/acceptance.py) unless --fixed-depth;
 accepts come from `tabd.accept` and from the edits themselves
 (daemon/runtime/accepts.py), each counted once.
 """
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from tabd.cache.acceptance import AcceptanceModel
-from tabd.cache.context import EMPTY, Snapshot
+from tabd.daemon.speculation.acceptance import AcceptanceModel
+from tabd.daemon.context.store import EMPTY, Snapshot
 from tabd.cache.key import short_key
-from tabd.cache.planner import FixedDepth, plan_after
+from tabd.daemon.speculation.planner import FixedDepth, plan_after
 from tabd.cache.state import DocState, Window
 from tabd.daemon.runtime.accepts import Accept, AcceptTracker
 

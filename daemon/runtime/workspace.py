@@ -13,7 +13,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from tabd.cache.context import EMPTY, ContextOptions, ContextStore, Snapshot, TextSource
+from tabd.daemon.context.store import EMPTY, ContextOptions, ContextStore, Snapshot, TextSource
 from tabd.cache.state import DocState, Window
 from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime.events import EventLog

@@ -260,9 +260,9 @@ export function notFoundMessage(command: string): string {
 // The word and line accept rules, as VS Code's inline completions apply them
 // (InlineCompletionsModel.acceptNextWord / acceptNextLine with the default word
 // definition). VS Code itself runs them on Ctrl+Right; they are written out here
-// because the daemon plans its prefetches by the same rules (cache/planner.py) and
+// because the daemon plans its prefetches by the same rules (daemon/speculation/planner.py) and
 // the Neovim plugin mirrors them (editors/nvim/lua/tabd/init.lua):
-// tests/test_accept_rule.py feeds the same suggestions to all three.
+// tests/server/test_accept_rule.py feeds the same suggestions to all three.
 const USUAL_WORD_SEPARATORS = "`~!@#$%^&*()-=+[{]}\\|;:'\",.<>/?";
 export const WORD_DEFINITION = new RegExp(
   "(-?\\d*\\.\\d\\w*)|([^" + [...USUAL_WORD_SEPARATORS].map((c) => "\\" + c).join("") + "\\s]+)",

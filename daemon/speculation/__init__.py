@@ -1,0 +1,1 @@
+"""Speculation policy: which states after an accept to compute, and how deep measured acceptance says to go."""

