@@ -28,6 +28,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(_missing=None)  # the module that failed to load, set below
         if only is not None and name != only:
             continue
         try:
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    if getattr(args, "_missing", None):
+    if args._missing:
         print(f"tabd {args.command}: not available in this build ({args._missing} missing)", file=sys.stderr)
         return 2
     try:

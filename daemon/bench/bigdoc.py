@@ -92,6 +92,6 @@ def measure(server_cmd: list[str], small: int, big: int, rounds: int) -> dict:
 
 def run_section(args: argparse.Namespace) -> dict:
     cmd = [sys.executable, "-m", "tabd.daemon", "serve", "--depth", "0", "--no-speculation"]
-    if getattr(args, "model", None):
+    if args.model:
         cmd += ["--model", args.model]
     return measure(cmd, args.bigdoc_small, args.bigdoc_lines, args.bigdoc_rounds)

@@ -226,17 +226,17 @@ def replay(sessions: list[Path], user: str, flags: list[str], log: Path, progres
 
 
 def run_cross_file(args: argparse.Namespace, flags: list[str]) -> dict[str, Any]:
-    seed, count = getattr(args, "quality_seed", 11), getattr(args, "quality_count", 4)
-    parts = [p.strip() for p in str(getattr(args, "quality_cross_parts", "tab,warmup")).split(",") if p.strip()]
+    seed, count = args.quality_seed, args.quality_count
+    parts = [p.strip() for p in args.quality_cross_parts.split(",") if p.strip()]
     if not parts or any(p not in ("tab", "words", "warmup") for p in parts):
         raise RuntimeError(f"--quality-cross-parts: a list of tab, words, warmup, got {parts!r}")
-    modes = [m.strip() for m in str(getattr(args, "quality_cross_modes", "edit,new")).split(",") if m.strip()]
+    modes = [m.strip() for m in args.quality_cross_modes.split(",") if m.strip()]
     if not modes or any(m not in ("edit", "new") for m in modes):
         raise RuntimeError(f"--quality-cross-modes: a list of edit, new, got {modes!r}")
     cases = cross_file_cases(count, seed)
     if not cases:
         raise RuntimeError(f"no cross-file cases: none of {', '.join(PACKAGES)} in {site_packages()}")
-    progress = not getattr(args, "json", False)
+    progress = not args.json
     flags = [f for f in flags if f != "--no-context"]
     out: dict[str, Any] = {"cases": [{"target": str(t.relative_to(site_packages())),
                                       "open": [str(o.relative_to(site_packages())) for o in others]} for t, others in cases]}
@@ -244,7 +244,7 @@ def run_cross_file(args: argparse.Namespace, flags: list[str]) -> dict[str, Any]
         workdir = Path(tmp)
         for mode in modes:
             names: dict[str, int] = {}
-            sessions = write_sessions(cases, workdir, seed, getattr(args, "quality_spans", 3), mode, names)
+            sessions = write_sessions(cases, workdir, seed, args.quality_spans, mode, names)
             # edit mode's figures stay at the top level (as before); new code's go under "new"
             into = out if mode == "edit" else out.setdefault("new", {})
             out.setdefault("names", {})[mode] = names

@@ -52,35 +52,31 @@ def default_sample() -> Path:
 
 
 def _session_file(args: argparse.Namespace, workdir: Path) -> Path:
-    given = getattr(args, "replay_session", None)
-    if given:
-        return Path(given)
+    if args.replay_session:
+        return Path(args.replay_session)
     from tabd.daemon.sessions.format import write_session
     from tabd.daemon.sessions.typist import typed_session
 
-    sample = Path(getattr(args, "replay_sample", None) or default_sample())
-    language, events = typed_session([str(sample)], seed=getattr(args, "replay_seed", 7),
-                                     spans=getattr(args, "replay_spans", 2),
-                                     max_chars=getattr(args, "replay_max_chars", 160))
+    sample = Path(args.replay_sample or default_sample())
+    language, events = typed_session([str(sample)], seed=args.replay_seed, spans=args.replay_spans,
+                                     max_chars=args.replay_max_chars)
     path = workdir / "bench-replay.jsonl"
     write_session(path, events, language)
     return path
 
 
 def _shared_flags(args: argparse.Namespace) -> list[str]:
-    flags: list[str] = []
-    for name in ("model", "device", "backend", "url"):  # set only if another section defines them
-        value = getattr(args, name, None)
-        if value is not None and not (name == "device" and value == "auto") and not (name == "backend" and value == "local"):
-            flags += [f"--{name}", str(value)]
-    if getattr(args, "replay_max_new_tokens", None):
+    from tabd.daemon.runtime.options import flags_of
+
+    flags = flags_of(args, ("model", "device", "backend", "url"))
+    if args.replay_max_new_tokens:
         flags += ["--max-new-tokens", str(args.replay_max_new_tokens)]
     return flags
 
 
 def _replay_flags(args: argparse.Namespace) -> list[str]:
     """Both replay servers' flags: the shared ones and the debounce (not for other sections' servers, e.g. start)."""
-    return _shared_flags(args) + ["--debounce-ms", str(getattr(args, "replay_debounce_ms", 0))]
+    return _shared_flags(args) + ["--debounce-ms", str(args.replay_debounce_ms)]
 
 
 def _ratio(naive: float, full: float) -> float | None:
@@ -95,7 +91,7 @@ def _compare(session: Any, args: argparse.Namespace) -> dict[str, Any]:
 
     configs = {"naive": NAIVE_FLAGS, "full": []}
     measured: dict[str, list[Measurements]] = {name: [] for name in configs}
-    rounds = max(1, getattr(args, "replay_rounds", 1))
+    rounds = max(1, args.replay_rounds)
     for r in range(rounds):
         order = ["naive", "full"] if r % 2 == 0 else ["full", "naive"]
         for name in order:
@@ -118,12 +114,10 @@ def _compare(session: Any, args: argparse.Namespace) -> dict[str, Any]:
 def _options(args: argparse.Namespace, extra_flags: list[str]) -> Any:
     from tabd.daemon.sessions.driver import ReplayOptions
 
-    server_cmd = getattr(args, "replay_server_cmd", None)
-    return ReplayOptions(speed=getattr(args, "replay_speed", 0.0), think_ms=getattr(args, "replay_think_ms", 250.0),
+    return ReplayOptions(speed=args.replay_speed, think_ms=args.replay_think_ms,
                          server_args=_replay_flags(args) + extra_flags,
-                         server_command=shlex.split(server_cmd) if server_cmd else None,
-                         max_seconds=getattr(args, "replay_max_seconds", None),
-                         progress=not getattr(args, "json", False))
+                         server_command=shlex.split(args.replay_server_cmd) if args.replay_server_cmd else None,
+                         max_seconds=args.replay_max_seconds, progress=not args.json)
 
 
 def _echo_session(args: argparse.Namespace, workdir: Path) -> Any:
@@ -134,10 +128,10 @@ def _echo_session(args: argparse.Namespace, workdir: Path) -> Any:
 
     import random
 
-    sample = Path(getattr(args, "replay_sample", None) or default_sample())
+    sample = Path(args.replay_sample or default_sample())
     text = sample.read_text(encoding="utf-8")
     spans = choose_spans([s for s in candidate_spans(text, str(sample)) if s.kind == "body"],
-                         getattr(args, "replay_spans", 2), random.Random(getattr(args, "replay_seed", 7)))
+                         args.replay_spans, random.Random(args.replay_seed))
     lines = text.split("\n")
     removed = {i for s in spans for i in range(s.start, s.end + 1)}
     opened = "\n".join(line for i, line in enumerate(lines) if i not in removed)
@@ -147,7 +141,7 @@ def _echo_session(args: argparse.Namespace, workdir: Path) -> Any:
         anchors.append((s.start - 1 - gone, first[: len(first) - len(first.lstrip())]))
         gone += s.end - s.start + 1
     events = echo_session(opened, sample.resolve().as_uri(), anchors, _options(args, NAIVE_FLAGS),
-                          rounds=getattr(args, "replay_echo_rounds", 3), language=language_of(str(sample)))
+                          rounds=args.replay_echo_rounds, language=language_of(str(sample)))
     path = workdir / "bench-echo.jsonl"
     write_session(path, events, language_of(str(sample)))
     return read_session(path)
@@ -164,12 +158,12 @@ def run_section(args: argparse.Namespace) -> dict[str, Any]:
             raise RuntimeError(str(exc)) from None
         report = _compare(session, args)
         report["session"] = {"keystrokes": session.changes(), "seconds": round(session.duration, 1),
-                             "file": None if getattr(args, "replay_session", None) is None else str(path),
-                             "seed": getattr(args, "replay_seed", 7), "rounds": max(1, getattr(args, "replay_rounds", 1)),
-                             "speed": getattr(args, "replay_speed", 0.0), "server_flags": _replay_flags(args)}
-        if getattr(args, "replay_echo_rounds", 3) > 0:
+                             "file": None if args.replay_session is None else str(path),
+                             "seed": args.replay_seed, "rounds": max(1, args.replay_rounds),
+                             "speed": args.replay_speed, "server_flags": _replay_flags(args)}
+        if args.replay_echo_rounds > 0:
             echo = _echo_session(args, Path(tmp))
             report["accepting"] = _compare(echo, args)
             report["accepting"]["session"] = {"keystrokes": echo.changes(),
-                                              "echo_rounds": getattr(args, "replay_echo_rounds", 3)}
+                                              "echo_rounds": args.replay_echo_rounds}
     return report

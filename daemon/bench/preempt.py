@@ -189,12 +189,11 @@ def measure(model_dir: Path, extra: list[str], rounds: int, chars: int, keep_log
 def run_section(args: argparse.Namespace) -> dict:
     from tabd.predictor.bench import shapes
 
-    shape = getattr(args, "shape", "embedded") or "embedded"
-    model_dir = Path(getattr(args, "model", None) or shapes.model_dir(shape))
-    extra = ["--threads", str(args.threads)] if getattr(args, "threads", None) else []
-    if getattr(args, "weights", None):
+    model_dir = Path(args.model or shapes.model_dir(args.shape))
+    extra = ["--threads", str(args.threads)] if args.threads else []
+    if args.weights:
         extra += ["--weights", args.weights]
-    report = measure(model_dir, extra, args.preempt_rounds, args.preempt_chars, getattr(args, "preempt_log", None))
+    report = measure(model_dir, extra, args.preempt_rounds, args.preempt_chars, args.preempt_log)
     report["shape"] = shape
     if "b_queue_ms" not in report:
         raise _partial("no round had background work prefilling to pre-empt", report)

@@ -59,7 +59,7 @@ def held_out_sample(count: int, seed: int, min_chars: int = 2_000, max_chars: in
 
 
 def files_to_type(args: argparse.Namespace, workdir: Path) -> list[str]:
-    given = list(getattr(args, "quality_files", []) or [])
+    given = list(args.quality_files)
     for path in given:
         if not Path(path).is_file():
             raise RuntimeError(f"{path}: no such file")
@@ -91,7 +91,7 @@ def replay_user(session: Path, user: str, server_args: list[str], args: argparse
     from tabd.daemon.sessions.replayer import run_replay
 
     options = ReplayOptions(speed=0.0, think_ms=250.0, server_args=server_args, accept=user,
-                            progress=not getattr(args, "json", False))
+                            progress=not args.json)
     measured = run_replay([read_session(session)], options)
     if measured.error:
         raise RuntimeError(f"replay ({user} user) failed: {measured.error}")
@@ -134,9 +134,9 @@ def thresholds(text: str) -> list[float]:
 def run_section(args: argparse.Namespace) -> dict[str, Any]:
     from tabd.daemon.commands.replay import server_flags
 
-    calibrate = thresholds(getattr(args, "quality_thresholds", ""))
+    calibrate = thresholds(args.quality_thresholds)
     flags = server_flags(args)
-    if getattr(args, "quality_cross_file", False):
+    if args.quality_cross_file:
         from tabd.daemon.bench.crossfile import run_cross_file
 
         return {"cross_file": run_cross_file(args, flags)}

@@ -218,17 +218,16 @@ def soak(cmd: list[str], requests: int, docs: int, fresh: float, seed: int, prog
 
 
 def run_section(args: argparse.Namespace) -> dict:
-    requests = getattr(args, "requests", 20000)
+    requests = args.requests
     if requests < 1:
         raise RuntimeError("--requests must be at least 1")
-    cmd = (args.soak_server_cmd.split() if getattr(args, "soak_server_cmd", None)
-           else [sys.executable, "-m", "tabd.daemon", "serve", "--max-new-tokens", str(getattr(args, "soak_max_new_tokens", 8))])
-    if getattr(args, "model", None):
+    cmd = (args.soak_server_cmd.split() if args.soak_server_cmd
+           else [sys.executable, "-m", "tabd.daemon", "serve", "--max-new-tokens", str(args.soak_max_new_tokens)])
+    if args.model:
         cmd += ["--model", args.model]
 
     def progress(n, rss, cache_bytes):
-        if not getattr(args, "json", False):
+        if not args.json:
             print(f"  soak: {n} requests, rss {rss:.1f} MB, cache {cache_bytes} B", file=sys.stderr)
 
-    return soak(cmd, requests, getattr(args, "soak_docs", 4), getattr(args, "soak_fresh", 0.03),
-                getattr(args, "soak_seed", 11), progress)
+    return soak(cmd, requests, args.soak_docs, args.soak_fresh, args.soak_seed, progress)

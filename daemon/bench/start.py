@@ -110,7 +110,7 @@ def one_start(command: list[str], text: str) -> dict:
 def run_section(args: argparse.Namespace) -> dict:
     command = [sys.executable, "-m", "tabd.daemon", "serve", *_shared_flags(args)]
     text = (Path(SAMPLES) / "inventory.py").read_text()
-    rounds = [one_start(command, text) for _ in range(max(1, getattr(args, "start_rounds", 5)))]
+    rounds = [one_start(command, text) for _ in range(max(1, args.start_rounds))]
 
     def median(key: str) -> float:
         return round(statistics.median(r[key] for r in rounds), 1)

@@ -26,31 +26,11 @@ def _speed(value: str) -> float:
     return speed
 
 
-def _model_parser() -> argparse.ArgumentParser:
-    from tabd.daemon.runtime.options import add_model_arguments
-
-    parser = argparse.ArgumentParser(add_help=False)
-    add_model_arguments(parser)
-    return parser
-
-
 def server_flags(args: argparse.Namespace, *, log: str | None = None) -> list[str]:
     """The shared model and backend flags the user set, as `tabd serve` arguments for the child."""
-    flags: list[str] = []
-    for action in _model_parser()._actions:
-        if not action.option_strings or not hasattr(args, action.dest):
-            continue
-        value = getattr(args, action.dest)
-        if value is None or value == action.default:
-            continue
-        option = action.option_strings[-1]
-        if action.nargs == 0:  # store_true
-            flags.append(option)
-        else:
-            flags += [option, str(value)]
-    if log:
-        flags += ["--log", log]
-    return flags
+    from tabd.daemon.runtime.options import flags_of
+
+    return flags_of(args) + (["--log", log] if log else [])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -14,15 +14,13 @@ import sys
 from tabd.daemon.runtime.backends import make_backend
 from tabd.daemon.runtime.config import ConfigError
 from tabd.daemon.runtime.events import EventLog, LogFile
-from tabd.daemon.runtime.options import add_model_arguments, config_from_args, parse_host_port
+from tabd.daemon.runtime.options import add_model_arguments, add_serve_arguments, config_from_args, parse_host_port
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stdio", action="store_true", help="serve on stdin/stdout (the default)")
     parser.add_argument("--tcp", metavar="HOST:PORT", help="serve on TCP instead, e.g. 127.0.0.1:2087")
-    parser.add_argument("--log", metavar="FILE", help="append JSONL events (no source text) to FILE")
-    parser.add_argument("--log-text", action="store_true", help="also log suggestion text (off by default: privacy)")
-    parser.add_argument("--record", metavar="FILE", help="record the edit session to FILE (JSONL, mode 0600)")
+    add_serve_arguments(parser)  # --log, --log-text, --record
     parser.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics, e.g. 127.0.0.1:9464")
     parser.add_argument("--allow-remote", action="store_true", help="allow listening on a non-loopback address")
     parser.add_argument("--verbose", action="store_true", help="log debug output to stderr")

@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if getattr(args, "session_command", None) != "from-file":
+    if args.session_command != "from-file":
         print("usage: tabd session from-file FILE... -o SESSION.jsonl [--seed N] [--cps 8] [--spans N]", file=sys.stderr)
         return 2
     from tabd.daemon.sessions.typist import TypingStyle, typed_session

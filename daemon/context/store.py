@@ -33,14 +33,15 @@ CHARS_PER_TOKEN = 3  # training's estimate for Python; the backend reports the e
 
 @dataclass(frozen=True)
 class ContextOptions:
-    """Bounds and budget; every field is a user option (CLI flag and initialization option)."""
+    """Bounds and budget. The first five are user settings, without defaults here: their values come from Config
+    (runtime/workspace.py context_options), whose table (runtime/settings.py) declares them once."""
 
-    tokens: int = 320  # prompt budget for context, in (estimated) tokens; 0 turns context off
-    max_chunks: int = 64  # chunks held, over all documents
-    max_bytes: int = 512 << 10  # bytes of chunk text held, over all documents
-    chunk_lines: int = 32  # lines per chunk of an open document (as in training)
-    idle_ms: int = 1000  # pause after which the context may change
-    max_edits: int = 8  # recently edited regions remembered
+    tokens: int  # prompt budget for context, in (estimated) tokens; 0 turns context off
+    max_chunks: int  # chunks held, over all documents
+    max_bytes: int  # bytes of chunk text held, over all documents
+    chunk_lines: int  # lines per chunk of an open document (as in training)
+    idle_ms: int  # pause after which the context may change
+    max_edits: int = 8  # recently edited regions remembered (not a user setting)
 
 
 @dataclass(frozen=True)
@@ -239,8 +240,8 @@ def _alike(a: Chunk, b: Chunk) -> bool:
 class ContextStore:
     """Open documents, recent edits and the rules that pick a context; bounded in chunks and bytes."""
 
-    def __init__(self, options: ContextOptions | None = None) -> None:
-        self.options = options or ContextOptions()
+    def __init__(self, options: ContextOptions) -> None:
+        self.options = options
         self.docs: OrderedDict[str, _Doc] = OrderedDict()  # least recently touched first
         self.generation = 0  # bumped when what other documents offer may have changed
         self.skipped: dict[str, str] = {}  # doc -> why it is not chunked

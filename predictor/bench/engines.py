@@ -335,7 +335,7 @@ def _lookup_or_skip(eng: TabdEngine, passes: int) -> dict:
 
 
 def _gguf_path(args, model_dir: Path, outtype: str = "f32") -> Path:
-    given = getattr(args, "engines_gguf", None)
+    given = args.engines_gguf
     if given:
         if not Path(given).is_file():
             raise FileNotFoundError(f"{given}: no such GGUF file")
@@ -360,7 +360,7 @@ def _llamacpp(args, model_dir: Path) -> tuple[dict[str, Path], str]:
         import llama_cpp  # noqa: F401
     except ImportError:
         return {}, "llama.cpp is not installed (make bench-deps builds it once, 10-48 minutes)"
-    types = ("given",) if getattr(args, "engines_gguf", None) else getattr(args, "engines_gguf_types", None) or ("f32",)
+    types = ("given",) if args.engines_gguf else args.engines_gguf_types
     try:
         return {t: _gguf_path(args, model_dir, t) for t in types}, ""
     except (OSError, RuntimeError) as exc:  # no converter here, or it failed: one line, not a traceback
@@ -369,12 +369,11 @@ def _llamacpp(args, model_dir: Path) -> tuple[dict[str, Path], str]:
 
 def _workers(args, ggufs: dict[str, Path]) -> list[tuple[str, str, str]]:
     """(name, --worker, weights or GGUF file) for every worker of the run, tabd's first."""
-    weights = getattr(args, "engines_weights", None) or (getattr(args, "weights", "auto") or "auto",)
+    weights = args.engines_weights or (args.weights,)
     out = [("tabd" if i == 0 else f"tabd:{w}", "tabd", w) for i, w in enumerate(weights)]
-    if getattr(args, "engines_torch", False):
+    if args.engines_torch:
         out.append(("tabd-torch", "tabd-torch", weights[0]))
-    flash = {"both": ("llamacpp", "llamacpp-fa"), "on": ("llamacpp-fa",), "off": ("llamacpp",)}[
-        getattr(args, "engines_flash", "both") or "both"]
+    flash = {"both": ("llamacpp", "llamacpp-fa"), "on": ("llamacpp-fa",), "off": ("llamacpp",)}[args.engines_flash]
     for i, (kind, path) in enumerate(ggufs.items()):
         out += [(w if i == 0 else f"{w}:{kind}", w, str(path)) for w in flash]
     return out
@@ -398,19 +397,19 @@ def _ask(proc: subprocess.Popen, command: str) -> dict:
 def run_section(args: argparse.Namespace) -> dict:
     from tabd.predictor.bench import shapes
 
-    shape = getattr(args, "shape", "embedded") or "embedded"
-    model_dir = Path(getattr(args, "model", None) or shapes.model_dir(shape))
+    shape = args.shape
+    model_dir = Path(args.model or shapes.model_dir(shape))
     context = CONTEXT if shape == "embedded" else 1024  # a 2k prefill at 0.5B takes half a minute here
     ggufs, why = _llamacpp(args, model_dir)
     from tabd.predictor.fastload import tokenizer_for
 
     cfg = json.loads((model_dir / "config.json").read_text())
     ids = token_ids(tokenizer_for(model_dir, cfg.get("model_type", "llama")), context)
-    threads = getattr(args, "engines_threads", 2)
+    threads = args.engines_threads
     import tempfile
 
     def say(line: str) -> None:
-        if getattr(args, "engines_progress", False):
+        if args.engines_progress:
             print(f"bench engines: {line}", file=sys.stderr, flush=True)
 
     with tempfile.TemporaryDirectory(prefix="tabd-engines-") as tmp:
@@ -423,12 +422,12 @@ def run_section(args: argparse.Namespace) -> dict:
                    "--threads", str(threads), "--model", str(model_dir), "--context", str(context),
                    "--weights", what if kind.startswith("tabd") else "auto",
                    "--gguf", what if kind.startswith("llamacpp") else "",
-                   "--lookup-passes", str(getattr(args, "engines_lookup_passes", 1))]
+                   "--lookup-passes", str(args.engines_lookup_passes)]
             t0 = time.perf_counter()
             workers[name], labels[name] = _start(name, cmd, threads)
             say(f"{name} ready in {time.perf_counter() - t0:.0f} s")
         rounds: dict[str, list[dict]] = {name: [] for name in workers}
-        for r in range(getattr(args, "engines_rounds", 5)):
+        for r in range(args.engines_rounds):
             order = list(workers) if r % 2 == 0 else list(reversed(workers))
             for name in order:
                 t0 = time.perf_counter()

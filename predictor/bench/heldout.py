@@ -51,7 +51,7 @@ def gated(cuts: Sequence[Cut], preds: Sequence[Prediction], threshold: float) ->
 
 def figures_backend(args: argparse.Namespace):
     """The engine the flags name, in this process: the local model, or the copy baseline."""
-    kind = getattr(args, "backend", "local") or "local"
+    kind = args.backend
     if kind == "copy":
         from tabd.predictor.lookup import CopyBackend
 
@@ -61,9 +61,8 @@ def figures_backend(args: argparse.Namespace):
                            "(pass --quality-no-model-figures to measure a remote engine's users only)")
     from tabd.predictor.local import LocalBackend
 
-    return LocalBackend(getattr(args, "model", None), device=getattr(args, "device", "auto"),
-                        fim=getattr(args, "fim", None), threads=getattr(args, "threads", None),
-                        engine=batch_engine(getattr(args, "engine", None)))
+    return LocalBackend(args.model, device=args.device, fim=args.fim, threads=args.threads,
+                        engine=batch_engine(args.engine))
 
 
 def batch_engine(asked: str | None) -> str:
@@ -74,10 +73,8 @@ def batch_engine(asked: str | None) -> str:
 
 def model_figures(args: argparse.Namespace) -> dict[str, Any]:
     backend = figures_backend(args)
-    lookup = getattr(args, "lookup_min_p", None)
-    settings = GenSettings(max_new_tokens=getattr(args, "max_new_tokens", 48) or 48,
-                           **({} if lookup is None else {"lookup_min_p": lookup}))
-    line_cuts, mid_cuts = held_out_cuts(getattr(args, "quality_cuts", 120))
+    settings = GenSettings(max_new_tokens=args.max_new_tokens, lookup_min_p=args.lookup_min_p)
+    line_cuts, mid_cuts = held_out_cuts(args.quality_cuts)
     cuts = [*line_cuts, *mid_cuts]
     preds = [backend.predict(c.prefix, c.suffix, settings, slot_id="quality") for c in cuts]
     texts = [p.text for p in preds]

@@ -99,11 +99,10 @@ def run_section(args: argparse.Namespace) -> dict:
 
     from tabd.predictor.local import LocalBackend
 
-    backend = LocalBackend(getattr(args, "model", None), device=getattr(args, "device", "auto") or "auto",
-                           threads=getattr(args, "threads", None))
-    context = min(getattr(args, "kv_context", 2048), backend.context)
+    backend = LocalBackend(args.model, device=args.device, threads=args.threads)
+    context = min(args.kv_context, backend.context)
     with torch.inference_mode():
-        figures = measure(backend, context, getattr(args, "kv_decode", 16), getattr(args, "kv_rounds", 7))
+        figures = measure(backend, context, args.kv_decode, args.kv_rounds)
     return {
         "context_tokens": context,
         **figures,

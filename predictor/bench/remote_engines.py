@@ -80,13 +80,13 @@ def run_section(args: argparse.Namespace) -> dict:
     from tabd.predictor.local import LocalBackend
     from tabd.predictor.remote import RemoteBackend
 
-    todo = states(getattr(args, "remote_steps", 30) + 1)
-    settings = GenSettings(getattr(args, "max_new_tokens", 48) or 48)
-    local = run(LocalBackend(getattr(args, "model", None), threads=getattr(args, "threads", None)), "local", todo, settings)
+    todo = states(args.remote_steps + 1)
+    settings = GenSettings(args.max_new_tokens)
+    local = run(LocalBackend(args.model, threads=args.threads), "local", todo, settings)
     engines = [local]
     proc, url = start_serve_model()
     try:
-        for target in [url, *getattr(args, "bench_url", [])]:
+        for target in [url, *args.bench_url]:
             backend = RemoteBackend(target)
             engines.append(run(backend, backend.model_id, todo, settings))
     finally:

@@ -1,13 +1,21 @@
 """The context store alone: bounds, bad input, what it picks and what it leaves out; and the layouts it feeds."""
 from __future__ import annotations
 
+import dataclasses
+
 from tabd.daemon.context.store import ContextOptions, ContextStore, enclosing_headers, import_block, unusable
 from tabd.daemon.runtime.config import Config, apply_client_options
+from tabd.daemon.runtime.workspace import context_options
 from tabd.predictor.prompt_text import fim_prompt, parse_fim_prompt, split_context
 from tabd.predictor.templates import template_for
 from tabd.predictor.types import ContextChunk
 
 HELPER = "def parse_header(line):\n    name, _, value = line.partition(':')\n    return name.strip(), value.strip()\n"
+
+
+def options(**changes: int) -> ContextOptions:
+    """The daemon's default context options, with changes."""
+    return dataclasses.replace(context_options(Config()), **changes)
 
 
 def window_of(text: str, chars: int = 2400) -> tuple[int, str]:
@@ -21,7 +29,7 @@ def pick(store: ContextStore, doc: str, text: str):
 
 
 def test_an_alike_open_file_is_picked_and_an_unrelated_one_is_not():
-    store = ContextStore()
+    store = ContextStore(options())
     store.open("h", "pkg/headers.py", HELPER)
     store.open("z", "pkg/zoo.py", "class Giraffe:\n    neck_length = 3\n")
     store.open("a", "pkg/app.py", "def handle(request):\n    key, value = parse_header(request.first")
@@ -31,8 +39,8 @@ def test_an_alike_open_file_is_picked_and_an_unrelated_one_is_not():
 
 
 def test_huge_file_is_chunked_within_the_bounds():
-    options = ContextOptions(max_chunks=10, max_bytes=8192)
-    store = ContextStore(options)
+    bounds = options(max_chunks=10, max_bytes=8192)
+    store = ContextStore(bounds)
     store.open("big", "big.py", "def f_%d(x):\n    return x\n" * 200_000)  # ~5 MB
     store.open("h", "h.py", HELPER)
     chunks = store.chunks()
@@ -43,7 +51,7 @@ def test_huge_file_is_chunked_within_the_bounds():
 
 
 def test_binary_and_non_utf8_documents_are_skipped():
-    store = ContextStore()
+    store = ContextStore(options())
     store.open("bin", "blob.py", "\x00\x01\x02ELF" * 100 + "parse_header")
     store.open("bad", "bad.py", "parse_header = 1\n" + "\ud800" * 10)  # lone surrogates: not UTF-8
     store.open("rep", "rep.py", "parse_header\n" + "\ufffd" * 50)  # decoded with replacement characters
@@ -54,7 +62,7 @@ def test_binary_and_non_utf8_documents_are_skipped():
 
 
 def test_closing_drops_the_documents_chunks():
-    store = ContextStore()
+    store = ContextStore(options())
     store.open("h", "h.py", HELPER)
     store.open("a", "a.py", "x = parse_header(line")
     assert pick(store, "a", "x = parse_header(line").chunks
@@ -66,7 +74,7 @@ def test_closing_drops_the_documents_chunks():
 
 
 def test_chunks_repeating_the_window_are_left_out():
-    store = ContextStore()
+    store = ContextStore(options())
     store.open("h", "h.py", HELPER)
     text = HELPER + "\nparse_header(x"  # the helper is inside the window already
     store.open("a", "a.py", text)
@@ -74,19 +82,19 @@ def test_chunks_repeating_the_window_are_left_out():
 
 
 def test_the_budget_bounds_the_context():
-    store = ContextStore(ContextOptions(tokens=60))
+    store = ContextStore(options(tokens=60))
     for i in range(10):
         store.open(f"h{i}", f"h{i}.py", HELPER.replace("parse_header", f"parse_header{i}") + "# parse_header\n")
     store.open("a", "a.py", "x = parse_header(")
     snap = pick(store, "a", "x = parse_header(")
     assert 0 < snap.tokens <= 60
-    assert ContextStore(ContextOptions(tokens=0)).select("a", 0, "", "", 0).chunks == ()
+    assert ContextStore(options(tokens=0)).select("a", 0, "", "", 0).chunks == ()
 
 
 def test_far_imports_and_enclosing_headers_of_the_current_file():
     body = "        total += 1\n" * 400
     text = "import os\nfrom collections import OrderedDict\n\n\nclass Counter:\n    def count(self, items):\n" + body + "        return Order"
-    store = ContextStore()
+    store = ContextStore(options())
     store.open("a", "a.py", text)
     snap = pick(store, "a", text)
     kinds = {c.kind: c.text for c in snap.chunks}
@@ -99,7 +107,7 @@ def test_far_imports_and_enclosing_headers_of_the_current_file():
 
 
 def test_an_edit_in_the_same_region_does_not_change_the_generation():
-    store = ContextStore()
+    store = ContextStore(options())
     store.open("a", "a.py", "x = 1\n" * 1000)
     g = store.generation
     store.update("a", "x = 1\n" * 1000 + "y", 100)
@@ -113,7 +121,9 @@ def test_an_edit_in_the_same_region_does_not_change_the_generation():
 def test_bad_context_options_are_reported_and_the_defaults_kept():
     config, problems = apply_client_options(Config(), {"contextTokens": -5, "contextChunks": "many", "contextIdleMs": 10,
                                                        "contextLines": 16, "warmup": False})
-    assert config.context_tokens == 320 and config.context_chunks == 64 and config.context_idle_ms == 1000
+    default = Config()
+    assert (config.context_tokens, config.context_chunks, config.context_idle_ms) == (
+        default.context_tokens, default.context_chunks, default.context_idle_ms)
     assert config.context_lines == 16 and config.warmup is False
     assert len(problems) == 3 and all("context" in p for p in problems)
 
@@ -140,7 +150,7 @@ def test_typing_keeps_the_snapshot_and_a_jump_picks_again():
     from tabd.daemon.runtime.workspace import Workspace
 
     changed = []
-    ws = Workspace(ContextOptions(), 2400, 600, lambda *a: changed.append(a))
+    ws = Workspace(options(), 2400, 600, lambda *a: changed.append(a))
     text = "x = parse_header(line)\n" * 400
     ws.opened("h", "h.py", HELPER)
     ws.opened("a", "a.py", text)
@@ -159,7 +169,7 @@ def test_typing_keeps_the_snapshot_and_a_jump_picks_again():
 
 
 def test_whole_open_files_are_offered_for_copying_within_the_bytes_bound():
-    store = ContextStore(ContextOptions(max_bytes=4096))
+    store = ContextStore(options(max_bytes=4096))
     store.open("h", "pkg/headers.py", HELPER)
     store.open("big", "pkg/big.py", "x = 1\n" * 10_000)  # 60 kB: cut to what the bound leaves
     own = "# filler line\n" * 300 + "def handle(request):\n    key, value = parse_header(request.first"
@@ -176,7 +186,7 @@ def test_whole_open_files_are_offered_for_copying_within_the_bytes_bound():
     again = store.select("a", len(own), prefix, "", start)
     assert again.sources[1:] == (("pkg/headers.py", HELPER),)
     assert again.digest != snap.digest
-    assert ContextStore(ContextOptions(tokens=0)).select("a", 0, "", "", 0).sources == ()  # context off: none
+    assert ContextStore(options(tokens=0)).select("a", 0, "", "", 0).sources == ()  # context off: none
 
 
 def test_a_copy_comes_from_the_longest_match_in_the_window_or_another_file():
