@@ -46,14 +46,15 @@ class Spec:
     shown: str | None = None  # how the default reads where the value says little (None: "the embedded model")
     off_flag: str | None = None  # a second flag that sets the setting to its lower bound (--no-context)
     off_help: str = ""
+    see: str = ""  # the README section that says more (its heading)
 
 
 def setting(default: T, help: str, *, flag: str | None = None, metavar: str | None = None, init: str | None = None,
             bounds: tuple[float, float] | None = None, above_low: bool = False, unit: str = "",
             choices: tuple[str, ...] | None = None, group: str = MODEL, shown: str | None = None,
-            off_flag: str | None = None, off_help: str = "") -> T:
+            off_flag: str | None = None, off_help: str = "", see: str = "") -> T:
     """A Config field's default, with the rest of its row in the field's metadata."""
-    spec = Spec(help, flag, metavar, init, bounds, above_low, unit, choices, group, shown, off_flag, off_help)
+    spec = Spec(help, flag, metavar, init, bounds, above_low, unit, choices, group, shown, off_flag, off_help, see)
     return typing.cast(T, dataclasses.field(default=default, metadata={"setting": spec}))
 
 
@@ -70,7 +71,7 @@ class Config:
     backend: str = setting(
         "local", "local: the engine in this process; openai: an OpenAI-compatible server (--url); copy: no model at "
                  "all, the copy-from-the-file heuristic alone (the baseline bench quality compares against)",
-        flag="--backend", choices=BACKENDS)
+        flag="--backend", choices=BACKENDS, see="Remote engines")
     url: str | None = setting(
         None, "server URL for --backend openai, e.g. http://127.0.0.1:8080", flag="--url", metavar="URL")
     api_key_env: str | None = setting(
@@ -90,7 +91,7 @@ class Config:
     depth: int = setting(
         4, "the deepest speculation goes, in accepts ahead; how deep it goes follows how often you accept "
            "(see --fixed-depth)",
-        flag="--depth", metavar="K", init="depth", bounds=(0, 8))
+        flag="--depth", metavar="K", init="depth", bounds=(0, 8), see="Speculation that follows what you accept")
     adaptive_depth: bool = setting(
         True, "prefetch exactly --depth accepts ahead whatever you accept (for benchmarks)", flag="--fixed-depth")
     threads: int | None = setting(
@@ -103,27 +104,27 @@ class Config:
                 "steps in native code (built with the system C compiler; torch where there is none); torch: the "
                 "hand-written forward in torch only; hf: transformers' forward; plain: transformers' forward with "
                 "transformers' own cache",
-        flag="--engine", choices=ENGINES)
+        flag="--engine", choices=ENGINES, see="The engine")
     weights: str = setting(
         "auto", "how the fast engine holds the weights on the CPU: fp32, bf16 (fp32 sums), int8 (a scale per "
                 "output column); auto: fp32 up to 512 MB of fp32 weights, else bf16 (tabd/stats says which)",
-        flag="--weights", choices=WEIGHTS)
+        flag="--weights", choices=WEIGHTS, see="The engine")
     max_new_tokens: int = setting(
         48, "longest suggestion, in tokens", flag="--max-new-tokens", metavar="N", init="maxNewTokens", bounds=(1, 512))
     lookup_min_p: float = setting(
         0.001, "copy candidates (what followed the last occurrence of the text before the cursor) replace the "
                "model's guess as far as the model's joint probability of the copied text stays >= P (0: off)",
-        flag="--lookup-min-p", metavar="P", init="lookupMinP", bounds=(0, 1))
+        flag="--lookup-min-p", metavar="P", init="lookupMinP", bounds=(0, 1), see="Suggestion quality")
     # 0.4 maximised the Tab user's saved keystrokes on the held-out stdlib split (README, "Suggestion quality")
     min_confidence: float = setting(
         0.4, "confidence gating: show the longest part of a suggestion the model gives a probability of at least P "
              "as a whole (the product of its tokens'; 0 shows everything); an invoked request (Alt+\\ in VS Code) "
              "shows the best guess anyway",
-        flag="--min-confidence", metavar="P", init="minConfidence", bounds=(0, 1))
+        flag="--min-confidence", metavar="P", init="minConfidence", bounds=(0, 1), see="Suggestion quality")
     known_names: bool = setting(
         True, "gate a suggestion that finishes the word at the cursor into a name the window or the open files "
               "already spell like any other (by default it is shown at least to the end of the name)",
-        flag="--no-known-names", init="knownNames")
+        flag="--no-known-names", init="knownNames", see="Suggestion quality")
     min_chars: int = setting(
         2, "show a suggestion only if it has at least N characters (a one-character suggestion saves no keystroke, "
            "Tab is one too); an invoked request shows any",
@@ -131,7 +132,8 @@ class Config:
     debounce_ms: int = setting(
         20, "a request the cache cannot answer waits at least MS before the model runs, longer when you type "
             "steadily or the model is slow; a newer keystroke cancels it (0: off)",
-        flag="--debounce-ms", metavar="MS", init="debounceMs", bounds=(0, 1000))
+        flag="--debounce-ms", metavar="MS", init="debounceMs", bounds=(0, 1000),
+        see="Speculation that follows what you accept")
     speculation: bool = setting(
         True, "do not prefetch the state after accept", flag="--no-speculation", init="speculation")
     cache: bool = setting(True, "no completion cache, type-through or in-flight reuse", flag="--no-cache")
