@@ -40,7 +40,8 @@ def apply_client_options(config: Config, options: Any) -> tuple[Config, list[str
         if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
             problems.append(f"option {key!r} must be {'/'.join(t.__name__ for t in types)}, got {value!r}; ignored")
             continue
-        trial = dataclasses.replace(updated, **{row.name: value})
+        change: dict[str, Any] = {row.name: value}
+        trial = dataclasses.replace(updated, **change)
         try:
             trial.validate()
         except ConfigError as exc:

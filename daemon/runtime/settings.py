@@ -43,7 +43,7 @@ class Spec:
     unit: str = ""  # what a number counts, where the name does not say
     choices: tuple[str, ...] | None = None
     group: str = MODEL
-    shown: str | None = None  # how the default reads where the value says little (None: "the embedded model")
+    shown: str | None = None  # how the default reads where the value says little (--model's None: "the embedded model")
     off_flag: str | None = None  # a second flag that sets the setting to its lower bound (--no-context)
     off_help: str = ""
     see: str = ""  # the README section that says more (its heading)
@@ -55,7 +55,7 @@ def setting(default: T, help: str, *, flag: str | None = None, metavar: str | No
             off_flag: str | None = None, off_help: str = "", see: str = "") -> T:
     """A Config field's default, with the rest of its row in the field's metadata."""
     spec = Spec(help, flag, metavar, init, bounds, above_low, unit, choices, group, shown, off_flag, off_help, see)
-    return typing.cast(T, dataclasses.field(default=default, metadata={"setting": spec}))
+    return dataclasses.field(default=default, metadata={"setting": spec})
 
 
 @dataclass
@@ -224,7 +224,7 @@ class Setting:
         return f"{self.default:g}" if isinstance(self.default, float) else str(self.default)
 
     def span(self, dash: str = "-") -> str:
-        """The bounds in words ("" without bounds): 0-8, above 0 and at most 600, 1 KiB-64 MiB."""
+        """The bounds in words ("" without bounds): 0-8, above 0, at most 600, 1 KiB-64 MiB."""
         if self.spec.bounds is None:
             return ""
         lo, hi = (amount(v, self.spec.unit) for v in self.spec.bounds)
