@@ -168,7 +168,7 @@ class ImportGate:
     def shown(self, showing: bool) -> None:
         self._showing_since = time.monotonic() if showing else None  # each new suggestion may be taken anew
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         return {"imports_held": self.held, "held_ms": round(self.held_ms, 1), "holding": self.holding,
                 "collections_while_importing": self.collections}
 
@@ -181,12 +181,12 @@ class ImportGate:
             sys.addaudithook(_on_audit)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         ImportGate._active = None
         self._thread = None
         gc.callbacks.remove(self._counted)
 
-    def _counted(self, phase: str, info: dict) -> None:
+    def _counted(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start" and not self.holding:
             self.collections += 1
 
@@ -221,7 +221,7 @@ class ImportGate:
             gc.disable()
 
 
-def _on_audit(event: str, args: tuple) -> None:
+def _on_audit(event: str, args: tuple[Any, ...]) -> None:
     if event == "import":
         gate = ImportGate._active
         if gate is not None:

@@ -250,8 +250,11 @@ class CompletionService:
             self.debounce.model_answered(latency - out.debounce_ms)
             self.activity.answered()
         # after the answer is out: the log line costs the user nothing
-        self._after(lambda: self.events.emit("completion", **self.reporter.completion(req, out, latency)))
+        self._after(lambda: self._log("completion", self.reporter.completion(req, out, latency)))
         return Answer(req.id, out.text, out.shown_source, out.depth, req.key, latency)
+
+    def _log(self, event: str, fields: dict[str, Any]) -> None:
+        self.events.emit(event, **fields)
 
     def _after(self, fn: Callable[[], None]) -> None:
         """Run fn once the answer is out: a 0 s timer runs after the callbacks already queued, which include the

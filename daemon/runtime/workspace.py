@@ -156,7 +156,7 @@ class Workspace:
             self._timer.cancel()
             self._timer = None
 
-    def stats_dict(self) -> dict:
+    def stats_dict(self) -> dict[str, Any]:
         held_chunks, held_bytes = self.store.held()
         snap = self.current(self.active) if self.active else EMPTY
         return {
