@@ -78,6 +78,15 @@ class CompletionService:
         model = Model(config, backend_factory, scheduler, events, on_loaded=handover.start)
         self._compose(config, events, scheduler, model, handover)
 
+    @classmethod
+    def compose(cls, config: Config, events: EventLog, scheduler: Scheduler, model: Model,
+                handover: HandOver) -> CompletionService:
+        """A service over a scheduler and a model built elsewhere (the model runs its jobs on that scheduler; the
+        hand-over starts from the model's on_loaded, or stays off)."""
+        service = cls.__new__(cls)
+        service._compose(config, events, scheduler, model, handover)
+        return service
+
     def _compose(self, config: Config, events: EventLog, scheduler: Scheduler, model: Model, handover: HandOver) -> None:
         self.config = config
         self.events = events

@@ -8,6 +8,9 @@ from support.fakes import FakeBackend
 from tabd.cache.state import DocState
 from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime.events import EventLog
+from tabd.daemon.runtime.handover import HandOver
+from tabd.daemon.runtime.model import Model
+from tabd.daemon.runtime.scheduler import Scheduler
 from tabd.daemon.runtime.service import CompletionService
 
 TEXT = "x = 1\ny = "
@@ -169,3 +172,17 @@ async def test_stats_keys_and_log_fields_are_the_ones_other_tools_read():
     for event, fields in LOG_FIELDS.items():
         seen = set().union(*(e.keys() for e in logged if e["event"] == event))
         assert fields <= seen <= fields | OPTIONAL, event
+
+
+async def test_a_service_composed_over_a_model_loaded_elsewhere_answers_with_it():
+    config, events, scheduler = Config(debounce_ms=0), EventLog(), Scheduler()
+    backend = FakeBackend(text="composed()")
+    model = Model(config, lambda c: backend, scheduler, events)
+    assert await model.ready()
+    service = CompletionService.compose(config, events, scheduler, model, HandOver(scheduler, events))
+    try:
+        answer = await service.complete("d", 1, _state())
+        assert (answer.text, answer.source) == ("composed()", "model") and len(backend.calls) == 1
+        assert service.stats_dict()["hand_over"] == {"state": "off"}
+    finally:
+        service.close()
