@@ -92,13 +92,14 @@ class RequestBuilder:
             req = self._held[doc] = self._build(doc, version, state, invoked, True)
         return req
 
-    def take(self, doc: str, version: int, state: DocState, invoked: bool, ready: bool) -> Request:
-        """The request the awaiting path answers, started now: the one held for this state, or a new one."""
+    def take(self, doc: str, version: int, state: DocState, invoked: bool, ready: bool,
+             t0: float | None = None) -> Request:
+        """The request the awaiting path answers, started at `t0` (now by default): the one held for this state, or
+        a new one."""
         held = self._matching(doc, version, state, invoked, ready)
         self._held.pop(doc, None)
-        if held is None:
-            return self._build(doc, version, state, invoked, ready)
-        return dataclasses.replace(held, t0=time.monotonic())
+        req = self._build(doc, version, state, invoked, ready) if held is None else held
+        return dataclasses.replace(req, t0=time.monotonic() if t0 is None else t0)
 
     def release(self, doc: str) -> None:
         """The held request was answered (from memory), or the document is gone."""

@@ -151,7 +151,7 @@ class CompletionService:
         t0 = time.monotonic()
         self.activity.requested()
         ready = await self.ready()
-        req = self.requests.take(doc, version, state, invoked, ready)
+        req = self.requests.take(doc, version, state, invoked, ready, t0)  # its latency counts a wait for the load
         if not ready:
             return self._finish(req, Outcome("", "none", error=self.load_error))
 
