@@ -209,8 +209,7 @@ class TabdServer(LanguageServer):
         doc.version = version
         if self.service is not None:
             state = self.state_of(doc, cursor) if cursor is not None else None
-            self.service.document_changed(doc_id(uri), state)
-            self.service.workspace.changed(doc_id(uri), lambda: doc.text, cursor, state)  # joined only when a pick reads it
+            self.service.document_changed(doc_id(uri), state, lambda: doc.text, cursor)  # joined only when a pick reads it
 
     async def answer_at(self, uri: str, position: types.Position, invoked: bool = False) -> tuple[Answer, types.Position]:
         arrived = time.monotonic()
@@ -273,7 +272,7 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
         ls.documents.open(d.uri, d.text, d.version, d.language_id)
         ls.record("open", uri=d.uri, language=d.language_id, text=d.text)
         if ls.service is not None:
-            ls.service.workspace.opened(doc_id(d.uri), context_path(d.uri, ls.roots), d.text)
+            ls.service.document_opened(doc_id(d.uri), context_path(d.uri, ls.roots), d.text)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: TabdServer, params: types.DidChangeTextDocumentParams) -> None:
@@ -341,14 +340,14 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
         except DocumentError as exc:
             logger.warning("tabd/focus: %s", exc)
             return
-        ls.service.workspace.focus(doc_id(uri), state)
+        ls.service.focus(doc_id(uri), state)
 
     @server.feature(CONTEXT)
     def context(ls: TabdServer, params: Any) -> dict:
         uri = getattr(params, "uri", None) if params is not None else None
         if ls.service is None or not isinstance(uri, str):
             raise JsonRpcInvalidParams("tabd/context expects {uri} after initialize")
-        snap = ls.service.workspace.current(doc_id(uri))
+        snap = ls.service.context_of(doc_id(uri))
         return {"uri": uri, "digest": snap.digest, "tokens": snap.tokens,
                 "chunks": [{"path": c.path, "kind": c.kind, "line": c.line, "text": c.text} for c in snap.chunks],
                 "sources": [{"path": path, "chars": len(text)} for path, text in snap.sources]}

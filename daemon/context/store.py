@@ -51,7 +51,7 @@ class Chunk:
     line: int  # first line in its document
     text: str
     kind: str  # "open", "edit", "imports", "scope"
-    words: frozenset = frozenset()
+    words: frozenset[str] = frozenset()
 
     @property
     def cost(self) -> int:
@@ -92,7 +92,7 @@ class _Doc:
     path: str
     text: str | None  # None: skipped (binary-looking or not UTF-8)
     chunks: list[Chunk] | None = None  # None: to be chunked again
-    edits: deque = field(default_factory=deque)  # offsets of recent edit regions, newest last
+    edits: deque[int] = field(default_factory=deque)  # offsets of recent edit regions, newest last
     fetch: Callable[[], str] | None = None  # set by an edit: the current text, read when a pick needs it
 
     def current(self) -> str | None:
@@ -101,11 +101,11 @@ class _Doc:
         return self.text
 
 
-def identifiers(text: str) -> frozenset:
+def identifiers(text: str) -> frozenset[str]:
     return frozenset(_IDENT.findall(text))
 
 
-def similarity(a: frozenset, b: frozenset) -> float:
+def similarity(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / max(1, len(a | b))
 
 
@@ -303,13 +303,14 @@ class ContextStore:
         out: list[Chunk] = []
         for doc in reversed(self.docs):
             d = self.docs[doc]
-            if d.current() is None:
+            text = d.current()
+            if text is None:
                 continue
             if left_chunks <= 0 or left_bytes <= 0:
                 d.chunks = None  # out of bounds: nothing held for it, chunked again when there is room
                 continue
             if d.chunks is None:  # one document gets at most half the bounds, so a huge file leaves room for others
-                d.chunks = chunk_document(doc, d.path, d.text, o.chunk_lines, max(1, o.max_chunks // 2),
+                d.chunks = chunk_document(doc, d.path, text, o.chunk_lines, max(1, o.max_chunks // 2),
                                           max(1, o.max_bytes // 2))
             kept: list[Chunk] = []
             for c in d.chunks:
@@ -334,12 +335,13 @@ class ContextStore:
         radius = max(2, self.options.chunk_lines // 4)
         out = [c for c in self.chunks() if c.doc != doc]
         for other, d in self.docs.items():
-            if d.current() is None:
+            current = d.current()
+            if current is None:
                 continue
             for at in d.edits:
                 if other == doc and window_start - 200 <= at <= window_end + 200:
                     continue  # the edit is in the window the model sees anyway
-                line, text = lines_around(d.text, at, radius)
+                line, text = lines_around(current, at, radius)
                 if text.strip():
                     out.append(Chunk(other, d.path, line, text, "edit", identifiers(text)))
         own = self.docs.get(doc)
@@ -368,14 +370,16 @@ class ContextStore:
         left = self.options.max_bytes
         out: list[tuple[str, str]] = []
         own = self.docs.get(doc)
-        if own is not None and own.current() is not None and window_start > 0:
-            out.append((own.path, own.text[max(0, window_start - left):window_start]))
+        own_text = own.current() if own is not None else None
+        if own is not None and own_text is not None and window_start > 0:
+            out.append((own.path, own_text[max(0, window_start - left):window_start]))
             left -= len(out[-1][1])
         for other in reversed(self.docs):
             d = self.docs[other]
-            if other == doc or left <= 0 or d.current() is None:
+            text = d.current() if other != doc and left > 0 else None
+            if text is None:
                 continue
-            out.append((d.path, d.text[:left]))
+            out.append((d.path, text[:left]))
             left -= len(out[-1][1])
         return [s for s in out if s[1]]
 
@@ -409,8 +413,8 @@ class ContextStore:
 
 
 def make_snapshot(chunks: list[Chunk], generation: int, anchor: int, suffix: str = "",
-                  sources: list[tuple[str, str]] | None = None) -> Snapshot:
-    sources = tuple(sources or ())
+                  texts: list[tuple[str, str]] | None = None) -> Snapshot:
+    sources = tuple(texts or ())
     if not chunks and not sources:
         return Snapshot(generation=generation, anchor=anchor, suffix=suffix)
     h = hashlib.blake2b(digest_size=8)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
+from typing import Callable
 
 from tabd.daemon.speculation.planner import next_line, next_word
 from tabd.cache.state import DocState
@@ -27,7 +28,7 @@ class ShownSuggestion:
     after_accept: bool = False  # shown right after an accept (its outcome feeds the streak rate)
     taken: int = 0  # characters accepted so far (partial accepts move it on)
     outcome: str = ""  # set once it has counted for the acceptance model
-    marks: deque = field(default_factory=lambda: deque(maxlen=8))  # (via, offset, chars) counted, for the other path
+    marks: deque[tuple[str, int, int]] = field(default_factory=lambda: deque(maxlen=8))  # (via, offset, chars) counted, for the other path
 
     @property
     def rest(self) -> str:
@@ -58,7 +59,7 @@ def kind_of(part: str, rest: str) -> str:
 
 
 class AcceptTracker:
-    def __init__(self, on_outcome, max_shown: int = 256) -> None:
+    def __init__(self, on_outcome: Callable[[str, str, bool], None], max_shown: int = 256) -> None:
         self.on_outcome = on_outcome  # (doc, outcome, after_accept) -> None
         self.by_id: OrderedDict[str, ShownSuggestion] = OrderedDict()
         self.latest: dict[str, ShownSuggestion] = {}  # doc -> the suggestion on screen

@@ -1,111 +1,92 @@
-"""The completion service's model work: one Computation per state key, run on the scheduler, kept when done.
-
-A mixin of CompletionService (daemon/runtime/service.py), which owns the state
-these methods use (backend, scheduler, inflight, cache, typed, stats, events,
-_foreground, shown_part, _prefetch_after, _count_reuse). A computation's
-waiters and its answer are the service's (_await); here it starts, ends and
-is cancelled.
-"""
+"""Model runs by state key, for a request or a prefetch: started, shared while in flight, remembered when done,
+and cancelled when the user's document can no longer use them."""
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass
+from typing import Callable
 
-from tabd.daemon.context.store import EMPTY, Snapshot
 from tabd.cache.key import short_key
-from tabd.cache.state import DocState, Window
-from tabd.cache.store import Entry
-from tabd.cache.typed import Shown
-from tabd.daemon.runtime.scheduler import FOREGROUND, Job
-from tabd.daemon.runtime.workspace import chunks_of, reuse_of
-from tabd.predictor.types import GenSettings, Interrupted, Prediction
+from tabd.cache.state import Window
+from tabd.cache.typed import typed_length
+from tabd.daemon.runtime.computation import Computation
+from tabd.daemon.runtime.events import EventLog
+from tabd.daemon.runtime.fields import prediction_fields
+from tabd.daemon.runtime.jobs import ModelCall, ModelJobs, Tally
+from tabd.daemon.runtime.memory import Memory
+from tabd.daemon.runtime.scheduler import FOREGROUND
+from tabd.daemon.runtime.stats import Stats
+from tabd.predictor.types import Prediction
+
+Prefetched = Callable[[Computation, Prediction], None]
 
 
-@dataclass
-class Computation:
-    """One model run for one state key, shared by every request that wants that key."""
+class Computations:
+    def __init__(self, jobs: ModelJobs, memory: Memory, stats: Stats, events: EventLog) -> None:
+        self.jobs = jobs
+        self.memory = memory
+        self.stats = stats
+        self.events = events
+        self.prefetched: Prefetched = lambda comp, p: None  # what a finished prefetch sets going (the speculator's)
+        self._foreground: dict[str, Computation] = {}  # doc -> its latest request's computation
 
-    key: str
-    doc: str
-    state: DocState
-    window: Window
-    settings: GenSettings
-    depth: int  # 0 for a request, n for a prefetch n accepts ahead
-    root: Window | None = None  # for a prefetch: the user's state it was planned from
-    chain: str = ""  # ...and the text the accepts would insert from there
-    job: Job | None = None
-    waiters: int = 0
-    cancel_reason: str = ""  # why _cancel stopped it, for the waiters' cancel events
-    context: Snapshot = EMPTY  # the workspace context before the prompt
-    kinds: tuple[str, ...] = ()  # for a prefetch: the accepts from the user's state ("all", "word", "line")
+    def supersede(self, doc: str, key: str) -> None:
+        """A request for `key` in the document: its previous request's run, for another key, is of no use now."""
+        previous = self._foreground.get(doc)
+        if previous is not None and previous.key != key:
+            self.cancel(previous, "superseded")  # its waiters get an empty answer at once
 
-    @property
-    def prefetch(self) -> bool:
-        return self.depth > 0
-
-
-class ModelWork:
-    def _start(self, key, doc, state, window, settings, depth, root=None, chain="", context: Snapshot = EMPTY,
-               kinds=()) -> Computation:
-        comp = Computation(key, doc, state, window, settings, depth, root, chain, context=context, kinds=kinds)
-        backend = self.backend
-        slot = f"{doc}#{'.'.join(kinds)}" if kinds else doc  # each speculation branch keeps its own KV
-        extra = {"context": chunks_of(context)} if context.digest else {}  # backends without context take no such argument
-
-        def run(should_stop):
-            try:
-                return backend.predict(window.prefix, window.suffix, settings, should_stop, slot_id=slot, **extra)
-            except Interrupted:
-                if comp.job is None or not comp.job.cancelled:  # stopped for a request, not for good: requeued
-                    self._preempted(comp)  # on the model thread, as the scheduler requeues it
-                raise
-
-        comp.job = self.scheduler.submit(run, FOREGROUND if depth == 0 else depth, f"{'prefetch' if depth else 'request'}:{short_key(key)}")
-        loop = asyncio.get_running_loop()
-        if depth == 0:
-            self.stats.model["started"] += 1
-        if self.config.cache:
-            self.inflight.add(key, comp)
-        comp.job.future.add_done_callback(lambda fut: loop.call_soon_threadsafe(self._done, comp, fut))
+    def request(self, comp: Computation) -> Computation:
+        self._foreground[comp.doc] = self._start(comp, FOREGROUND, "request", self.stats.model)
         return comp
 
-    def _done(self, comp: Computation, fut) -> None:
-        self.inflight.discard(comp.key, comp)
-        if self._foreground.get(comp.doc) is comp:
-            del self._foreground[comp.doc]
-        failed = fut.cancelled() or fut.exception() is not None
-        if not comp.prefetch:
-            self.stats.model["cancelled" if failed else "finished"] += 1
-        if failed:
-            if comp.prefetch:
-                self.stats.prefetch["cancelled"] += 1
-                self.events.emit("prefetch", outcome="cancelled", depth=comp.depth, key=short_key(comp.key), doc=comp.doc,
-                                 reason=comp.cancel_reason or "shutdown")
-            return
-        prediction: Prediction = fut.result()
-        if self.config.cache:
-            self.cache.put(comp.key, Entry(prediction.text, comp.depth, prediction.confidence))
-        if comp.prefetch:
-            self.stats.prefetch["finished"] += 1
-            self._count_reuse("prefetch", prediction)
-            self.events.emit(
-                "prefetch", outcome="finished", depth=comp.depth, branch=".".join(comp.kinds), key=short_key(comp.key),
-                doc=comp.doc,
-                context_tokens=prediction.context_tokens, reuse=reuse_of(prediction),
-                prefill_tokens=prediction.prefill_tokens, reused_tokens=prediction.reused_tokens,
-                decode_tokens=prediction.decode_tokens, prefill_ms=round(prediction.prefill_ms, 3),
-                decode_ms=round(prediction.decode_ms, 3), chars=len(prediction.text), queue_depth=self.scheduler.depth(),
-            )
-            shown = self.shown_part(prediction.text, prediction.confidence)  # speculation plans from what is shown
-            if shown and self.config.cache:
-                self.typed.add(Shown(comp.window, shown, comp.key, comp.depth))
-                self._prefetch_after(comp.doc, comp.state, shown, comp.depth, comp.root, comp.chain, comp.context, comp.kinds)
+    def prefetch(self, comp: Computation) -> Computation:
+        return self._start(comp, comp.depth, "prefetch", self.stats.prefetch)
 
-    def _cancel(self, comp: Computation, reason: str) -> None:
+    def _start(self, comp: Computation, priority: int, kind: str, tally: Tally) -> Computation:
+        call = ModelCall(comp.window, comp.settings, comp.slot, comp.context)
+        comp.job = self.jobs.start(call, priority, f"{kind}:{short_key(comp.key)}", tally,
+                                   lambda job, p: self._ended(comp, p), lambda: self._preempted(comp))
+        self.memory.started(comp)
+        return comp
+
+    def cancel(self, comp: Computation, reason: str) -> None:
         if comp.job is not None and not comp.job.done():
             comp.cancel_reason = comp.cancel_reason or reason
-            self.scheduler.cancel(comp.job)
+            self.jobs.cancel(comp.job)
+
+    def cancel_unreachable(self, doc: str, now: Window | None) -> None:
+        """The document's state is now `now` (None: it is gone): cancel what that state can no longer use."""
+        for comp in self.memory.runs_of(doc):
+            if comp.prefetch:
+                reachable = now is not None and comp.root is not None and (
+                    now == comp.root or typed_length(comp.root, comp.chain + "\0", now) is not None
+                )
+                if not reachable:
+                    self.cancel(comp, "closed" if now is None else "unreachable")
+            elif now is None or now != comp.window:
+                self.cancel(comp, "closed" if now is None else "stale")
+
+    def cancel_prefetches(self, doc: str, unless_digest: str) -> None:
+        """The document's context changed: its prefetches under another context compute keys nobody will ask."""
+        for comp in self.memory.runs_of(doc):
+            if comp.prefetch and comp.context.digest != unless_digest:
+                self.cancel(comp, "context")
+
+    def _ended(self, comp: Computation, prediction: Prediction | None) -> None:
+        self.memory.ended(comp, prediction)
+        if self._foreground.get(comp.doc) is comp:
+            del self._foreground[comp.doc]
+        if not comp.prefetch:
+            return
+        if prediction is None:
+            self.events.emit("prefetch", outcome="cancelled", depth=comp.depth, key=short_key(comp.key), doc=comp.doc,
+                             reason=comp.cancel_reason or "shutdown")
+            return
+        self.stats.reused("prefetch", prediction)
+        self.events.emit("prefetch", outcome="finished", depth=comp.depth, branch=comp.branch, key=short_key(comp.key),
+                         doc=comp.doc, **prediction_fields(prediction), chars=len(prediction.text),
+                         queue_depth=self.jobs.scheduler.depth())
+        self.prefetched(comp, prediction)
 
     def _preempted(self, comp: Computation) -> None:
-        self.stats.prefetch["preempted"] += 1
+        """On the model thread, as the scheduler requeues it."""
         self.events.emit("prefetch", outcome="preempted", depth=comp.depth, key=short_key(comp.key), doc=comp.doc)

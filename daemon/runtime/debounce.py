@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 MAX_MS = 1000.0  # Tabby's ceiling; far above what the embedded model needs
 PAUSE_S = 1.0  # a gap longer than this ends a burst of typing
@@ -116,7 +117,7 @@ class Debounce:
         parts = [f"rhythm {rhythm:.0f} ms" if rhythm is not None else "", f"model {model:.0f} ms" if model is not None else ""]
         return Wait(round(ms, 3), f"{', '.join(p for p in parts if p)} -> {ms:.0f} ms (base {self.base_ms:.0f})")
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         return {
             "base_ms": self.base_ms,
             "rhythm_ms": round(self._user.value, 1) if self._user.count else None,
@@ -128,7 +129,7 @@ class Waits:
     """The requests waiting out their debounce, one per document: a newer keystroke there ends the wait early."""
 
     def __init__(self) -> None:
-        self._by_doc: dict[str, tuple[asyncio.Future, object]] = {}
+        self._by_doc: dict[str, tuple[asyncio.Future[str], object]] = {}
 
     def __len__(self) -> int:
         return len(self._by_doc)
@@ -137,9 +138,9 @@ class Waits:
         """Wait `seconds`; "" when the wait ran out, else why it was cut ("superseded", "stale", "closed")."""
         self.end(doc, "superseded")  # one waiter per document: the older one's answer is of no use now
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future = loop.create_future()
+        fut: asyncio.Future[str] = loop.create_future()
         self._by_doc[doc] = (fut, window)
-        timer = loop.call_later(seconds, lambda: fut.done() or fut.set_result(""))
+        timer = loop.call_later(seconds, _settle, fut, "")
         try:
             return await fut
         finally:  # also on the client's $/cancelRequest
@@ -155,3 +156,8 @@ class Waits:
         del self._by_doc[doc]
         if not held[0].done():
             held[0].set_result(reason)
+
+
+def _settle(fut: asyncio.Future[str], reason: str) -> None:
+    if not fut.done():
+        fut.set_result(reason)

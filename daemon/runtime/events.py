@@ -9,11 +9,11 @@ import json
 import os
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable
 
 LOG_VERSION = 1
 
-Sink = Callable[[dict], None]
+Sink = Callable[[dict[str, Any]], None]
 
 
 class LogFile:
@@ -27,7 +27,7 @@ class LogFile:
             raise OSError(exc.errno, f"cannot open log file {path}: {exc.strerror}") from None
         self._lock = threading.Lock()
 
-    def write(self, event: dict) -> None:
+    def write(self, event: dict[str, Any]) -> None:
         line = (json.dumps(event, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
         with self._lock:
             if self._fd >= 0:
@@ -50,7 +50,7 @@ class EventLog:
     def add_sink(self, sink: Sink) -> None:
         self.sinks.append(sink)
 
-    def emit(self, event: str, **fields) -> dict:
+    def emit(self, event: str, **fields: Any) -> dict[str, Any]:
         record = {"ts": round(time.time(), 6), "event": event, "v": LOG_VERSION, **fields}
         for sink in self.sinks:
             try:

@@ -23,7 +23,14 @@ import sys
 import threading
 import time
 
+from concurrent.futures import Future
+from typing import Any, Protocol, cast
+
+from tabd.daemon.runtime.events import EventLog
+from tabd.daemon.runtime.heap import settle_heap
 from tabd.daemon.runtime.priority import run_in_background
+from tabd.daemon.runtime.scheduler import Scheduler
+from tabd.predictor.types import Backend
 
 AFTER_LOAD_S = 5.0  # with no request at all, hand over this long after the load
 IDLE_S = 3.0  # no request for this long: the user paused (a short pause between lines is often 1-2 s)
@@ -33,18 +40,38 @@ HOLD_S = float(os.environ.get("TABD_HAND_OVER_HOLD_S", "10"))
 POLL_S = 0.02  # how often a held import looks again
 
 
+class HandsOver(Protocol):
+    """A backend after a torch-free start (can_hand_over() is True): LocalBackend."""
+
+    def prepare_hand_over(self) -> Any:
+        """The fast engine over the same weights (imports torch; off the model thread)."""
+
+    def hand_over(self, fast: Any) -> None:
+        """Swap the runners (on the model thread, between two requests)."""
+
+
 class HandOver:
-    def __init__(self, backend, scheduler, events) -> None:
-        self.backend = backend
+    """An activity listener (activity.py): off until start() is given a backend that can hand over."""
+
+    def __init__(self, scheduler: Scheduler, events: EventLog) -> None:
         self.scheduler = scheduler
         self.events = events
-        self.state = "waiting"  # waiting -> preparing -> queued -> done (or failed); "off" where there is none
+        self.state = "off"  # off -> waiting -> preparing -> queued -> done (or failed)
         self.prepare_ms = 0.0
+        self._backend: HandsOver | None = None
         self._answered = threading.Event()
         self._stop = threading.Event()
         self._last_request = time.monotonic()
         self.gate = ImportGate(self._stop)
         self.nice: int | None = None
+
+    def start(self, backend: Backend) -> None:
+        """After the load: hand over if this backend can, once the daemon has answered and the user pauses."""
+        if not backend.can_hand_over():
+            return
+        self._backend = cast(HandsOver, backend)  # can_hand_over() says it is one
+        self._last_request = time.monotonic()
+        self.state = "waiting"
         threading.Thread(target=self._run, name="tabd-hand-over", daemon=True).start()
 
     def requested(self) -> None:
@@ -62,8 +89,14 @@ class HandOver:
         self._stop.set()
         self._answered.set()
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
+        if self.state == "off":
+            return {"state": "off"}
         return {"state": self.state, "prepare_ms": round(self.prepare_ms, 1), **self.gate.summary()}
+
+    def nice_fields(self) -> dict[str, int | None]:
+        """Its thread's nice value for tabd/stats "nice", once there is a thread."""
+        return {} if self.state == "off" else {"hand_over": self.nice}
 
     def _wait_for_a_pause(self) -> bool:
         self._answered.wait(AFTER_LOAD_S)
@@ -76,6 +109,8 @@ class HandOver:
 
     def _run(self) -> None:
         self.nice = run_in_background("tabd-hand-over")
+        backend = self._backend
+        assert backend is not None  # start() set it before this thread began
         if not self._wait_for_a_pause():
             return
         self.state = "preparing"
@@ -87,7 +122,7 @@ class HandOver:
         gc.disable()
         try:
             with self.gate:
-                fast = self.backend.prepare_hand_over()
+                fast = backend.prepare_hand_over()
         except Exception as exc:  # the torch-free runner keeps serving: a failed hand-over costs speed, not answers
             self._settle(frozen=False)
             self.state = "failed"
@@ -95,18 +130,16 @@ class HandOver:
             return
         self.prepare_ms = (time.monotonic() - t0) * 1000
         self.state = "queued"
-        job = self.scheduler.submit(lambda stop: self.backend.hand_over(fast), -1, "hand-over")
+        job = self.scheduler.submit(lambda stop: backend.hand_over(fast), -1, "hand-over")
         job.future.add_done_callback(self._done)
 
-    def _done(self, fut) -> None:
+    def _done(self, fut: Future[Any]) -> None:
         failed = fut.cancelled() or fut.exception() is not None
         self._settle(frozen=not failed)  # before "done" is seen: whoever reads it finds the collector back
         self.state = "failed" if failed else "done"
 
     def _settle(self, frozen: bool) -> None:
         if frozen:
-            from tabd.daemon.runtime.service import settle_heap
-
             settle_heap()  # torch and the fast engine are here to stay
         if self.gate.collecting:
             gc.enable()
@@ -135,7 +168,7 @@ class ImportGate:
     def shown(self, showing: bool) -> None:
         self._showing_since = time.monotonic() if showing else None  # each new suggestion may be taken anew
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         return {"imports_held": self.held, "held_ms": round(self.held_ms, 1), "holding": self.holding,
                 "collections_while_importing": self.collections}
 
@@ -148,12 +181,12 @@ class ImportGate:
             sys.addaudithook(_on_audit)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         ImportGate._active = None
         self._thread = None
         gc.callbacks.remove(self._counted)
 
-    def _counted(self, phase: str, info: dict) -> None:
+    def _counted(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start" and not self.holding:
             self.collections += 1
 
@@ -182,15 +215,13 @@ class ImportGate:
         if not self.collecting:
             return
         if on:
-            from tabd.daemon.runtime.service import settle_heap
-
             settle_heap()
             gc.enable()
         else:
             gc.disable()
 
 
-def _on_audit(event: str, args: tuple) -> None:
+def _on_audit(event: str, args: tuple[Any, ...]) -> None:
     if event == "import":
         gate = ImportGate._active
         if gate is not None:

@@ -44,7 +44,7 @@ async def watch_parent(pid: int, on_dead: Callable[[], None], interval: float = 
     on_dead()
 
 
-def start_parent_watch(pid: int | None, on_dead: Callable[[], None], interval: float = PARENT_POLL_S) -> asyncio.Task | None:
+def start_parent_watch(pid: int | None, on_dead: Callable[[], None], interval: float = PARENT_POLL_S) -> asyncio.Task[None] | None:
     """A task on the running loop that watches the editor's pid; None when there is no pid to watch."""
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or pid == os.getpid():
         return None

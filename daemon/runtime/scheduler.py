@@ -32,7 +32,7 @@ class Job:
         self.fn = fn
         self.priority = priority
         self.label = label
-        self.future: Future = Future()
+        self.future: Future[Any] = Future()
         self.cancelled = False
         self.preemptions = 0
         self.queued_at = 0.0

@@ -5,7 +5,7 @@ on every keystroke would make every request a full prefill. Here a document's
 snapshot is picked at its first request (or focus), and picked again only on
 an idle timer — after `idle_ms` without edits or requests — when other
 documents changed or the prompt window moved since. A new snapshot is handed to
-`on_change`, which prefills the new prompt in the background (KV warm-up).
+`on_change`, which prefills the new prompt in the background (KV warm-up, warmer.py).
 """
 from __future__ import annotations
 
@@ -13,14 +13,10 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from tabd.daemon.context.store import EMPTY, ContextOptions, ContextStore, Snapshot, TextSource
 from tabd.cache.state import DocState, Window
+from tabd.daemon.context.store import EMPTY, ContextOptions, ContextStore, Snapshot, TextSource
 from tabd.daemon.runtime.config import Config
-from tabd.daemon.runtime.events import EventLog
-from tabd.daemon.runtime.scheduler import Job, Scheduler
-from tabd.predictor.types import ContextChunk, GenSettings, Interrupted, Prediction
-
-WARMUP_PRIORITY = 1  # with the first prefetches: any request pre-empts it
+from tabd.daemon.runtime.jobs import Tally
 
 
 def context_options(config: Config) -> ContextOptions:
@@ -28,23 +24,11 @@ def context_options(config: Config) -> ContextOptions:
                           chunk_lines=config.context_lines, idle_ms=config.context_idle_ms)
 
 
-def chunks_of(context: Snapshot) -> list[ContextChunk]:
-    """The snapshot as the predictor takes it: the prompt's chunks, then the texts to copy from."""
-    return ([ContextChunk(path, text) for path, text in context.pairs()]
-            + [ContextChunk(path, text, lookup_only=True) for path, text in context.sources])
-
-
-def reuse_of(p: Prediction) -> float:
-    """The share of the prompt whose keys and values were kept from before."""
-    total = p.reused_tokens + p.prefill_tokens
-    return round(p.reused_tokens / total, 4) if total else 0.0
-
-
 @dataclass
 class ContextStats:
     changes: int = 0  # snapshots replaced by a different context
     picks: int = 0  # snapshots picked (first request, focus, idle)
-    warmups: dict[str, int] = field(default_factory=lambda: {"started": 0, "finished": 0, "cancelled": 0, "preempted": 0})
+    warmups: Tally = field(default_factory=Tally)  # KV warm-ups (warmer.py) for the snapshots picked
 
 
 class Workspace:
@@ -172,7 +156,7 @@ class Workspace:
             self._timer.cancel()
             self._timer = None
 
-    def stats_dict(self) -> dict:
+    def stats_dict(self) -> dict[str, Any]:
         held_chunks, held_bytes = self.store.held()
         snap = self.current(self.active) if self.active else EMPTY
         return {
@@ -186,57 +170,6 @@ class Workspace:
                      "bound_chunks": self.options.max_chunks, "bound_bytes": self.options.max_bytes},
             "picks": self.stats.picks,
             "changes": self.stats.changes,
-            "warmups": dict(self.stats.warmups),
+            "warmups": self.stats.warmups.counts(),
         }
 
-
-class Warmer:
-    """Background prefills of a document's prompt (llama.vim's n_predict 0), one per document at a time."""
-
-    def __init__(self, scheduler: Scheduler, events: EventLog, workspace: Workspace,
-                 count: Callable[[str, Prediction], None]) -> None:
-        self.scheduler, self.events, self.workspace, self.count = scheduler, events, workspace, count
-        self.jobs: dict[str, Job] = {}
-
-    def submit(self, backend: Any, doc: str, window: Window, settings: GenSettings, context: Snapshot) -> None:
-        if not hasattr(backend, "warm"):
-            return  # a backend that cannot prefill without decoding: the next request pays, as before
-        previous = self.jobs.pop(doc, None)
-        if previous is not None and not previous.done():
-            self.scheduler.cancel(previous)
-        extra = {"context": chunks_of(context)} if context.digest else {}
-        warmups = self.workspace.stats.warmups
-        job: Job | None = None
-
-        def run(should_stop):
-            try:
-                return backend.warm(window.prefix, window.suffix, settings, should_stop, slot_id=doc, **extra)
-            except Interrupted:
-                if job is None or not job.cancelled:
-                    warmups["preempted"] += 1  # requeued by the scheduler; its chunks already run are kept
-                raise
-
-        job = self.jobs[doc] = self.scheduler.submit(run, WARMUP_PRIORITY, f"warmup:{doc}")
-        warmups["started"] += 1
-        loop = asyncio.get_running_loop()
-        job.future.add_done_callback(lambda fut: loop.call_soon_threadsafe(self._done, doc, job, fut))
-
-    def cancel(self, doc: str) -> None:
-        """A request runs the document's prompt itself: a warm-up still queued would only rewind its KV after it."""
-        job = self.jobs.pop(doc, None)
-        if job is not None and not job.done():
-            self.scheduler.cancel(job)
-
-    def _done(self, doc: str, job: Job, fut) -> None:
-        if self.jobs.get(doc) is job:
-            del self.jobs[doc]
-        warmups = self.workspace.stats.warmups
-        if fut.cancelled() or fut.exception() is not None:
-            warmups["cancelled"] += 1
-            return
-        p: Prediction = fut.result()
-        warmups["finished"] += 1
-        self.count("warmup", p)
-        self.events.emit("warmup", doc=doc, prefill_tokens=p.prefill_tokens, reused_tokens=p.reused_tokens,
-                         prefill_ms=round(p.prefill_ms, 3), context_tokens=p.context_tokens,
-                         context_chunks=len(self.workspace.current(doc).chunks))

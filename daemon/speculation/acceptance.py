@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 KINDS = ("all", "word", "line")
 # before any outcome: a whole accept half the time (today's fixed depth 2), partial accepts rarer
@@ -86,7 +87,7 @@ class AcceptanceModel:
             d += 1
         return d
 
-    def explain(self, doc: str) -> dict:
+    def explain(self, doc: str) -> dict[str, Any]:
         """The depth chosen and why, for the log and tabd/stats."""
         rates = {k: round(self.rate(doc, k), 3) for k in (*KINDS, "streak")}
         d = self.depth(doc)
@@ -99,7 +100,7 @@ class AcceptanceModel:
         return {"depth": d, "ceiling": self.ceiling, "rates": rates, "outcomes_doc": round(own.n, 1) if own else 0,
                 "why": why}
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         return {"mode": "adaptive", "ceiling": self.ceiling, "first": self.first, "further": self.further,
                 "user_rates": {k: round(v, 3) for k, v in self.user.p.items()}, "user_depth": self.depth(""),
                 "outcomes": dict(self.outcomes)}

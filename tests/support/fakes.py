@@ -13,11 +13,15 @@ class FakeBackend(Backend):
     model_id = "fake"
     engine_name = "fake"
 
-    def __init__(self, fail: bool = False, delay: float = 0.0, text: str | Callable[[str, str], str] = "return 42") -> None:
+    def __init__(self, fail: bool = False, delay: float = 0.0, text: str | Callable[[str, str], str] = "return 42",
+                 warms: bool = False) -> None:
         self.fail = fail
         self.delay = delay
         self.text = text
+        self.warms = warms  # False: warm() is the Backend default (None: it cannot prefill alone)
         self.calls: list[tuple[str, str, str]] = []  # (prefix, suffix, slot_id) of every predict() begun
+        self.contexts: list[Sequence[ContextChunk]] = []  # the context of every predict() and warm() begun
+        self.warmed: list[tuple[str, str, str]] = []  # (prefix, suffix, slot_id) of every warm() that prefilled
         self.interrupted = 0  # predict() calls stopped by should_stop()
         self.finished = 0
         self.started = threading.Event()  # set when a predict() begins
@@ -25,6 +29,7 @@ class FakeBackend(Backend):
     def predict(self, prefix: str, suffix: str, settings: GenSettings, should_stop: Callable[[], bool] = lambda: False,
                 slot_id: str = "default", context: Sequence[ContextChunk] = ()) -> Prediction:
         self.calls.append((prefix, suffix, slot_id))
+        self.contexts.append(context)
         self.started.set()
         deadline = time.monotonic() + self.delay
         while time.monotonic() < deadline:
@@ -36,3 +41,11 @@ class FakeBackend(Backend):
             raise RuntimeError("model exploded")
         self.finished += 1
         return Prediction(self.text(prefix, suffix) if callable(self.text) else self.text)
+
+    def warm(self, prefix: str, suffix: str, settings: GenSettings, should_stop: Callable[[], bool] = lambda: False,
+             slot_id: str = "default", context: Sequence[ContextChunk] = ()) -> Prediction | None:
+        self.contexts.append(context)
+        if not self.warms:
+            return None
+        self.warmed.append((prefix, suffix, slot_id))
+        return Prediction("", prefill_tokens=len(prefix) // 3, context_tokens=sum(len(c.text) for c in context) // 3)

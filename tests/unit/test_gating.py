@@ -12,13 +12,13 @@ import asyncio
 from tabd.cache.state import DocState
 from tabd.daemon.runtime.config import Config, apply_client_options
 from tabd.daemon.runtime.service import CompletionService
-from tabd.predictor.types import Prediction
+from tabd.predictor.types import Backend, Prediction
 
 TEXT = "return self.value + 1"
 CONFIDENCE = ((6, 0.95), (11, 0.9), (17, 0.8), (19, 0.3), (21, 0.9))  # sure up to ".value", unsure of " +"
 
 
-class Scripted:
+class Scripted(Backend):
     model_id = "scripted"
 
     def __init__(self):

@@ -1,0 +1,35 @@
+"""What a model run's Prediction puts in a log line, written once for every event that carries it.
+
+The completion, prefetch and warmup events carry these fields under these
+names (ARCHITECTURE.md, "Daemon log"; dashboards read them): a warm-up
+decodes nothing, so it carries the prefill's fields only.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from tabd.predictor.types import Prediction
+
+WARMUP = ("prefill_tokens", "reused_tokens", "prefill_ms", "context_tokens")
+
+
+def reuse_of(p: Prediction) -> float:
+    """The share of the prompt whose keys and values were kept from before."""
+    total = p.reused_tokens + p.prefill_tokens
+    return round(p.reused_tokens / total, 4) if total else 0.0
+
+
+def prediction_fields(p: Prediction) -> dict[str, Any]:
+    return {"prefill_ms": round(p.prefill_ms, 3), "decode_ms": round(p.decode_ms, 3),
+            "prefill_tokens": p.prefill_tokens, "reused_tokens": p.reused_tokens, "decode_tokens": p.decode_tokens,
+            "context_tokens": p.context_tokens, "reuse": reuse_of(p)}
+
+
+def warmup_fields(p: Prediction) -> dict[str, Any]:
+    fields = prediction_fields(p)
+    return {name: fields[name] for name in WARMUP}
+
+
+def engine_fields(p: Prediction) -> dict[str, Any]:
+    """The engine that computed a request's answer, and whether torch was loaded then (none where not told)."""
+    return {"engine": p.engine, "torch_loaded": p.torch_loaded} if p.engine else {}

@@ -1,0 +1,102 @@
+"""One lifecycle for every model run: requests, prefetches and KV warm-ups.
+
+A run is a closure on the scheduler that asks the backend for one prompt
+window with the workspace context before it (predict, or warm for a prefill
+only). Its kind's Tally counts it started, then finished or cancelled, and
+each time a request pre-empted it; its end is reported on the event loop that
+started it, never on the model thread.
+"""
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from tabd.cache.state import Window
+from tabd.daemon.context.store import EMPTY, Snapshot
+from tabd.daemon.runtime.model import Model
+from tabd.daemon.runtime.scheduler import Job, Scheduler
+from tabd.predictor.types import Backend, ContextChunk, GenSettings, Interrupted, Prediction
+
+Ended = Callable[[Job, "Prediction | None"], None]  # the job, and what it computed (None: it failed or was cancelled)
+
+
+@dataclass
+class Tally:
+    """How the runs of one kind ended; started - finished - cancelled are queued or running now."""
+
+    started: int = 0
+    finished: int = 0
+    cancelled: int = 0
+    preempted: int = 0  # times a request stopped one (it was requeued: not an end)
+
+    def counts(self, preempted: bool = True) -> dict[str, int]:
+        """For tabd/stats (requests are never pre-empted, and their counts never had the key)."""
+        counts = {"started": self.started, "finished": self.finished, "cancelled": self.cancelled}
+        return {**counts, "preempted": self.preempted} if preempted else counts
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """What one run computes: the suggestion (or, warm, the prefill only) for a prompt window under a context."""
+
+    window: Window
+    settings: GenSettings
+    slot: str  # the backend's KV slot: one per document, and per speculation branch
+    context: Snapshot = EMPTY
+    warm: bool = False
+
+    def run(self, backend: Backend, should_stop: Callable[[], bool]) -> Prediction | None:
+        ask = backend.warm if self.warm else backend.predict
+        return ask(self.window.prefix, self.window.suffix, self.settings, should_stop, slot_id=self.slot,
+                   context=chunks_of(self.context))
+
+
+def chunks_of(context: Snapshot) -> list[ContextChunk]:
+    """The snapshot as the predictor takes it: the prompt's chunks, then the texts to copy from."""
+    return ([ContextChunk(path, text) for path, text in context.pairs()]
+            + [ContextChunk(path, text, lookup_only=True) for path, text in context.sources])
+
+
+class ModelJobs:
+    def __init__(self, scheduler: Scheduler, model: Model) -> None:
+        self.scheduler = scheduler
+        self.model = model
+
+    def start(self, call: ModelCall, priority: int, label: str, tally: Tally, ended: Ended,
+              preempted: Callable[[], None] = lambda: None) -> Job:
+        """Queue the run (the model must be loaded); `preempted` is told on the model thread, `ended` on this loop."""
+        backend = self.model.backend
+        if backend is None:
+            raise RuntimeError("no model is loaded")
+        job: Job | None = None
+
+        def run(should_stop: Callable[[], bool]) -> Prediction | None:
+            try:
+                return call.run(backend, should_stop)
+            except Interrupted:
+                if job is None or not job.cancelled:  # stopped for a request, not for good: the scheduler requeues it
+                    tally.preempted += 1
+                    preempted()
+                raise
+
+        job = self.scheduler.submit(run, priority, label)
+        tally.started += 1
+        loop = asyncio.get_running_loop()
+        done_job = job
+        job.future.add_done_callback(lambda fut: loop.call_soon_threadsafe(self._ended, done_job, fut, tally, ended))
+        return job
+
+    def cancel(self, job: Job) -> None:
+        if not job.done():
+            self.scheduler.cancel(job)
+
+    @staticmethod
+    def _ended(job: Job, fut: Future[Any], tally: Tally, ended: Ended) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            tally.cancelled += 1
+            ended(job, None)
+            return
+        tally.finished += 1
+        ended(job, fut.result())

@@ -1,0 +1,73 @@
+"""What the daemon remembers of answers: the cache by state key, the suggestions shown (type-through) and the runs
+in flight, together, so one switch (--no-cache) turns them all off."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tabd.cache.inflight import InflightTable
+from tabd.cache.state import Window
+from tabd.cache.store import CompletionCache, Entry
+from tabd.cache.typed import Shown, TypeThroughIndex
+from tabd.daemon.runtime.computation import Computation
+from tabd.daemon.runtime.config import Config
+from tabd.predictor.types import Prediction
+
+
+@dataclass(frozen=True)
+class Recalled:
+    """A suggestion memory holds for a state: the whole of a cached one (gating is each request's), or the rest of
+    one shown earlier and typed into."""
+
+    text: str
+    source: str  # "cache" or "typed"
+    depth: int
+    key: str  # the key it was computed for (for a typed answer, the suggestion typed into)
+    confidence: tuple[tuple[int, float], ...] = ()
+
+
+class Memory:
+    def __init__(self, config: Config) -> None:
+        self.enabled = config.cache
+        self.cache = CompletionCache(config.cache_entries, config.cache_bytes)
+        self.typed = TypeThroughIndex()
+        self.inflight: InflightTable[Computation] = InflightTable()
+
+    def recall(self, key: str, window: Window) -> Recalled | None:
+        """The answer memory holds for a request's key and window; None when it holds none (or is off)."""
+        if not self.enabled:
+            return None
+        entry = self.cache.get(key)
+        if entry is not None:
+            return Recalled(entry.text, "cache", entry.depth, key, entry.confidence)
+        hit = self.typed.lookup(window)
+        if hit is not None:
+            shown, rest = hit
+            return Recalled(rest, "typed", shown.depth, shown.key)
+        return None
+
+    def running(self, key: str) -> Computation | None:
+        """The run in flight for this key (off: none is shared)."""
+        return self.inflight.get(key) if self.enabled else None
+
+    def has(self, key: str) -> bool:
+        """Whether the key's answer is cached or being computed."""
+        return key in self.cache or self.inflight.get(key) is not None
+
+    def runs_of(self, doc: str) -> list[Computation]:
+        """The runs in flight for a document that have not ended."""
+        return [comp for _, comp in self.inflight.items()
+                if comp.doc == doc and comp.job is not None and not comp.job.done()]
+
+    def started(self, comp: Computation) -> None:
+        if self.enabled:
+            self.inflight.add(comp.key, comp)
+
+    def ended(self, comp: Computation, prediction: Prediction | None) -> None:
+        self.inflight.discard(comp.key, comp)
+        if prediction is not None and self.enabled:
+            self.cache.put(comp.key, Entry(prediction.text, comp.depth, prediction.confidence))
+
+    def shown(self, window: Window, text: str, key: str, depth: int) -> None:
+        """A suggestion shown (or ready to show) at a window: typing into it serves the rest."""
+        if self.enabled:
+            self.typed.add(Shown(window, text, key, depth))

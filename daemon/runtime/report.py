@@ -1,0 +1,139 @@
+"""The `tabd/stats` report and the completion log line: read from the service's parts, changing none of them.
+
+The keys are a contract (editors, replay, dashboards and tests read them):
+extend, never rename. tests/unit/test_service.py holds their shape.
+"""
+from __future__ import annotations
+
+import gc
+import os
+import statistics
+import sys
+import threading
+from typing import Any, Iterable
+
+from tabd.cache.key import short_key
+from tabd.daemon.runtime import heap
+from tabd.daemon.runtime.answer import Outcome
+from tabd.daemon.runtime.config import Config
+from tabd.daemon.runtime.debounce import Debounce, Waits
+from tabd.daemon.runtime.fields import engine_fields, prediction_fields
+from tabd.daemon.runtime.handover import HandOver
+from tabd.daemon.runtime.memory import Memory
+from tabd.daemon.runtime.model import Model
+from tabd.daemon.runtime.priority import nice_of_thread
+from tabd.daemon.runtime.request import Request
+from tabd.daemon.runtime.scheduler import Scheduler
+from tabd.daemon.runtime.speculator import Speculator
+from tabd.daemon.runtime.stats import Stats
+from tabd.daemon.runtime.workspace import Workspace
+from tabd.predictor.types import Prediction
+
+
+def rss_bytes() -> int:
+    """This process's resident memory now (0 where /proc is not)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _p50(values: Iterable[float]) -> float:
+    values = list(values)
+    return round(statistics.median(values), 3) if values else 0.0
+
+
+class Reporter:
+    def __init__(self, config: Config, stats: Stats, model: Model, scheduler: Scheduler, memory: Memory,
+                 speculator: Speculator, debounce: Debounce, waits: Waits, workspace: Workspace,
+                 handover: HandOver) -> None:
+        self.config = config
+        self.stats = stats
+        self.model = model
+        self.scheduler = scheduler
+        self.memory = memory
+        self.speculator = speculator
+        self.debounce = debounce
+        self.waits = waits
+        self.workspace = workspace
+        self.handover = handover
+
+    def completion(self, req: Request, out: Outcome, latency: float) -> dict[str, Any]:
+        """The completion event's fields for a request's answer."""
+        p = out.prediction or Prediction("")
+        computed = out.computed
+        return {
+            "id": req.id, "doc": req.doc, "version": req.version, "source": out.shown_source, "origin": out.source,
+            "depth": out.depth, "latency_ms": round(latency, 3), "queue_ms": round(out.queue_ms, 3),
+            "cache_ms": round(out.cache_ms, 4), **prediction_fields(p),
+            "chars": len(out.text), "key": short_key(req.key) if req.key else "", "after_accept": req.after_accept,
+            "debounce_ms": round(out.debounce_ms, 3), **({"debounce_why": out.debounce_why} if out.debounce_why else {}),
+            "queue_depth": self.scheduler.depth(), "context_chunks": len(req.context.chunks),
+            **(engine_fields(computed) if computed is not None else {}),
+            **({"hidden": True} if out.hidden else {}),
+            **({"from_key": short_key(out.from_key)} if out.from_key else {}),
+            **({"error": out.error[:200]} if out.error else {}),
+            **({"text": out.text} if self.config.log_text and out.text else {}),
+            **(self.speculator.depth_fields(req.doc) if out.text else {}),
+        }
+
+    def stats_dict(self) -> dict[str, Any]:
+        s = self.stats
+        aa = s.after_accept_requests
+        backend = self.model.backend
+        return {
+            "sources": dict(s.sources),
+            **self._speculation(),  # prefetch (with used, wasted_per_accept), accepts_by, speculation
+            "after_accept": {
+                "requests": aa,
+                "from_cache": s.after_accept_from_cache,
+                "hit_rate": round(s.after_accept_from_cache / aa, 4) if aa else 0.0,
+                "p50_ms": _p50(s.after_accept_ms),
+            },
+            "latency_ms": {"p50": _p50(s.latency_ms)},
+            "last": {"source": s.last_source, "latency_ms": round(s.last_latency_ms, 3), "depth": s.last_depth,
+                     "debounce_ms": round(s.last_debounce_ms, 3)},
+            "debounce": {**self.debounce.summary(), **s.debounce, "p50_ms": _p50(s.debounce_ms),
+                         "waiting": len(self.waits)},
+            "model_calls": s.model.started + s.prefetch.started,  # every job the model worker was given
+            "requests_to_model": s.model.counts(preempted=False),
+            "accepts": s.accepts,
+            "dismisses": s.dismisses,
+            "cache": {"entries": len(self.memory.cache), "bytes": self.memory.cache.bytes,
+                      "bound_bytes": self.memory.cache.max_bytes},
+            "kv_bytes": backend.kv_bytes() if backend is not None else 0,
+            "queue_depth": self.scheduler.depth(),
+            "worker_faults": self.scheduler.faults,
+            # the collector: off during the hand-over, and what lives as long as the daemon is frozen out of it
+            "gc": {"enabled": gc.isenabled(), "freezes": heap.freezes},
+            # OS priorities (nice) of the thread answering the editor and of the background ones (priority.py)
+            "nice": {"lsp": nice_of_thread(threading.get_native_id()), "model": self.scheduler.nice,
+                     **self.handover.nice_fields()},
+            "model": self.model.model_id,
+            "engine": backend.engine_name if backend is not None else None,
+            "engine_why": backend.engine_why if backend is not None else None,  # why this engine (not the torch-free one)
+            "torch_loaded": "torch" in sys.modules,  # the torch-free engine answers without importing it
+            "served_by": dict(s.served_by),  # model answers (requests) per engine
+            "torch_free_answers": s.torch_free,
+            "hand_over": self.handover.summary(),
+            "weights": backend.weights_why if backend is not None else None,  # the weights' format, and why
+            "rss_bytes": rss_bytes(),
+            "error": self.model.error,
+            "context": {**self.workspace.stats_dict(), "last_tokens": s.last_context_tokens},
+            "prompt_reuse": {**{kind: round(r / t, 4) if t else 0.0 for kind, (r, t) in s.reuse.items()},
+                             "last": round(s.last_reuse, 4)},
+        }
+
+    def _speculation(self) -> dict[str, Any]:
+        s = self.stats
+        used = s.prefetch_used
+        return {
+            "prefetch": {**s.prefetch.counts(), "used": used,
+                         # prefetches whose answer the user never saw, per suggestion accepted
+                         "wasted_per_accept": round((s.prefetch.started - used) / s.accepts, 3) if s.accepts else None},
+            "accepts_by": dict(s.accepts_by),
+            "speculation": {**self.speculator.policy_summary(),
+                            # "all_word": the accepts from the user's state, joined by _ (JSON keys clients can map)
+                            "branches": {k.replace(".", "_"): v for k, v in s.branches.items()}},
+        }

@@ -1,0 +1,122 @@
+"""A completion request, built once from a document state: its prompt window, settings, context, key and gating.
+
+An inline completion often reaches the service twice before the model runs
+(the LSP layer's answer from memory, then its handler that may await); the
+builder holds a request that memory could not answer until the awaiting path
+takes it, so the window, context pick and key digest are computed once.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from tabd.cache.key import state_key
+from tabd.cache.state import DocState, Window
+from tabd.daemon.context.store import EMPTY, Snapshot
+from tabd.daemon.runtime.config import Config
+from tabd.daemon.runtime.model import Model
+from tabd.daemon.runtime.workspace import Workspace
+from tabd.predictor.postprocess import gate, wants_multiline
+from tabd.predictor.types import GenSettings
+
+Confidence = Sequence[tuple[int, float]]  # (end of text, probability) per token
+
+
+@dataclass(frozen=True)
+class Request:
+    """One completion request, carried from its build to its answer."""
+
+    id: str
+    doc: str
+    version: int
+    state: DocState
+    window: Window
+    settings: GenSettings
+    key: str  # "" when no model could be loaded: there is no key to look up
+    t0: float  # monotonic start, for the request's latency
+    after_accept: bool  # the state is one an accept of a shown suggestion reaches
+    invoked: bool = False  # the user asked (Alt+\): gating shows the best guess anyway
+    min_confidence: float = 0.0  # gating for this request: 0 for an invoked one (the best guess anyway)
+    context: Snapshot = EMPTY  # the workspace context before the prompt
+    min_chars: int = 1  # shorter suggestions are not shown: 1 (all) for an invoked request
+
+    def shown(self, text: str, confidence: Confidence) -> str:
+        """What this request shows of a full suggestion."""
+        return shown_part(text, confidence, self.min_confidence, self.min_chars)
+
+
+def shown_part(text: str, confidence: Confidence, min_confidence: float, min_chars: int) -> str:
+    """The part of a suggestion the model is sure of (confidence gating), if it is long enough to be worth a Tab
+    (a one-character suggestion saves no keystroke: Tab is one too)."""
+    shown = gate(text, confidence, min_confidence)
+    return shown if len(shown) >= min_chars else ""
+
+
+class RequestBuilder:
+    def __init__(self, config: Config, model: Model, workspace: Workspace, after_accept: Callable[[str], bool]) -> None:
+        self.config = config
+        self.model = model
+        self.workspace = workspace
+        self.after_accept = after_accept  # whether a key is one an accept reaches (the speculator's)
+        self._ids = itertools.count(1)
+        self._held: dict[str, Request] = {}  # doc -> a request memory could not answer, for the path that awaits
+
+    def window_of(self, state: DocState) -> Window:
+        return state.window(self.config.prefix_chars, self.config.suffix_chars)
+
+    def settings_for(self, state: DocState) -> GenSettings:
+        line_before, line_after = state.current_line()
+        lines = state.before.rsplit("\n", 2)
+        previous = lines[-2] if len(lines) >= 2 else ""
+        return GenSettings(self.config.max_new_tokens, wants_multiline(line_before, line_after, previous),
+                           lookup_min_p=self.config.lookup_min_p, known_names=self.config.known_names)
+
+    def key_of(self, state: DocState, context: Snapshot = EMPTY) -> str:
+        """The cache key of a state under a context (a state speculation plans, not one a user asked in)."""
+        return self.key_for(self.window_of(state), self.settings_for(state), context)
+
+    def key_for(self, window: Window, settings: GenSettings, context: Snapshot) -> str:
+        return state_key(self.model.model_id, settings.tag(), window, context.digest)
+
+    def shown(self, text: str, confidence: Confidence) -> str:
+        """What an automatic request would show of a suggestion (speculation plans from it)."""
+        return shown_part(text, confidence, self.config.min_confidence, self.config.min_chars)
+
+    def hold(self, doc: str, version: int, state: DocState, invoked: bool) -> Request:
+        """The request for a state with a loaded model, kept until take() or another state in the document."""
+        req = self._matching(doc, version, state, invoked, True)
+        if req is None:
+            req = self._held[doc] = self._build(doc, version, state, invoked, True)
+        return req
+
+    def take(self, doc: str, version: int, state: DocState, invoked: bool, ready: bool,
+             t0: float | None = None) -> Request:
+        """The request the awaiting path answers, started at `t0` (now by default): the one held for this state, or
+        a new one."""
+        held = self._matching(doc, version, state, invoked, ready)
+        self._held.pop(doc, None)
+        req = self._build(doc, version, state, invoked, ready) if held is None else held
+        return dataclasses.replace(req, t0=time.monotonic() if t0 is None else t0)
+
+    def release(self, doc: str) -> None:
+        """The held request was answered (from memory), or the document is gone."""
+        self._held.pop(doc, None)
+
+    def _matching(self, doc: str, version: int, state: DocState, invoked: bool, ready: bool) -> Request | None:
+        held = self._held.get(doc)
+        if held is None or (held.version, held.state, held.invoked, bool(held.key)) != (version, state, invoked, ready):
+            return None
+        return held
+
+    def _build(self, doc: str, version: int, state: DocState, invoked: bool, ready: bool) -> Request:
+        window = self.window_of(state)
+        self.workspace.requested(doc, state)
+        context = self.workspace.snapshot(doc, state, window)
+        settings = self.settings_for(state)
+        key = self.key_for(window, settings, context) if ready else ""
+        return Request(str(next(self._ids)), doc, version, state, window, settings, key, time.monotonic(),
+                       self.after_accept(key), invoked, 0.0 if invoked else self.config.min_confidence, context,
+                       1 if invoked else self.config.min_chars)

@@ -1,0 +1,177 @@
+"""What to compute before the user gets there, and what the user's accepts teach about how far ahead to go.
+
+After a suggestion is shown, the states its accepts reach (whole, next word,
+next line: daemon/speculation/planner.py) are prefetched in the background, as
+deep as measured acceptance says (daemon/speculation/acceptance.py) unless
+--fixed-depth; a finished prefetch plans the step after it. Accepts come from
+`tabd.accept` and from the edits themselves (accepts.py), each counted once.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Callable
+
+from tabd.cache.key import short_key
+from tabd.cache.state import DocState, Window
+from tabd.daemon.context.store import EMPTY, Snapshot
+from tabd.daemon.runtime.accepts import Accept, AcceptTracker
+from tabd.daemon.runtime.computation import Computation
+from tabd.daemon.runtime.computations import Computations
+from tabd.daemon.runtime.config import Config
+from tabd.daemon.runtime.events import EventLog
+from tabd.daemon.runtime.memory import Memory
+from tabd.daemon.runtime.request import Request, RequestBuilder
+from tabd.daemon.runtime.stats import Stats
+from tabd.daemon.speculation.acceptance import AcceptanceModel
+from tabd.daemon.speculation.planner import DepthPolicy, FixedDepth, plan_after
+from tabd.predictor.types import Prediction
+
+
+class RecentKeys:
+    """The latest keys added, at most `limit` of them, oldest dropped first."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._keys: OrderedDict[str, None] = OrderedDict()
+
+    def add(self, key: str) -> None:
+        self._keys[key] = None
+        self._keys.move_to_end(key)
+        while len(self._keys) > self.limit:
+            self._keys.popitem(last=False)
+
+    def pop(self, key: str) -> bool:
+        """Whether it was there (it is not any more)."""
+        return self._keys.pop(key, 0) is None
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+class Speculator:
+    def __init__(self, config: Config, requests: RequestBuilder, memory: Memory, computations: Computations,
+                 stats: Stats, events: EventLog, context_of: Callable[[str], Snapshot], planned: RecentKeys) -> None:
+        self.config = config
+        self.requests = requests
+        self.memory = memory
+        self.computations = computations
+        self.stats = stats
+        self.events = events
+        self.context_of = context_of  # a document's kept context (an accept at the cursor keeps it)
+        self.acceptance = AcceptanceModel(config.depth)
+        self.policy: DepthPolicy = (self.acceptance if config.adaptive_depth
+                                    else FixedDepth(config.depth, config.partial_accept_prefetch))
+        self.accepts = AcceptTracker(self.acceptance.record)
+        self.planned = planned  # keys of states reached by accepting (a request there is an after-accept one)
+        self.prefetched = RecentKeys(4096)  # prefetched keys not yet served to the user
+        self.on_screen: dict[str, tuple[Window, str]] = {}  # doc -> (window, text) of its latest suggestion
+
+    @property
+    def on(self) -> bool:
+        return self.config.speculation and self.config.depth > 0
+
+    # -- after an answer ---------------------------------------------------------------
+
+    def shown(self, req: Request, text: str, typed: bool) -> None:
+        """A suggestion is on screen (`typed`: the rest of one typed into): track its accept, plan its states."""
+        self.on_screen[req.doc] = (req.window, text)
+        self.accepts.shown(req.id, req.doc, req.state, text, typed)
+        self._remember(req.state.insert(text), partial=False, context=req.context)  # so a Tab is recognised
+        if self.on:
+            self.prefetch_after(req.doc, req.state, text, 0, req.window, "", req.context)
+
+    def prefetched_answer(self, comp: Computation, prediction: Prediction) -> None:
+        """A prefetch finished: what it would show is typed-through material, and the next step's plan."""
+        shown = self.requests.shown(prediction.text, prediction.confidence)  # speculation plans from what is shown
+        if shown and self.memory.enabled:
+            self.memory.shown(comp.window, shown, comp.key, comp.depth)
+            self.prefetch_after(comp.doc, comp.state, shown, comp.depth, comp.root, comp.chain, comp.context,
+                                comp.kinds)
+
+    def context_changed(self, doc: str, window: Window, state: DocState, context: Snapshot) -> bool:
+        """A new context for `doc`: when its suggestion is on screen at this window, prefetch its after-accept states
+        under the new context (a Tab after the pause is still answered from memory); whether it did."""
+        shown = self.on_screen.get(doc)
+        if shown is None or shown[0] != window or not self.on:
+            return False
+        self.prefetch_after(doc, state, shown[1], 0, window, "", context)
+        return True
+
+    def prefetch_after(self, doc: str, state: DocState, text: str, depth: int, root: Window | None, chain: str,
+                       context: Snapshot = EMPTY, kinds: tuple[str, ...] = ()) -> None:
+        for plan in plan_after(state, text, depth, self.policy, self.config.partial_accept_prefetch, doc, kinds):
+            key = self._remember(plan.state, plan.partial, context)
+            if self.memory.has(key):
+                continue
+            self.prefetched.add(key)
+            self.stats.prefetch_started(plan.branch)
+            self.events.emit("prefetch", outcome="started", depth=plan.depth, branch=plan.branch, key=short_key(key),
+                             doc=doc)
+            self.computations.prefetch(Computation(
+                key, doc, plan.state, self.requests.window_of(plan.state), self.requests.settings_for(plan.state),
+                plan.depth, root, chain + plan.inserted, context, plan.kinds))
+
+    def _remember(self, state: DocState, partial: bool, context: Snapshot) -> str:
+        key = self.requests.key_of(state, context)
+        if not partial:
+            self.planned.add(key)
+        return key
+
+    def used(self, key: str) -> None:
+        """A prefetch's answer reached the user: not wasted."""
+        if self.prefetched.pop(key):
+            self.stats.prefetch_used += 1
+
+    # -- accepts ------------------------------------------------------------------------
+
+    def edited(self, doc: str, offset: int, removed: int, inserted: str) -> None:
+        """One didChange edit (offset in the text before it): an accept when it inserts the suggestion shown there."""
+        accepted = self.accepts.edit(doc, offset, removed, inserted)
+        if accepted is not None:
+            self._accepted(accepted)
+
+    def accept(self, answer_id: str, chars: int | None = None, partial: bool = False) -> bool:
+        """`tabd.accept`: counted unless the edit that inserted it was (edited), never twice; whether it was shown."""
+        shown, accepted = self.accepts.command(answer_id, chars, partial)
+        if accepted is not None:
+            self._accepted(accepted)
+        elif shown is None:  # an id we never showed (or forgot): still the user's accept, for the counts
+            self.stats.accepted()
+            self.events.emit("accept", id=answer_id, doc="", chars=chars if isinstance(chars, int) else 0,
+                             partial=bool(partial), known=False)
+        return shown is not None
+
+    def _accepted(self, a: Accept) -> None:
+        self.stats.accepted(a.via)
+        if a.partial:  # the next request there is an after-accept one (a whole accept reaches what shown() remembered)
+            # under the document's kept context: accepting at the cursor keeps it, and the next request is keyed so
+            self._remember(a.reached, partial=False, context=self.context_of(a.doc))
+        self.events.emit("accept", id=a.answer_id, doc=a.doc, chars=a.chars, partial=a.partial, kind=a.kind, via=a.via,
+                         known=True)
+
+    def dismiss(self, answer_id: str) -> bool:
+        shown = self.accepts.dismiss(answer_id)
+        self.stats.dismisses += 1
+        self.events.emit("dismiss", id=answer_id, doc=shown.doc if shown else "", known=shown is not None)
+        return shown is not None
+
+    def closed(self, doc: str) -> None:
+        self.accepts.closed(doc)
+        self.on_screen.pop(doc, None)
+
+    # -- what it reports ------------------------------------------------------------------
+
+    def depth_fields(self, doc: str) -> dict[str, Any]:
+        """The speculation depth chosen for what this answer sets going, and why (log fields)."""
+        if not (self.config.speculation and self.config.cache):
+            return {}
+        if not self.config.adaptive_depth:
+            return {"spec_depth": self.config.depth, "spec_why": "fixed (--fixed-depth)"}
+        why = self.acceptance.explain(doc)
+        return {"spec_depth": why["depth"], "spec_rates": why["rates"], "spec_why": why["why"]}
+
+    def policy_summary(self) -> dict[str, Any]:
+        return self.acceptance.summary() if self.config.adaptive_depth else {"mode": "fixed", "depth": self.config.depth}

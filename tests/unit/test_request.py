@@ -1,0 +1,92 @@
+"""The request builder (daemon/runtime/request.py): a Request built once per request, keyed by what decides the
+model's output, gated by who asked."""
+from __future__ import annotations
+
+import asyncio
+
+from support.fakes import FakeBackend
+from tabd.cache.state import DocState
+from tabd.daemon.runtime.config import Config
+from tabd.daemon.runtime.events import EventLog
+from tabd.daemon.runtime.model import Model
+from tabd.daemon.runtime.request import RequestBuilder, shown_part
+from tabd.daemon.runtime.scheduler import Scheduler
+from tabd.daemon.runtime.workspace import Workspace, context_options
+
+TEXT = "def total(items):\n    return "
+
+
+def _state(text: str = TEXT) -> DocState:
+    return DocState.from_text(text, len(text), 4800, 1200)
+
+
+async def _builder(config: Config | None = None, planned: frozenset[str] = frozenset()):
+    config = config or Config()
+    scheduler = Scheduler()
+    model = Model(config, lambda c: FakeBackend(), scheduler, EventLog())
+    assert await model.ready()
+    workspace = Workspace(context_options(config), config.prefix_chars, config.suffix_chars, lambda *a: None)
+    return RequestBuilder(config, model, workspace, planned.__contains__), workspace, scheduler
+
+
+async def test_a_request_held_for_a_state_is_the_one_taken_for_it_with_no_second_build():
+    builder, workspace, scheduler = await _builder()
+    try:
+        held = builder.hold("d", 1, _state(), False)
+        again = builder.hold("d", 1, _state(), False)  # the LSP handler's lookup after the plain path's
+        await asyncio.sleep(0.01)
+        taken = builder.take("d", 1, _state(), False, True)
+        assert again is held and taken.id == held.id and taken.key == held.key
+        assert taken.t0 > held.t0  # the awaiting path's latency starts when it does
+        assert workspace.stats.picks == 1  # one context pick, not one per path
+        fresh = builder.take("d", 1, _state(), False, True)  # taken already: a new request
+        assert fresh.id != held.id
+    finally:
+        scheduler.stop()
+
+
+async def test_another_state_version_or_trigger_builds_a_new_request():
+    builder, _, scheduler = await _builder()
+    try:
+        held = builder.hold("d", 1, _state(), False)
+        assert builder.take("d", 2, _state(), False, True).id != held.id
+        held = builder.hold("d", 2, _state(), False)
+        assert builder.take("d", 2, _state(), True, True).id != held.id
+        held = builder.hold("d", 2, _state(), False)
+        assert builder.take("d", 2, _state(TEXT + "x"), False, True).id != held.id
+    finally:
+        scheduler.stop()
+
+
+async def test_the_key_follows_the_window_and_settings_and_a_planned_key_is_after_accept():
+    builder, _, scheduler = await _builder()
+    try:
+        a = builder.take("d", 1, _state(), False, True)
+        b = builder.take("d", 1, _state(), False, True)
+        c = builder.take("d", 1, _state(TEXT + "x"), False, True)
+        assert a.key == b.key != c.key and a.key == builder.key_of(_state())
+        assert not a.after_accept
+        builder.after_accept = {a.key}.__contains__
+        assert builder.take("d", 1, _state(), False, True).after_accept
+        assert builder.take("d", 1, _state(), False, False).key == ""  # no model: no key to look up
+    finally:
+        scheduler.stop()
+
+
+async def test_an_invoked_request_shows_any_guess_and_an_automatic_one_only_what_the_model_is_sure_of():
+    builder, _, scheduler = await _builder(Config(min_confidence=0.5, min_chars=2))
+    try:
+        auto = builder.take("d", 1, _state(), False, True)
+        invoked = builder.take("d", 1, _state(), True, True)
+        confidence = ((3, 0.9), (9, 0.2))
+        assert auto.shown("abc + def", confidence) == "abc"
+        assert invoked.shown("abc + def", confidence) == "abc + def"
+        assert auto.shown(")", ((1, 0.99),)) == "" and invoked.shown(")", ((1, 0.99),)) == ")"
+        assert builder.shown("abc + def", confidence) == "abc"  # what speculation plans from
+    finally:
+        scheduler.stop()
+
+
+def test_shown_part_gates_then_drops_what_is_too_short():
+    assert shown_part("ab", (), 0.9, 2) == "ab"  # no probabilities: nothing is gated
+    assert shown_part("abc", ((1, 0.9), (3, 0.1)), 0.5, 2) == ""

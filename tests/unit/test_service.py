@@ -1,0 +1,188 @@
+"""The completion service in-process (daemon/runtime/service.py) over the shared FakeBackend: the order of its steps,
+the verbs the LSP layer uses, and the shape of what other tools read (tabd/stats keys, log fields)."""
+from __future__ import annotations
+
+import asyncio
+
+from support.fakes import FakeBackend
+from tabd.cache.state import DocState
+from tabd.daemon.runtime.config import Config
+from tabd.daemon.runtime.events import EventLog
+from tabd.daemon.runtime.handover import HandOver
+from tabd.daemon.runtime.model import Model
+from tabd.daemon.runtime.scheduler import Scheduler
+from tabd.daemon.runtime.service import CompletionService
+
+TEXT = "x = 1\ny = "
+
+# tabd/stats as it was before the service was composed of collaborators: editors, replay and dashboards read it
+STATS_KEYS = {
+    "": {"sources", "prefetch", "accepts_by", "speculation", "after_accept", "latency_ms", "last", "debounce",
+         "model_calls", "requests_to_model", "accepts", "dismisses", "cache", "kv_bytes", "queue_depth",
+         "worker_faults", "gc", "nice", "model", "engine", "engine_why", "torch_loaded", "served_by",
+         "torch_free_answers", "hand_over", "weights", "rss_bytes", "error", "context", "prompt_reuse"},
+    "sources": {"cache", "typed", "inflight", "model", "none"},
+    "prefetch": {"started", "finished", "cancelled", "preempted", "used", "wasted_per_accept"},
+    "speculation": {"mode", "ceiling", "first", "further", "user_rates", "user_depth", "outcomes", "branches"},
+    "speculation.user_rates": {"all", "word", "line", "streak"},
+    "after_accept": {"requests", "from_cache", "hit_rate", "p50_ms"},
+    "latency_ms": {"p50"},
+    "last": {"source", "latency_ms", "depth", "debounce_ms"},
+    "debounce": {"base_ms", "rhythm_ms", "model_ms", "waited", "superseded", "p50_ms", "waiting"},
+    "requests_to_model": {"started", "finished", "cancelled"},
+    "cache": {"entries", "bytes", "bound_bytes"},
+    "gc": {"enabled", "freezes"},
+    "nice": {"lsp", "model"},
+    "hand_over": {"state"},
+    "context": {"enabled", "tokens_budget", "active", "documents", "skipped", "held", "picks", "changes", "warmups",
+                "last_tokens"},
+    "context.active": {"chunks", "tokens", "digest", "sources", "source_bytes"},
+    "context.held": {"chunks", "bytes", "bound_chunks", "bound_bytes"},
+    "context.warmups": {"started", "finished", "cancelled", "preempted"},
+    "prompt_reuse": {"request", "prefetch", "warmup", "last"},
+}
+LOG_FIELDS = {
+    "completion": {"after_accept", "cache_ms", "chars", "context_chunks", "context_tokens", "debounce_ms", "decode_ms",
+                   "decode_tokens", "depth", "doc", "event", "id", "key", "latency_ms", "origin", "prefill_ms",
+                   "prefill_tokens", "queue_depth", "queue_ms", "reuse", "reused_tokens", "source", "spec_depth",
+                   "spec_rates", "spec_why", "ts", "v", "version"},
+    "prefetch": {"branch", "chars", "context_tokens", "decode_ms", "decode_tokens", "depth", "doc", "event", "key",
+                 "outcome", "prefill_ms", "prefill_tokens", "queue_depth", "reuse", "reused_tokens", "ts", "v"},
+    "accept": {"chars", "doc", "event", "id", "kind", "known", "partial", "ts", "v", "via"},
+    "dismiss": {"doc", "event", "id", "known", "ts", "v"},
+}
+# fields a completion line carries only when they say something
+OPTIONAL = {"debounce_why", "hidden", "from_key", "error", "text", "engine", "torch_loaded", "reason"}
+
+
+def _state(text: str = TEXT) -> DocState:
+    return DocState.from_text(text, len(text), 4800, 1200)
+
+
+def _service(backend: FakeBackend, **config) -> tuple[CompletionService, list[dict]]:
+    events = EventLog()
+    logged: list[dict] = []
+    events.add_sink(logged.append)
+    return CompletionService(Config(**{"debounce_ms": 0, **config}), lambda c: backend, events), logged
+
+
+def _section(stats: dict, path: str) -> dict:
+    for part in filter(None, path.split(".")):
+        stats = stats[part]
+    return stats
+
+
+async def _settle(service: CompletionService) -> None:
+    while service.stats.prefetch.finished + service.stats.prefetch.cancelled < service.stats.prefetch.started:
+        await asyncio.sleep(0.01)
+    service.run_after()
+
+
+async def test_a_model_answer_then_the_same_state_from_memory_and_a_tab_into_a_prefetch():
+    backend = FakeBackend(text="foo(bar, baz)")
+    service, logged = _service(backend)
+    try:
+        first = await service.complete("d", 1, _state())
+        assert (first.text, first.source, first.depth) == ("foo(bar, baz)", "model", 0)
+        service.run_after()
+        again = service.lookup("d", 1, _state())  # no await: the LSP layer answers it on plain JSON
+        assert (again.text, again.source) == ("foo(bar, baz)", "cache")
+        await _settle(service)
+        service.document_edited("d", len(TEXT), 0, "foo(bar, baz)")  # the Tab, seen in the edit
+        tab = service.lookup("d", 2, _state(TEXT + "foo(bar, baz)"))
+        assert tab is not None and (tab.source, tab.depth) == ("cache", 1)
+        assert len(backend.calls) == 1 + service.stats.prefetch.started  # no second call for a state it knew
+        s = service.stats_dict()
+        assert s["accepts_by"] == {"edit": 1} and s["after_accept"]["from_cache"] == 1
+    finally:
+        service.close()
+
+
+async def test_a_request_memory_cannot_answer_is_built_once_for_both_paths():
+    service, _ = _service(FakeBackend())
+    try:
+        assert await service.ready()
+        assert service.lookup("d", 1, _state()) is None  # the plain path: not in memory
+        assert service.lookup("d", 1, _state()) is None  # the handler's own look first
+        answer = await service.complete("d", 1, _state())
+        assert answer.id == "1" and answer.source == "model"  # the three looks at the state made one request
+    finally:
+        service.close()
+
+
+async def test_an_edit_that_moves_the_state_cancels_the_request_for_the_old_one():
+    backend = FakeBackend(delay=5.0)
+    service, logged = _service(backend)
+    try:
+        pending = asyncio.ensure_future(service.complete("d", 1, _state()))
+        await asyncio.to_thread(backend.started.wait, 5)
+        service.document_changed("d", _state(TEXT + "z"), TEXT + "z", len(TEXT) + 1)
+        answer = await asyncio.wait_for(pending, 5)
+        assert (answer.text, answer.source) == ("", "none")
+        assert [e["reason"] for e in logged if e["event"] == "cancel"] == ["stale"]
+        assert service.stats_dict()["requests_to_model"] == {"started": 1, "finished": 0, "cancelled": 1}
+    finally:
+        service.close()
+
+
+async def test_the_lsp_layer_s_workspace_verbs_reach_the_context():
+    service, _ = _service(FakeBackend())
+    try:
+        service.document_opened("other", "lib/helpers.py", "def compute_total(items):\n    return sum(items)\n")
+        service.document_opened("d", "main.py", TEXT)
+        snap = service.focus("d", _state())
+        assert "lib/helpers.py" in [path for path, _ in snap.sources]  # the other open file, to copy from
+        assert service.context_of("d") == snap
+        service.document_closed("d")
+        assert service.context_of("d").digest == ""
+    finally:
+        service.close()
+
+
+async def test_a_model_that_cannot_load_answers_empty_with_why():
+    def broken(config):
+        raise RuntimeError("no weights here")
+    service = CompletionService(Config(), broken)
+    try:
+        assert await service.ready() is False
+        answer = await service.complete("d", 1, _state())
+        assert (answer.text, answer.source) == ("", "none")
+        assert service.load_error == "no weights here" and service.stats_dict()["error"] == "no weights here"
+    finally:
+        service.close()
+
+
+async def test_stats_keys_and_log_fields_are_the_ones_other_tools_read():
+    service, logged = _service(FakeBackend(text="foo(bar, baz)"))
+    try:
+        first = await service.complete("d", 1, _state())
+        await _settle(service)
+        service.document_edited("d", len(TEXT), 0, "foo")
+        second = service.lookup("d", 2, _state(TEXT + "foo")) or await service.complete("d", 2, _state(TEXT + "foo"))
+        service.run_after()
+        service.dismiss(second.id)
+        await asyncio.sleep(0.05)
+        service.run_after()
+        stats = service.stats_dict()
+        assert first.text
+    finally:
+        service.close()
+    for path, keys in STATS_KEYS.items():
+        assert set(_section(stats, path)) == keys, path
+    for event, fields in LOG_FIELDS.items():
+        seen = set().union(*(e.keys() for e in logged if e["event"] == event))
+        assert fields <= seen <= fields | OPTIONAL, event
+
+
+async def test_a_service_composed_over_a_model_loaded_elsewhere_answers_with_it():
+    config, events, scheduler = Config(debounce_ms=0), EventLog(), Scheduler()
+    backend = FakeBackend(text="composed()")
+    model = Model(config, lambda c: backend, scheduler, events)
+    assert await model.ready()
+    service = CompletionService.compose(config, events, scheduler, model, HandOver(scheduler, events))
+    try:
+        answer = await service.complete("d", 1, _state())
+        assert (answer.text, answer.source) == ("composed()", "model") and len(backend.calls) == 1
+        assert service.stats_dict()["hand_over"] == {"state": "off"}
+    finally:
+        service.close()
