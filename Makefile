@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.tabd-installed
 
-.PHONY: demo test test-fast test-deps bench-deps venv clean
+.PHONY: demo test test-fast test-deps typecheck bench-deps venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -19,9 +19,22 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/tabd demo
 
-# The test command named in the README; .ci/run calls it.
-test: $(STAMP) test-deps
+# The test command named in the README; .ci/run calls it. The type check is part of it.
+test: $(STAMP) test-deps typecheck
 	$(PY) -m pytest -q
+
+# mypy, strict where pyproject's [tool.mypy] says, in a virtualenv of its own under .cache: mypy and pathspec are in
+# the embedded model's training corpus (predictor/training/distributions.txt), so they stay out of the project's
+# .venv, whose installed names the corpus is checked against. It reads the project's packages through .venv's python.
+MYPY_VERSION ?= 2.4.1
+TYPECHECK_VENV := .cache/typecheck
+$(TYPECHECK_VENV)/.mypy-$(MYPY_VERSION):
+	test -x $(TYPECHECK_VENV)/bin/python || python3 -m venv $(TYPECHECK_VENV)
+	$(TYPECHECK_VENV)/bin/python -m pip install -q mypy==$(MYPY_VERSION)
+	touch $@
+
+typecheck: $(STAMP) $(TYPECHECK_VENV)/.mypy-$(MYPY_VERSION)
+	$(TYPECHECK_VENV)/bin/python -m mypy --python-executable $(PY)
 
 # Things the end-to-end tests need beyond Python packages (chromium, neovim, node packages...).
 test-deps: $(STAMP)
