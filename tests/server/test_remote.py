@@ -6,14 +6,12 @@ serve-model gives the local backend's suggestion, character for character.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import socket
 import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -23,6 +21,7 @@ from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from support.lspclient import change, init_params, inline, open_doc, stats
+from support.stub_model import stub_model
 from tabd.predictor.prompt_text import fim_prompt, guess_template, parse_fim_prompt
 from tabd.predictor.remote import RemoteBackend
 from tabd.predictor.wire import RemoteError
@@ -233,76 +232,10 @@ async def test_server_down_gives_an_empty_suggestion_and_an_error_event():
         service.close()
 
 
-class Scripted(BaseHTTPRequestHandler):
-    """A tiny server whose POST behaviour the test sets: status codes, silence, slow streams."""
-
-    protocol_version = "HTTP/1.1"
-    mode = "500"
-    hits: list[str] = []
-    bodies: list[dict] = []
-    closed = threading.Event()
-
-    def log_message(self, *args) -> None:
-        pass
-
-    def _send(self, code: int, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        self._send(404, {"error": "not here"})
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-        self.hits.append(self.path)
-        self.bodies.append(body)
-        mode = self.mode
-        if mode == "500":
-            self._send(500, {"error": {"message": "CUDA out of memory", "type": "server_error"}})
-        elif mode == "404":
-            self._send(404, {"detail": "Not Found"})
-        elif mode == "sleep":
-            time.sleep(5)
-            self._send(200, {"choices": [{"text": "late"}]})
-        elif mode == "stream":
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            try:
-                for i in range(100):
-                    event = {"choices": [{"text": "a", "index": 0}]}
-                    self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
-                    self.wfile.flush()
-                    time.sleep(0.1)
-            except OSError:
-                type(self).closed.set()
-            self.close_connection = True
-        elif mode == "infill":
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            ok = body.get("input_prefix") == "x = " and body.get("input_suffix") == "\n" and body.get("cache_prompt")
-            for piece in (["4", "2", "\n", "y"] if ok else ["wrong"]):
-                self.wfile.write(f"data: {json.dumps({'content': piece, 'stop': False})}\n\n".encode())
-            self.wfile.write(f"data: {json.dumps({'content': '', 'stop': True, 'timings': {'prompt_n': 3, 'cache_n': 1, 'predicted_n': 4}})}\n\n".encode())
-            self.close_connection = True
-
-
 @pytest.fixture
 def scripted():
-    handler = type("H", (Scripted,), {"hits": [], "bodies": [], "closed": threading.Event()})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield handler, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with stub_model() as served:
+        yield served
 
 
 def test_http_500_is_retried_then_reported(scripted):
