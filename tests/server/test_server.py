@@ -188,7 +188,7 @@ async def test_positions_out_of_range_are_clamped(client: LanguageClient):
 
 
 async def test_bad_params_and_unknown_methods_get_error_codes(client: LanguageClient):
-    # params that do not parse are sent as raw JSON in test_hardening.py (pygls' client refuses to send them)
+    # params that do not parse are sent as raw JSON in tests/unit/test_error_codes.py (pygls' client refuses to send them)
     proto = client.protocol
     with pytest.raises(Exception) as info:
         await asyncio.wait_for(proto.send_request_async("tabd/no-such-method", {}), 30)
