@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -21,6 +20,7 @@ from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from support.lspclient import change, init_params, inline, open_doc, stats
+from support.ports import free_port
 from support.stub_model import stub_model
 from tabd.predictor.prompt_text import fim_prompt, guess_template, parse_fim_prompt
 from tabd.predictor.remote import RemoteBackend
@@ -29,12 +29,6 @@ from tabd.predictor.templates import FAMILIES, template_for
 from tabd.predictor.types import ContextChunk, GenSettings, Interrupted
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_serve_model(port: int, *extra: str, timeout: float = 300.0) -> tuple[subprocess.Popen, str]:

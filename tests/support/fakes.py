@@ -13,7 +13,10 @@ class FakeBackend(Backend):
     model_id = "fake"
     engine_name = "fake"
 
-    def __init__(self, fail: bool = False, delay: float = 0.0, text: str | Callable[[str, str], str] = "return 42") -> None:
+    def __init__(self, fail: bool = False, delay: float = 0.0,
+                 text: str | Callable[[str, str], str | Prediction] = "return 42") -> None:
+        """text: the answer, or a function of (prefix, suffix) giving it, as a string or as a whole Prediction (to
+        script its per-token confidence)."""
         self.fail = fail
         self.delay = delay
         self.text = text
@@ -35,4 +38,5 @@ class FakeBackend(Backend):
         if self.fail:
             raise RuntimeError("model exploded")
         self.finished += 1
-        return Prediction(self.text(prefix, suffix) if callable(self.text) else self.text)
+        answer = self.text(prefix, suffix) if callable(self.text) else self.text
+        return answer if isinstance(answer, Prediction) else Prediction(answer)
