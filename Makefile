@@ -40,8 +40,9 @@ typecheck: $(STAMP) $(TYPECHECK_VENV)/.mypy-$(MYPY_VERSION)
 test-deps: $(STAMP)
 	@for f in .ci/setup.d/*.sh; do [ -e "$$f" ] || continue; echo "setup: $$f"; bash "$$f" || exit 1; done
 
+# The in-process tier and the quick real-server tests: no editor, browser, llama.cpp or slow end-to-end run.
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow and not editors and not browser and not llamacpp"
+	$(PY) -m pytest -q -m "(unit or (server and not slow)) and not editors and not browser and not llamacpp"
 
 # llama.cpp for `tabd bench engines`, built once (10 minutes on 2 idle cores, 48 on a busy pair) into .cache, where
 # predictor/bench/gguf.py finds the sdist's GGUF converter. No binary wheel exists for this platform. The AMX

@@ -1,18 +1,8 @@
-"""Shared test helpers: the command that starts a real `tabd serve` child process."""
+"""What every tier shares: the fixture model, and each test marked with its tier (the folder it lives in).
+The helpers the tests import are in tests/support."""
 from __future__ import annotations
 
-import sys
-
 import pytest
-
-
-def serve_command(*extra: str) -> list[str]:
-    return [sys.executable, "-m", "tabd.daemon", "serve", *extra]
-
-
-@pytest.fixture
-def tmp_log(tmp_path):
-    return tmp_path / "tabd.jsonl"
 
 
 @pytest.fixture(scope="session")

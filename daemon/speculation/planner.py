@@ -4,8 +4,8 @@ After a suggestion is shown, the user may take all of it (Tab), its next word
 (Ctrl+Right) or its next line. The word and line rules are VS Code's
 (InlineCompletionsModel.acceptNextWord / acceptNextLine, default word
 definition), defined here once for the daemon and mirrored exactly by
-editors/vscode/src/logic.ts and editors/nvim/lua/tabd/init.lua
-(tests/server/test_accept_rule.py feeds the same suggestions to all three).
+editors/nvim/lua/tabd/init.lua (tests/server/test_accept_rule.py feeds the same
+suggestions to both); VS Code runs its own.
 How deep each branch goes is the depth policy's call (daemon/speculation/acceptance.py).
 """
 from __future__ import annotations

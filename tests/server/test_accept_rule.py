@@ -1,5 +1,8 @@
-"""One word/line accept rule: the daemon's planner, the VS Code extension's logic.ts and the Neovim plugin insert
-the same text for the same suggestions (VS Code's acceptNextWord / acceptNextLine semantics)."""
+"""One word/line accept rule: the daemon's planner and the Neovim plugin insert the same text for the same suggestions,
+and the planner's rule is VS Code's (acceptNextWord / acceptNextLine, checked on cases worked by hand from its code).
+
+VS Code itself is not driven here: its Ctrl+Right runs VS Code's own code (the extension performs no partial accept),
+which only a real VS Code shows (tests/editors/test_vscode.py)."""
 from __future__ import annotations
 
 import json
@@ -12,7 +15,6 @@ import pytest
 from tabd.daemon.speculation.planner import next_line, next_word
 
 REPO = Path(__file__).resolve().parents[2]
-EXT = REPO / "editors" / "vscode"
 SUGGESTIONS = [
     "\n    return z", " x + 1", "(a, b):\n    return", "    pass", "été = 1", " ", "x", "foo.bar(1)",
     "-1.5e3 + x", ".5x", "1.5", "12 + 3", "a-b", "):", "): pass", "\t\treturn self", "_private_name = 1",
@@ -39,19 +41,6 @@ def test_the_daemon_rule_is_vscodes():
         assert (next_word(text), next_line(text)) == (word, line), text
     for text in SUGGESTIONS:  # each accept takes something, and a prefix of what is shown
         assert next_word(text) and text.startswith(next_word(text)) and text.startswith(next_line(text))
-
-
-def test_vscode_logic_inserts_what_the_daemon_plans(tmp_path):
-    node = shutil.which("node")
-    tsc = EXT / "node_modules" / "typescript" / "bin" / "tsc"
-    if node is None or not tsc.exists():
-        pytest.skip("node or editors/vscode/node_modules missing (run .ci/setup.d/40-vscode.sh)")
-    subprocess.run([node, str(tsc), "-p", ".", "--outDir", str(tmp_path)], cwd=EXT, check=True, timeout=180)
-    script = ("import(process.argv[1]).then(m => { const xs = JSON.parse(process.argv[2]);"
-              " console.log(JSON.stringify(xs.map(t => [m.nextWord(t), m.nextLine(t)]))); })")
-    out = subprocess.run([node, "-e", script, str(tmp_path / "logic.js"), json.dumps(SUGGESTIONS)],
-                         capture_output=True, text=True, check=True, timeout=60).stdout
-    assert json.loads(out) == python_rule()
 
 
 def _nvim() -> str | None:

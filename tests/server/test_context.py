@@ -17,7 +17,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from support.lspclient import change, init_params, inline, open_doc, read_log, stats, to_dict
+from support.lspclient import change, context_of, end_of, init_params, inline, open_doc, read_log, stats
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -57,10 +57,6 @@ async def client(lsp_client: LanguageClient):
     await lsp_client.shutdown_session()
 
 
-async def context_of(client, uri: str) -> dict:
-    return to_dict(await asyncio.wait_for(client.protocol.send_request_async("tabd/context", {"uri": uri}), 30))
-
-
 def completions() -> list[dict]:
     return [e for e in read_log(LOG) if e.get("event") == "completion" and e.get("origin") == "model"]
 
@@ -72,11 +68,6 @@ async def until(predicate, timeout: float = 60.0):
         if value or time.monotonic() > deadline:
             return value
         await asyncio.sleep(0.05)
-
-
-def end_of(text: str) -> tuple[int, int]:
-    lines = text.split("\n")
-    return len(lines) - 1, len(lines[-1])
 
 
 async def test_open_file_reaches_the_prompt_and_a_keystroke_keeps_it(client: LanguageClient):

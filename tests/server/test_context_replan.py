@@ -16,7 +16,7 @@ import pytest
 import pytest_lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from support.lspclient import change, init_params, inline, open_doc, read_log, stats, to_dict
+from support.lspclient import change, context_of, init_params, inline, open_doc, read_log, stats
 
 LOG = Path(tempfile.mkdtemp(prefix="tabd-replan-")) / "serve.jsonl"
 
@@ -32,10 +32,6 @@ async def client(lsp_client: LanguageClient):
     await lsp_client.initialize_session(init_params({"contextIdleMs": 100}))
     yield
     await lsp_client.shutdown_session()
-
-
-async def context_of(client, uri: str) -> dict:
-    return to_dict(await asyncio.wait_for(client.protocol.send_request_async("tabd/context", {"uri": uri}), 30))
 
 
 async def test_tab_after_a_context_change_is_served_from_memory(client: LanguageClient):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from support.fixture_model import MODEL_DIR, SUGGESTION
-from support.lspclient import change, init_params, inline, open_doc, read_log, stats
+from support.lspclient import change, init_params, inline, open_doc, read_log, stats, until_stats
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 LOG = Path(tempfile.mkdtemp(prefix="tabd-debounce-")) / "serve.jsonl"
@@ -41,17 +40,6 @@ async def client(lsp_client: LanguageClient, fixture_model):
     await lsp_client.shutdown_session()
 
 
-async def until(client, check, what: str, timeout: float = 60.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        s = await stats(client)
-        if check(s):
-            return s
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: {s}")
-        await asyncio.sleep(0.02)
-
-
 def completions() -> list[dict]:
     return [e for e in read_log(LOG) if e.get("event") == "completion"]
 
@@ -61,7 +49,7 @@ async def test_the_server_says_it_debounces(client: LanguageClient):
 
 
 async def test_a_lone_request_is_answered_after_its_debounce(client: LanguageClient):
-    await until(client, lambda s: s["engine"] is not None, "the model loads")
+    await until_stats(client, lambda s: s["engine"] is not None, "the model loads", every=0.02)
     uri = "file:///w/lone.py"
     open_doc(client, uri, text("lone"))
     before = await stats(client)
@@ -71,7 +59,7 @@ async def test_a_lone_request_is_answered_after_its_debounce(client: LanguageCli
     assert s["last"]["source"] == "model" and s["last"]["debounce_ms"] == BASE_MS
     assert s["debounce"]["waited"] == before["debounce"]["waited"] + 1
     assert s["requests_to_model"]["started"] == before["requests_to_model"]["started"] + 1
-    await until(client, lambda s: any(e["source"] == "model" for e in completions()), "the log line")
+    await until_stats(client, lambda s: any(e["source"] == "model" for e in completions()), "the log line", every=0.02)
     line = [e for e in completions() if e["source"] == "model"][-1]
     assert line["debounce_ms"] == BASE_MS and line["debounce_why"]
 
@@ -87,14 +75,14 @@ async def test_answers_from_memory_are_not_delayed(client: LanguageClient):
     assert typed.items[0].insert_text == SUGGESTION[2:]
     s = await stats(client)
     assert s["last"]["source"] == "typed" and s["last"]["debounce_ms"] == 0
-    await until(client, lambda s: s["prefetch"]["finished"] > before["prefetch"]["finished"] and s["queue_depth"] == 0,
-                "the prefetch after the suggestion")
+    await until_stats(client, lambda s: s["prefetch"]["finished"] > before["prefetch"]["finished"] and s["queue_depth"] == 0,
+                      "the prefetch after the suggestion", every=0.02)
     change(client, uri, 3, 5, 12, SUGGESTION[2:])  # Tab: the rest inserted, the next suggestion is in the cache
     await inline(client, uri, 5, 10 + len(SUGGESTION))
     s = await stats(client)
     assert s["last"]["source"] == "cache" and s["last"]["debounce_ms"] == 0
-    await until(client, lambda s: len([e for e in completions() if e["doc"] == completions()[-1]["doc"]]) >= 3,
-                "three log lines")
+    await until_stats(client, lambda s: len([e for e in completions() if e["doc"] == completions()[-1]["doc"]]) >= 3,
+                      "three log lines", every=0.02)
     mine = [e for e in completions() if e["doc"] == completions()[-1]["doc"]]
     assert [(e["source"], e["debounce_ms"]) for e in mine[-2:]] == [("typed", 0), ("cache", 0)]
 
@@ -104,7 +92,7 @@ async def test_a_keystroke_during_the_debounce_answers_empty_and_skips_the_model
     open_doc(client, uri, text("burst"))
     before = await stats(client)
     waiting = asyncio.ensure_future(inline(client, uri, 5, 10))
-    await until(client, lambda s: s["debounce"]["waiting"] == 1, "the request waits out its debounce")
+    await until_stats(client, lambda s: s["debounce"]["waiting"] == 1, "the request waits out its debounce", every=0.02)
     change(client, uri, 2, 5, 10, " ")  # the next keystroke, before the wait ran out
     assert list((await waiting).items) == []
     s = await stats(client)
@@ -122,7 +110,7 @@ async def test_a_newer_request_supersedes_one_still_waiting(client: LanguageClie
     open_doc(client, uri, text("move"))
     before = await stats(client)
     older = asyncio.ensure_future(inline(client, uri, 5, 10))
-    await until(client, lambda s: s["debounce"]["waiting"] == 1, "the request waits out its debounce")
+    await until_stats(client, lambda s: s["debounce"]["waiting"] == 1, "the request waits out its debounce", every=0.02)
     newer = asyncio.ensure_future(inline(client, uri, 4, 18))  # the cursor moved: no edit, a new request
     assert list((await older).items) == []
     await newer
@@ -139,11 +127,11 @@ async def test_a_client_cancel_during_the_debounce_gets_an_error_and_no_model_ca
         context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
         text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=5, character=10))
     fut = client.protocol.send_request(types.TEXT_DOCUMENT_INLINE_COMPLETION, params, msg_id=777001)
-    await until(client, lambda s: s["debounce"]["waiting"] == 1, "the request waits out its debounce")
+    await until_stats(client, lambda s: s["debounce"]["waiting"] == 1, "the request waits out its debounce", every=0.02)
     client.cancel_request(types.CancelParams(id=777001))
     with pytest.raises(Exception, match="(?i)cancel"):
         await asyncio.wait_for(asyncio.wrap_future(fut) if not asyncio.isfuture(fut) else fut, 30)
-    s = await until(client, lambda s: s["debounce"]["waiting"] == 0, "the wait ends")
+    s = await until_stats(client, lambda s: s["debounce"]["waiting"] == 0, "the wait ends", every=0.02)
     assert s["requests_to_model"]["started"] == before["requests_to_model"]["started"]
 
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
 import sys
 import urllib.request
 
@@ -13,14 +12,9 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 from support.fixture_model import MODEL_DIR, SUGGESTION
 from support.lspclient import change, init_params, inline, open_doc, stats
+from support.ports import free_port
 
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 PORT = free_port()

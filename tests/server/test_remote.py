@@ -1,4 +1,4 @@
-"""The remote backend against real servers on 127.0.0.1: `tabd serve-model`, tiny failing servers, llama.cpp.
+"""The remote backend against real servers on 127.0.0.1: `tabd serve-model`, and llama.cpp (stub servers: tests/unit/test_remote_backend.py).
 
 The acceptance check: the same (prefix, suffix) through RemoteBackend -> tabd
 serve-model gives the local backend's suggestion, character for character.
@@ -6,14 +6,11 @@ serve-model gives the local backend's suggestion, character for character.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
-import socket
 import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -23,19 +20,12 @@ from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from support.lspclient import change, init_params, inline, open_doc, stats
-from tabd.predictor.prompt_text import fim_prompt, guess_template, parse_fim_prompt
+from support.ports import free_port
 from tabd.predictor.remote import RemoteBackend
 from tabd.predictor.wire import RemoteError
-from tabd.predictor.templates import FAMILIES, template_for
 from tabd.predictor.types import ContextChunk, GenSettings, Interrupted
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_serve_model(port: int, *extra: str, timeout: float = 300.0) -> tuple[subprocess.Popen, str]:
@@ -75,34 +65,6 @@ def local():
     from tabd.predictor.local import LocalBackend
 
     return LocalBackend()
-
-
-# -- prompt strings ------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("family", [*FAMILIES, "plain"])
-def test_fim_prompt_parses_back(family):
-    layouts = FAMILIES[family][4] if family in FAMILIES else ("plain",)
-    for layout in layouts:
-        t = template_for(family, None if family == "plain" else layout)
-        prefix, suffix = "def f(x):\n    return <x", "\n\nprint(f(1))\n"
-        prompt = fim_prompt(t, prefix, suffix)
-        if t.layout == "plain":
-            assert parse_fim_prompt(t, prompt) == (prefix, "")
-        else:
-            assert parse_fim_prompt(t, prompt) == (prefix, suffix)
-            assert parse_fim_prompt(t, "no markers here") is None
-
-
-def test_the_tabd_prompt_is_suffix_first():
-    assert fim_prompt(template_for("tabd"), "P", "S") == "<tabd_suf>S<tabd_pre>P"
-
-
-def test_templates_guessed_from_model_names():
-    assert guess_template("Qwen/Qwen2.5-Coder-1.5B").family == "qwen2.5-coder"
-    assert guess_template("qwen2.5-coder:1.5b-base").family == "qwen2.5-coder"
-    assert guess_template("bigcode/starcoder2-3b").family == "starcoder2"
-    assert guess_template("/models/tabd-f32.gguf").name == "tabd-spm"
-    assert guess_template("llama3") is None
 
 
 # -- against tabd serve-model ----------------------------------------------------------------------
@@ -192,211 +154,6 @@ def test_cancel_mid_request_returns_promptly_and_server_stays_usable(serve_model
     assert time.monotonic() - stopped_at[0] < 0.1
     settings = GenSettings(16)
     assert remote.predict(prefix, "", settings).text == local.predict(prefix, "", settings).text
-
-
-# -- failures: each a one-line RemoteError naming the URL, fast -----------------------------------------
-
-def test_server_down_is_fast_and_clear():
-    url = f"http://127.0.0.1:{free_port()}"
-    remote = RemoteBackend(url, fim="tabd")  # construction does not need the server up
-    t0 = time.monotonic()
-    with pytest.raises(RemoteError, match=r"cannot reach .*connection refused.*running\?") as err:
-        remote.predict("x = ", "", GenSettings(8))
-    assert url in str(err.value) and "\n" not in str(err.value)
-    assert time.monotonic() - t0 < 2
-    t0 = time.monotonic()
-    with pytest.raises(RemoteError):
-        remote.predict("x = ", "", GenSettings(8))  # within a second: no new connection attempts
-    assert time.monotonic() - t0 < 0.2
-
-
-async def test_server_down_gives_an_empty_suggestion_and_an_error_event():
-    from tabd.cache.state import DocState
-    from tabd.daemon.runtime.backends import make_backend
-    from tabd.daemon.runtime.config import Config
-    from tabd.daemon.runtime.events import EventLog
-    from tabd.daemon.runtime.service import CompletionService
-
-    config = Config(fim="tabd", backend="openai", url=f"http://127.0.0.1:{free_port()}")
-    events = EventLog()
-    seen: list[dict] = []
-    events.add_sink(seen.append)
-    service = CompletionService(config, make_backend, events)
-    try:
-        assert await service.ready()
-        t0 = time.monotonic()
-        answer = await service.complete("doc", 1, DocState.from_text("x = ", 4, 2000, 600))
-        assert answer.text == "" and time.monotonic() - t0 < 2
-        errors = [e for e in seen if e.get("event") == "error"]
-        assert errors and "cannot reach" in errors[-1]["message"]
-    finally:
-        service.close()
-
-
-class Scripted(BaseHTTPRequestHandler):
-    """A tiny server whose POST behaviour the test sets: status codes, silence, slow streams."""
-
-    protocol_version = "HTTP/1.1"
-    mode = "500"
-    hits: list[str] = []
-    bodies: list[dict] = []
-    closed = threading.Event()
-
-    def log_message(self, *args) -> None:
-        pass
-
-    def _send(self, code: int, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        self._send(404, {"error": "not here"})
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-        self.hits.append(self.path)
-        self.bodies.append(body)
-        mode = self.mode
-        if mode == "500":
-            self._send(500, {"error": {"message": "CUDA out of memory", "type": "server_error"}})
-        elif mode == "404":
-            self._send(404, {"detail": "Not Found"})
-        elif mode == "sleep":
-            time.sleep(5)
-            self._send(200, {"choices": [{"text": "late"}]})
-        elif mode == "stream":
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            try:
-                for i in range(100):
-                    event = {"choices": [{"text": "a", "index": 0}]}
-                    self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
-                    self.wfile.flush()
-                    time.sleep(0.1)
-            except OSError:
-                type(self).closed.set()
-            self.close_connection = True
-        elif mode == "infill":
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            ok = body.get("input_prefix") == "x = " and body.get("input_suffix") == "\n" and body.get("cache_prompt")
-            for piece in (["4", "2", "\n", "y"] if ok else ["wrong"]):
-                self.wfile.write(f"data: {json.dumps({'content': piece, 'stop': False})}\n\n".encode())
-            self.wfile.write(f"data: {json.dumps({'content': '', 'stop': True, 'timings': {'prompt_n': 3, 'cache_n': 1, 'predicted_n': 4}})}\n\n".encode())
-            self.close_connection = True
-
-
-@pytest.fixture
-def scripted():
-    handler = type("H", (Scripted,), {"hits": [], "bodies": [], "closed": threading.Event()})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield handler, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-
-
-def test_http_500_is_retried_then_reported(scripted):
-    handler, url = scripted
-    handler.mode = "500"
-    remote = RemoteBackend(url, fim="tabd", retries=2)
-    with pytest.raises(RemoteError, match=r"/v1/completions: HTTP 500: CUDA out of memory") as err:
-        remote.predict("x = ", "", GenSettings(8))
-    assert url in str(err.value)
-    assert len(handler.hits) == 3  # two retries with backoff
-
-
-def test_http_404_route_is_not_retried(scripted):
-    handler, url = scripted
-    handler.mode = "404"
-    remote = RemoteBackend(url, fim="tabd")
-    with pytest.raises(RemoteError, match=r"HTTP 404, no such route .*/v1/completions"):
-        remote.predict("x = ", "", GenSettings(8))
-    assert len(handler.hits) == 1
-
-
-def test_a_silent_server_times_out_bounded(scripted):
-    handler, url = scripted
-    handler.mode = "sleep"
-    remote = RemoteBackend(url, fim="tabd", total_timeout=0.8)
-    t0 = time.monotonic()
-    with pytest.raises(RemoteError, match=r"timeout"):
-        remote.predict("x = ", "", GenSettings(8))
-    assert time.monotonic() - t0 < 2.5
-
-
-def test_the_timeout_option_bounds_a_silent_server(scripted):
-    import argparse
-
-    from tabd.daemon.runtime.backends import make_backend
-    from tabd.daemon.runtime.config import ConfigError
-    from tabd.daemon.runtime.options import add_model_arguments, config_from_args
-
-    handler, url = scripted
-    handler.mode = "sleep"
-    parser = argparse.ArgumentParser()
-    add_model_arguments(parser)
-    config = config_from_args(parser.parse_args(["--backend", "openai", "--url", url, "--fim", "tabd", "--remote-timeout", "0.7"]))
-    with pytest.raises(RemoteError, match=r"no complete answer within 0.7 s \(timeout\)"):
-        make_backend(config).predict("x = ", "", GenSettings(8))
-    assert config_from_args(parser.parse_args([])).timeout == 20.0
-    for bad in ("0", "-1", "601", "nan"):
-        with pytest.raises(ConfigError, match="timeout must be"):
-            config_from_args(parser.parse_args(["--remote-timeout", bad]))
-
-
-def test_no_template_known_says_what_to_pass(scripted):
-    _, url = scripted
-    with pytest.raises(RemoteError, match=r"--fim"):
-        RemoteBackend(url, model="llama3")
-
-
-def test_cancel_closes_the_server_side_stream(scripted):
-    handler, url = scripted
-    handler.mode = "stream"
-    remote = RemoteBackend(url, fim="tabd")
-    flag = threading.Event()
-    threading.Timer(0.35, flag.set).start()
-    with pytest.raises(Interrupted):
-        remote.predict("x = ", "", GenSettings(100, multiline=True, max_lines=1000), flag.is_set)
-    returned = time.monotonic()
-    assert handler.closed.wait(2), "the server kept streaming to a client that had gone"
-    assert time.monotonic() - returned < 1
-
-
-def test_stream_stops_by_the_local_rule(scripted):
-    handler, url = scripted
-    handler.mode = "infill"
-    remote = RemoteBackend(url, fim="server")
-    assert remote.route == "suffix"  # no /props here: what an Ollama-style server gets
-    remote.route, remote.info.infill = "infill", True  # as if /props had answered (llama-server)
-    p = remote.predict("x = ", "\n", GenSettings(8))
-    assert p.text == "42" and handler.hits == ["/infill"]
-    assert p.decode_tokens == 3  # "4", "2", "\n": the stream was closed there, as local stops there
-
-
-def test_context_goes_to_llama_server_as_input_extra(scripted):
-    handler, url = scripted
-    handler.mode = "infill"
-    remote = RemoteBackend(url, fim="server")
-    remote.route, remote.info.infill = "infill", True
-    chunks = [ContextChunk("pkg/answer.py", "ANSWER = 42\n")]
-    assert remote.predict("x = ", "\n", GenSettings(8), context=chunks).text == "42"
-    assert handler.bodies[-1]["input_extra"] == [{"filename": "pkg/answer.py", "text": "ANSWER = 42\n"}]
-    remote.predict("x = ", "\n", GenSettings(8))
-    assert "input_extra" not in handler.bodies[-1]
-    handler.mode = "stream"  # a warm-up asks llama-server for no tokens, with the same prompt and cache_prompt
-    remote.warm("x = ", "\n", GenSettings(8), context=chunks)
-    assert handler.bodies[-1]["n_predict"] == 0 and handler.bodies[-1]["input_extra"] and handler.bodies[-1]["cache_prompt"]
 
 
 def test_serve_model_runs_the_local_backends_context_tokens(serve_model, local):

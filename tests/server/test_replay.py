@@ -1,7 +1,6 @@
 """Replay: the simulated user's choices (pure), replay through an oracle LSP server, and through `tabd serve`."""
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import json
 import subprocess

@@ -11,7 +11,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from support.lspclient import change, init_params, inline, open_doc, stats
+from support.lspclient import change, init_params, inline, open_doc, stats, until_stats
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 LINE = "total = compute_total(items, tax)\n"
@@ -31,17 +31,6 @@ async def shown_at(client, uri: str, line: int, char: int) -> types.InlineComple
     return result.items[0]
 
 
-async def until(client, check, what: str, timeout: float = 10.0) -> dict:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        s = await stats(client)
-        if check(s):
-            return s
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"{what}: {s}")
-        await asyncio.sleep(0.05)
-
-
 async def test_an_accept_seen_only_in_didchange_counts_and_marks_the_next_request(client: LanguageClient):
     uri = "file:///w/a.py"
     open_doc(client, uri, LINE + "total = ")
@@ -49,7 +38,7 @@ async def test_an_accept_seen_only_in_didchange_counts_and_marks_the_next_reques
     assert item.insert_text == "compute_total(items, tax)"
     change(client, uri, 2, 1, 8, item.insert_text)  # Tab in an editor that never runs the item's command
     await shown_at_or_empty(client, uri, 1, 8 + len(item.insert_text))
-    s = await until(client, lambda s: s["accepts"] == 1, "one accept from the edit")
+    s = await until_stats(client, lambda s: s["accepts"] == 1, "one accept from the edit", timeout=10.0)
     assert s["accepts_by"] == {"edit": 1}
     assert s["after_accept"]["requests"] == 1  # the request after it is an after-accept one
     assert s["speculation"]["outcomes"]["all"] == 1
@@ -66,7 +55,7 @@ async def test_a_client_that_also_runs_tabd_accept_is_counted_once(client: Langu
     change(client, uri, 2, 1, 8, item.insert_text)
     await client.workspace_execute_command_async(
         types.ExecuteCommandParams(command="tabd.accept", arguments=item.command.arguments))
-    s = await until(client, lambda s: s["accepts"] >= 1, "an accept")
+    s = await until_stats(client, lambda s: s["accepts"] >= 1, "an accept", timeout=10.0)
     await asyncio.sleep(0.2)
     s = await stats(client)
     assert s["accepts"] == 1 and s["accepts_by"] == {"edit": 1}
@@ -79,7 +68,7 @@ async def test_a_partial_accept_is_seen_as_such_and_typing_is_not_an_accept(clie
     change(client, uri, 2, 1, 8, "c")  # one keystroke that types into the suggestion: typing, not an accept
     await inline(client, uri, 1, 9)
     change(client, uri, 3, 1, 9, "ompute_total(")  # the next part of it in one edit: a partial accept
-    s = await until(client, lambda s: s["accepts"] == 1, "one partial accept")
+    s = await until_stats(client, lambda s: s["accepts"] == 1, "one partial accept", timeout=10.0)
     assert s["speculation"]["outcomes"]["word"] == 1 and s["speculation"]["outcomes"]["all"] == 0
 
 
@@ -95,7 +84,7 @@ async def test_depth_follows_acceptance(client: LanguageClient):
         change(client, uri, version, line, 4, item.insert_text)
         version += 1
         change(client, uri, version, line, 4 + len(item.insert_text), "\n")
-    s = await until(client, lambda s: s["speculation"]["user_depth"] > 2, "deeper after a streak")
+    s = await until_stats(client, lambda s: s["speculation"]["user_depth"] > 2, "deeper after a streak", timeout=10.0)
     assert s["speculation"]["outcomes"]["all"] == 8 and s["accepts_by"] == {"edit": 8}
     streak_depth = s["speculation"]["user_depth"]
 
@@ -119,7 +108,7 @@ async def test_a_partial_accept_marks_the_next_request_with_other_files_open(cli
     item = await shown_at(client, uri, 1, 8)
     assert item.insert_text == "compute_total(items, tax)"
     change(client, uri, 2, 1, 8, "compute_total(")  # its first part in one edit: a partial accept
-    await until(client, lambda s: s["accepts"] == 1, "one partial accept")
+    await until_stats(client, lambda s: s["accepts"] == 1, "one partial accept", timeout=10.0)
     await inline(client, uri, 1, 8 + len("compute_total("))
     s = await stats(client)
     assert s["context"]["active"]["sources"] >= 1  # the other file is in the context

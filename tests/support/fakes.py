@@ -13,8 +13,10 @@ class FakeBackend(Backend):
     model_id = "fake"
     engine_name = "fake"
 
-    def __init__(self, fail: bool = False, delay: float = 0.0, text: str | Callable[[str, str], str] = "return 42",
-                 warms: bool = False) -> None:
+    def __init__(self, fail: bool = False, delay: float = 0.0,
+                 text: str | Callable[[str, str], str | Prediction] = "return 42", warms: bool = False) -> None:
+        """text: the answer, or a function of (prefix, suffix) giving it, as a string or as a whole Prediction (to
+        script its per-token confidence); warms: warm() prefills (and records it) instead of answering None."""
         self.fail = fail
         self.delay = delay
         self.text = text
@@ -40,7 +42,8 @@ class FakeBackend(Backend):
         if self.fail:
             raise RuntimeError("model exploded")
         self.finished += 1
-        return Prediction(self.text(prefix, suffix) if callable(self.text) else self.text)
+        answer = self.text(prefix, suffix) if callable(self.text) else self.text
+        return answer if isinstance(answer, Prediction) else Prediction(answer)
 
     def warm(self, prefix: str, suffix: str, settings: GenSettings, should_stop: Callable[[], bool] = lambda: False,
              slot_id: str = "default", context: Sequence[ContextChunk] = ()) -> Prediction | None:

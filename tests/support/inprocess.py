@@ -1,4 +1,7 @@
-"""A tabd LSP server in this process, fed raw JSON-RPC values and read back from a capturing writer."""
+"""A tabd LSP server in this process, fed raw JSON-RPC values and read back from a capturing writer.
+
+The real TabdServer and TabdProtocol (lsp/), with a fake backend unless a test gives one: what the transport would
+hand them, they get; what they would write, the test reads."""
 from __future__ import annotations
 
 import asyncio
@@ -10,6 +13,18 @@ from tabd.daemon.runtime.events import EventLog
 from tabd.lsp.server import build_server
 
 from support.fakes import FakeBackend
+
+INLINE = "textDocument/inlineCompletion"
+
+
+def inline_params(uri: str = "file:///a.py", line: int = 0, character: int = 0) -> dict:
+    return {"textDocument": {"uri": uri}, "position": {"line": line, "character": character}, "context": {"triggerKind": 2}}
+
+
+def code_of(reply: dict) -> int:
+    """The JSON-RPC error code of a reply that must be an error."""
+    assert "error" in reply, reply
+    return reply["error"]["code"]
 
 
 class Capture:
@@ -57,6 +72,13 @@ class InProcess:
                                             **({"initializationOptions": options} if options is not None else {})})
         assert "result" in await self.reply("init")
         self.notify("initialized", {})
+
+    def open(self, text: str, uri: str = "file:///a.py") -> None:
+        self.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}})
+
+    def shown(self) -> list[dict]:
+        """The window/showMessage params sent so far."""
+        return [m["params"] for m in self.out.sent if m.get("method") == "window/showMessage"]
 
     def close(self) -> None:
         self.server.close()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 from lsprotocol import types
@@ -60,9 +61,38 @@ async def inline(client, uri: str, line: int, char: int, timeout: float = 60.0) 
     return await asyncio.wait_for(client.text_document_inline_completion_async(params), timeout)
 
 
+def end_of(text: str) -> tuple[int, int]:
+    """The (line, character) at the end of text: where a test's cursor is after typing it."""
+    lines = text.split("\n")
+    return len(lines) - 1, len(lines[-1])
+
+
 async def stats(client, timeout: float = 30.0) -> dict:
     result = await asyncio.wait_for(client.protocol.send_request_async("tabd/stats", {}), timeout)
     return to_dict(result)
+
+
+async def until_stats(client, check, what: str = "", timeout: float = 60.0, every: float = 0.05) -> dict:
+    """The server's stats once check(stats) holds; an AssertionError naming `what` when it does not within timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        s = await stats(client)
+        if check(s):
+            return s
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what or 'stats'} not reached within {timeout:g} s: {s}")
+        await asyncio.sleep(every)
+
+
+async def document_text(client, uri: str) -> str:
+    """The server's copy of a document (tabd/document), to check that edits synced."""
+    result = await asyncio.wait_for(client.protocol.send_request_async("tabd/document", {"uri": uri}), 30)
+    return to_dict(result)["text"]
+
+
+async def context_of(client, uri: str) -> dict:
+    """The workspace context a document's prompts start with (tabd/context)."""
+    return to_dict(await asyncio.wait_for(client.protocol.send_request_async("tabd/context", {"uri": uri}), 30))
 
 
 def to_dict(value):

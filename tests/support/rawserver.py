@@ -9,7 +9,6 @@ import threading
 import time
 from pathlib import Path
 
-from tabd.lsp.protocol import Framer, id_in
 
 def serve_command(*extra: str) -> list[str]:
     return [sys.executable, "-m", "tabd.daemon", "serve", *extra]

@@ -1,7 +1,7 @@
 """Confidence gating in the completion service: show the part the model is sure of.
 
-The backend is a scripted one (a Prediction with chosen per-token
-probabilities), because what is under test is what the service does with
+The backend is the shared fake scripted with Predictions of chosen per-token
+probabilities (tests/support/fakes.py), because what is under test is what the service does with
 probabilities, whatever a real model would give; the decode side that
 produces them is tested in test_predictor.py against the real model.
 """
@@ -12,29 +12,24 @@ import asyncio
 from tabd.cache.state import DocState
 from tabd.daemon.runtime.config import Config, apply_client_options
 from tabd.daemon.runtime.service import CompletionService
-from tabd.predictor.types import Backend, Prediction
+from tabd.predictor.types import Prediction
+
+from support.fakes import FakeBackend
 
 TEXT = "return self.value + 1"
 CONFIDENCE = ((6, 0.95), (11, 0.9), (17, 0.8), (19, 0.3), (21, 0.9))  # sure up to ".value", unsure of " +"
 
 
-class Scripted(Backend):
-    model_id = "scripted"
-
-    def __init__(self):
-        self.calls = 0
-
-    def predict(self, prefix, suffix, settings, should_stop=lambda: False, slot_id="default", context=()):
-        self.calls += 1
-        if prefix.endswith("unsure: "):
-            return Prediction(text="maybe_this()", confidence=((5, 0.1), (12, 0.99)))
-        if prefix.endswith("call("):
-            return Prediction(text=")", confidence=((1, 0.99),))
-        if prefix.endswith("self.value"):
-            return Prediction(text=" * 2", confidence=((2, 0.9), (4, 0.9)))
-        if prefix.endswith("    "):
-            return Prediction(text=TEXT, confidence=CONFIDENCE)
-        return Prediction(text="")
+def scripted(prefix: str, suffix: str) -> Prediction:
+    if prefix.endswith("unsure: "):
+        return Prediction(text="maybe_this()", confidence=((5, 0.1), (12, 0.99)))
+    if prefix.endswith("call("):
+        return Prediction(text=")", confidence=((1, 0.99),))
+    if prefix.endswith("self.value"):
+        return Prediction(text=" * 2", confidence=((2, 0.9), (4, 0.9)))
+    if prefix.endswith("    "):
+        return Prediction(text=TEXT, confidence=CONFIDENCE)
+    return Prediction(text="")
 
 
 def _run(coro):
@@ -45,8 +40,8 @@ async def _complete(service, text, invoked=False):
     return await service.complete("doc", 1, DocState.from_text(text, len(text), 4800, 1200), invoked)
 
 
-def _service(min_confidence: float, speculation: bool = False) -> tuple[CompletionService, Scripted]:
-    backend = Scripted()
+def _service(min_confidence: float, speculation: bool = False) -> tuple[CompletionService, FakeBackend]:
+    backend = FakeBackend(text=scripted)
     config = Config(min_confidence=min_confidence, speculation=speculation).validate()
     return CompletionService(config, lambda c: backend, None), backend
 
@@ -85,7 +80,7 @@ def test_the_cache_serves_a_less_strict_request_the_full_text_without_a_model_ca
             strict = await _complete(service, "def f(self):\n    ")
             service.config.min_confidence = 0.0
             loose = await _complete(service, "def f(self):\n    ")
-            return strict, loose, backend.calls
+            return strict, loose, len(backend.calls)
         finally:
             service.close()
     strict, loose, calls = _run(go())

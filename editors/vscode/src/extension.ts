@@ -1,7 +1,8 @@
 // The VS Code side of tabd: starts `tabd serve` over stdio as a language client and
 // shows the daemon's live figures in the status bar. Inline completion itself is
 // vscode-languageclient 10's built-in feature: VS Code shows the ghost text, Tab
-// (and Ctrl+Right, word by word) accepts it, and the `tabd.accept` command each item
+// (and Ctrl+Right, word by word, by VS Code's own word rule: this extension performs no
+// partial accept of its own) accepts it, and the `tabd.accept` command each item
 // carries goes back to the daemon through workspace/executeCommand, registered by
 // the client from the server's executeCommandProvider. This file must therefore not
 // register `tabd.accept` or `tabd.dismiss` itself: the second registration would fail.

@@ -1,6 +1,6 @@
 // The extension's pure logic: settings -> initializationOptions, the daemon's
 // `tabd/stats` answer -> typed figures, figures -> status bar text, finding
-// the executable, and the word/line accept rules. No `vscode` import, so
+// the executable. No `vscode` import, so
 // `node --test` can load it as is.
 
 import * as fs from "node:fs";
@@ -255,35 +255,4 @@ export function notFoundMessage(command: string): string {
     `Install tabd (pip install -e . in the tabd repository) and set "tabd.path" ` +
     `to its full path, e.g. /path/to/tabd/.venv/bin/tabd.`
   );
-}
-
-// The word and line accept rules, as VS Code's inline completions apply them
-// (InlineCompletionsModel.acceptNextWord / acceptNextLine with the default word
-// definition). VS Code itself runs them on Ctrl+Right; they are written out here
-// because the daemon plans its prefetches by the same rules (daemon/speculation/planner.py) and
-// the Neovim plugin mirrors them (editors/nvim/lua/tabd/init.lua):
-// tests/server/test_accept_rule.py feeds the same suggestions to all three.
-const USUAL_WORD_SEPARATORS = "`~!@#$%^&*()-=+[{]}\\|;:'\",.<>/?";
-export const WORD_DEFINITION = new RegExp(
-  "(-?\\d*\\.\\d\\w*)|([^" + [...USUAL_WORD_SEPARATORS].map((c) => "\\" + c).join("") + "\\s]+)",
-);
-
-/** What a next-word accept inserts of `text`. */
-export function nextWord(text: string): string {
-  const m1 = text.match(WORD_DEFINITION);
-  let until = text.length;
-  if (m1 && m1.index !== undefined) {
-    until = m1.index === 0 ? m1[0].length : m1.index;
-  }
-  const m2 = /\s+/g.exec(text);
-  if (m2 && m2.index + m2[0].length < until) {
-    until = m2.index + m2[0].length;
-  }
-  return text.substring(0, until);
-}
-
-/** What a next-line accept inserts of `text`: through the first line break, or all of it. */
-export function nextLine(text: string): string {
-  const nl = text.indexOf("\n");
-  return nl >= 0 ? text.substring(0, nl + 1) : text;
 }

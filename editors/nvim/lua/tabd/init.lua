@@ -402,8 +402,8 @@ local function insert_text(buf, row, col, end_row, end_col, text)
 end
 
 -- The word and line accept rules: VS Code's acceptNextWord / acceptNextLine, as the
--- daemon plans its prefetches (daemon/speculation/planner.py) and the VS Code extension mirrors
--- them (editors/vscode/src/logic.ts); tests/server/test_accept_rule.py holds all three to it.
+-- daemon plans its prefetches (daemon/speculation/planner.py); tests/server/test_accept_rule.py
+-- holds both to it.
 -- Word: the leftmost word (a number like -1.5e3, or a run of characters that are
 -- neither whitespace nor one of USUAL_SEPARATORS); if it starts the text, up to its
 -- end, else up to its start; but never past the end of the first whitespace run.

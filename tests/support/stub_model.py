@@ -1,0 +1,120 @@
+"""A stub OpenAI-compatible model server on 127.0.0.1 whose POST behaviour a test sets (status codes, silence, streams,
+a call held open), and which records what it was asked: the remote backend's tests, and the daemon's own tests where a
+model call must be seen to start and to be stopped (`tabd serve --backend openai --url ...`)."""
+from __future__ import annotations
+
+import json
+import select
+import socket
+import threading
+import time
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Iterator
+
+HELD_ANSWER = "return 42"  # what a held call streams when the test releases it instead of the client hanging up
+
+
+class Scripted(BaseHTTPRequestHandler):
+    """Modes: "500", "404", "sleep" (answers after 5 s), "stream" (100 chunks, 0.1 s apart), "infill" (llama-server's
+    route), "hold" (headers, then nothing until the client hangs up, `closed`, or the test sets `release`)."""
+
+    protocol_version = "HTTP/1.1"
+    mode = "500"
+    hits: list[str] = []
+    bodies: list[dict] = []
+    started: threading.Event  # a POST arrived: the model call began
+    closed: threading.Event  # the client hung up on a call still being answered
+    release: threading.Event  # "hold": answer now
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def _send(self, code: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _event_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.flush()
+        self.close_connection = True
+
+    def _data(self, event: dict | str) -> None:
+        self.wfile.write(f"data: {event if isinstance(event, str) else json.dumps(event)}\n\n".encode())
+        self.wfile.flush()
+
+    def do_GET(self) -> None:
+        self._send(404, {"error": "not here"})
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        self.hits.append(self.path)
+        self.bodies.append(body)
+        self.started.set()
+        mode = self.mode
+        if mode == "500":
+            self._send(500, {"error": {"message": "CUDA out of memory", "type": "server_error"}})
+        elif mode == "404":
+            self._send(404, {"detail": "Not Found"})
+        elif mode == "sleep":
+            time.sleep(5)
+            self._send(200, {"choices": [{"text": "late"}]})
+        elif mode == "stream":
+            self._event_stream()
+            try:
+                for i in range(100):
+                    self._data({"choices": [{"text": "a", "index": 0}]})
+                    time.sleep(0.1)
+            except OSError:
+                type(self).closed.set()
+        elif mode == "hold":
+            self._event_stream()
+            if self._client_hung_up():
+                type(self).closed.set()
+                return
+            self._data({"choices": [{"text": HELD_ANSWER, "index": 0}]})
+            self._data("[DONE]")
+        elif mode == "infill":
+            self._event_stream()
+            ok = body.get("input_prefix") == "x = " and body.get("input_suffix") == "\n" and body.get("cache_prompt")
+            for piece in (["4", "2", "\n", "y"] if ok else ["wrong"]):
+                self._data({"content": piece, "stop": False})
+            self._data({"content": "", "stop": True, "timings": {"prompt_n": 3, "cache_n": 1, "predicted_n": 4}})
+
+    def _client_hung_up(self) -> bool:
+        """Wait for the client to close the connection (True) or for the test's release (False). An SSE comment
+        every half second keeps the stream alive, as a slow model's would be: a client's read timeout never fires."""
+        conn = self.connection
+        while not type(self).release.wait(0.5):
+            try:
+                readable, _, _ = select.select([conn], [], [], 0)
+                if readable and conn.recv(1, socket.MSG_PEEK) == b"":
+                    return True
+                self.wfile.write(b": holding\n\n")
+                self.wfile.flush()
+            except OSError:
+                return True
+        return False
+
+
+@contextmanager
+def stub_model(mode: str = "500") -> Iterator[tuple[type[Scripted], str]]:
+    """(the handler class, whose attributes the test reads and sets; the server's URL), served until the block ends."""
+    handler = type("H", (Scripted,), {"mode": mode, "hits": [], "bodies": [], "started": threading.Event(),
+                                      "closed": threading.Event(), "release": threading.Event()})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield handler, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        handler.release.set()
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,186 @@
+"""The remote backend (predictor/remote.py) in process: its FIM prompt strings, and its failures against stub
+servers on 127.0.0.1 (tests/support/stub_model.py), each a one-line RemoteError naming the URL, fast. Against a
+real `tabd serve-model` and llama.cpp: tests/server/test_remote.py.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tabd.predictor.prompt_text import fim_prompt, guess_template, parse_fim_prompt
+from tabd.predictor.remote import RemoteBackend
+from tabd.predictor.templates import FAMILIES, template_for
+from tabd.predictor.types import ContextChunk, GenSettings, Interrupted
+from tabd.predictor.wire import RemoteError
+
+from support.ports import free_port
+from support.stub_model import stub_model
+
+
+# -- prompt strings ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("family", [*FAMILIES, "plain"])
+def test_fim_prompt_parses_back(family):
+    layouts = FAMILIES[family][4] if family in FAMILIES else ("plain",)
+    for layout in layouts:
+        t = template_for(family, None if family == "plain" else layout)
+        prefix, suffix = "def f(x):\n    return <x", "\n\nprint(f(1))\n"
+        prompt = fim_prompt(t, prefix, suffix)
+        if t.layout == "plain":
+            assert parse_fim_prompt(t, prompt) == (prefix, "")
+        else:
+            assert parse_fim_prompt(t, prompt) == (prefix, suffix)
+            assert parse_fim_prompt(t, "no markers here") is None
+
+
+def test_the_tabd_prompt_is_suffix_first():
+    assert fim_prompt(template_for("tabd"), "P", "S") == "<tabd_suf>S<tabd_pre>P"
+
+
+def test_templates_guessed_from_model_names():
+    assert guess_template("Qwen/Qwen2.5-Coder-1.5B").family == "qwen2.5-coder"
+    assert guess_template("qwen2.5-coder:1.5b-base").family == "qwen2.5-coder"
+    assert guess_template("bigcode/starcoder2-3b").family == "starcoder2"
+    assert guess_template("/models/tabd-f32.gguf").name == "tabd-spm"
+    assert guess_template("llama3") is None
+
+
+# -- failures: each a one-line RemoteError naming the URL, fast -----------------------------------------
+
+def test_server_down_is_fast_and_clear():
+    url = f"http://127.0.0.1:{free_port()}"
+    remote = RemoteBackend(url, fim="tabd")  # construction does not need the server up
+    t0 = time.monotonic()
+    with pytest.raises(RemoteError, match=r"cannot reach .*connection refused.*running\?") as err:
+        remote.predict("x = ", "", GenSettings(8))
+    assert url in str(err.value) and "\n" not in str(err.value)
+    assert time.monotonic() - t0 < 2
+    t0 = time.monotonic()
+    with pytest.raises(RemoteError):
+        remote.predict("x = ", "", GenSettings(8))  # within a second: no new connection attempts
+    assert time.monotonic() - t0 < 0.2
+
+
+async def test_server_down_gives_an_empty_suggestion_and_an_error_event():
+    from tabd.cache.state import DocState
+    from tabd.daemon.runtime.backends import make_backend
+    from tabd.daemon.runtime.config import Config
+    from tabd.daemon.runtime.events import EventLog
+    from tabd.daemon.runtime.service import CompletionService
+
+    config = Config(fim="tabd", backend="openai", url=f"http://127.0.0.1:{free_port()}")
+    events = EventLog()
+    seen: list[dict] = []
+    events.add_sink(seen.append)
+    service = CompletionService(config, make_backend, events)
+    try:
+        assert await service.ready()
+        t0 = time.monotonic()
+        answer = await service.complete("doc", 1, DocState.from_text("x = ", 4, 2000, 600))
+        assert answer.text == "" and time.monotonic() - t0 < 2
+        errors = [e for e in seen if e.get("event") == "error"]
+        assert errors and "cannot reach" in errors[-1]["message"]
+    finally:
+        service.close()
+
+
+@pytest.fixture
+def scripted():
+    with stub_model() as served:
+        yield served
+
+
+def test_http_500_is_retried_then_reported(scripted):
+    handler, url = scripted
+    handler.mode = "500"
+    remote = RemoteBackend(url, fim="tabd", retries=2)
+    with pytest.raises(RemoteError, match=r"/v1/completions: HTTP 500: CUDA out of memory") as err:
+        remote.predict("x = ", "", GenSettings(8))
+    assert url in str(err.value)
+    assert len(handler.hits) == 3  # two retries with backoff
+
+
+def test_http_404_route_is_not_retried(scripted):
+    handler, url = scripted
+    handler.mode = "404"
+    remote = RemoteBackend(url, fim="tabd")
+    with pytest.raises(RemoteError, match=r"HTTP 404, no such route .*/v1/completions"):
+        remote.predict("x = ", "", GenSettings(8))
+    assert len(handler.hits) == 1
+
+
+def test_a_silent_server_times_out_bounded(scripted):
+    handler, url = scripted
+    handler.mode = "sleep"
+    remote = RemoteBackend(url, fim="tabd", total_timeout=0.8)
+    t0 = time.monotonic()
+    with pytest.raises(RemoteError, match=r"timeout"):
+        remote.predict("x = ", "", GenSettings(8))
+    assert time.monotonic() - t0 < 2.5
+
+
+def test_the_timeout_option_bounds_a_silent_server(scripted):
+    import argparse
+
+    from tabd.daemon.runtime.backends import make_backend
+    from tabd.daemon.runtime.config import ConfigError
+    from tabd.daemon.runtime.options import add_model_arguments, config_from_args
+
+    handler, url = scripted
+    handler.mode = "sleep"
+    parser = argparse.ArgumentParser()
+    add_model_arguments(parser)
+    config = config_from_args(parser.parse_args(["--backend", "openai", "--url", url, "--fim", "tabd", "--remote-timeout", "0.7"]))
+    with pytest.raises(RemoteError, match=r"no complete answer within 0.7 s \(timeout\)"):
+        make_backend(config).predict("x = ", "", GenSettings(8))
+    assert config_from_args(parser.parse_args([])).timeout == 20.0
+    for bad in ("0", "-1", "601", "nan"):
+        with pytest.raises(ConfigError, match="timeout must be"):
+            config_from_args(parser.parse_args(["--remote-timeout", bad]))
+
+
+def test_no_template_known_says_what_to_pass(scripted):
+    _, url = scripted
+    with pytest.raises(RemoteError, match=r"--fim"):
+        RemoteBackend(url, model="llama3")
+
+
+def test_cancel_closes_the_server_side_stream(scripted):
+    handler, url = scripted
+    handler.mode = "stream"
+    remote = RemoteBackend(url, fim="tabd")
+    flag = threading.Event()
+    threading.Timer(0.35, flag.set).start()
+    with pytest.raises(Interrupted):
+        remote.predict("x = ", "", GenSettings(100, multiline=True, max_lines=1000), flag.is_set)
+    returned = time.monotonic()
+    assert handler.closed.wait(2), "the server kept streaming to a client that had gone"
+    assert time.monotonic() - returned < 1
+
+
+def test_stream_stops_by_the_local_rule(scripted):
+    handler, url = scripted
+    handler.mode = "infill"
+    remote = RemoteBackend(url, fim="server")
+    assert remote.route == "suffix"  # no /props here: what an Ollama-style server gets
+    remote.route, remote.info.infill = "infill", True  # as if /props had answered (llama-server)
+    p = remote.predict("x = ", "\n", GenSettings(8))
+    assert p.text == "42" and handler.hits == ["/infill"]
+    assert p.decode_tokens == 3  # "4", "2", "\n": the stream was closed there, as local stops there
+
+
+def test_context_goes_to_llama_server_as_input_extra(scripted):
+    handler, url = scripted
+    handler.mode = "infill"
+    remote = RemoteBackend(url, fim="server")
+    remote.route, remote.info.infill = "infill", True
+    chunks = [ContextChunk("pkg/answer.py", "ANSWER = 42\n")]
+    assert remote.predict("x = ", "\n", GenSettings(8), context=chunks).text == "42"
+    assert handler.bodies[-1]["input_extra"] == [{"filename": "pkg/answer.py", "text": "ANSWER = 42\n"}]
+    remote.predict("x = ", "\n", GenSettings(8))
+    assert "input_extra" not in handler.bodies[-1]
+    handler.mode = "stream"  # a warm-up asks llama-server for no tokens, with the same prompt and cache_prompt
+    remote.warm("x = ", "\n", GenSettings(8), context=chunks)
+    assert handler.bodies[-1]["n_predict"] == 0 and handler.bodies[-1]["input_extra"] and handler.bodies[-1]["cache_prompt"]
