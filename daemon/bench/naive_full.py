@@ -65,7 +65,7 @@ def _session_file(args: argparse.Namespace, workdir: Path) -> Path:
     return path
 
 
-def _shared_flags(args: argparse.Namespace) -> list[str]:
+def shared_flags(args: argparse.Namespace) -> list[str]:
     from tabd.daemon.runtime.options import flags_of
 
     flags = flags_of(args, ("model", "device", "backend", "url"))
@@ -76,7 +76,7 @@ def _shared_flags(args: argparse.Namespace) -> list[str]:
 
 def _replay_flags(args: argparse.Namespace) -> list[str]:
     """Both replay servers' flags: the shared ones and the debounce (not for other sections' servers, e.g. start)."""
-    return _shared_flags(args) + ["--debounce-ms", str(args.replay_debounce_ms)]
+    return shared_flags(args) + ["--debounce-ms", str(args.replay_debounce_ms)]
 
 
 def _ratio(naive: float, full: float) -> float | None:

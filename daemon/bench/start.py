@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from tabd.daemon.bench.naive_full import SAMPLES, _shared_flags
+from tabd.daemon.bench.naive_full import SAMPLES, shared_flags
 
 URI = "file:///bench/start.py"
 
@@ -108,7 +108,7 @@ def one_start(command: list[str], text: str) -> dict:
 
 
 def run_section(args: argparse.Namespace) -> dict:
-    command = [sys.executable, "-m", "tabd.daemon", "serve", *_shared_flags(args)]
+    command = [sys.executable, "-m", "tabd.daemon", "serve", *shared_flags(args)]
     text = (Path(SAMPLES) / "inventory.py").read_text()
     rounds = [one_start(command, text) for _ in range(max(1, args.start_rounds))]
 

@@ -24,7 +24,11 @@ TORCH = ("torch", "transformers", "safetensors")
 SERVE_ENTRY = ("tabd.daemon.__main__", "tabd.daemon.cli", "tabd.daemon.commands.serve")
 NOT_SERVING = ("tabd.daemon.bench", "tabd.predictor.bench", "tabd.daemon.sessions", "tabd.daemon.telemetry",
                "tabd.predictor.training")
-SERVING_EXCEPTIONS = {"tabd.daemon.telemetry.metrics": "`tabd serve --metrics` serves them"}
+SERVING_EXCEPTIONS = {
+    "tabd.daemon.telemetry.metrics": "`tabd serve --metrics` serves them",
+    "tabd.daemon.sessions.record": "`tabd serve --record` appends the edits it sees to a session file",
+    "tabd.daemon.sessions.format": "... in the session file format, the contract replay reads",
+}
 
 
 @dataclass(frozen=True)
