@@ -144,6 +144,12 @@ class TabdServer(LanguageServer):
         line, character = self.documents.get(uri).position_at(offset, self.encoding)
         return types.Position(line=line, character=character)
 
+    def span_of(self, uri: str, offset: int, answer: Answer) -> tuple[types.Position, types.Position]:
+        """The range an answer's item replaces: the cursor, through the closers after it that the suggestion writes
+        itself (Answer.replaces)."""
+        start = self.position_of(uri, offset)
+        return start, self.position_of(uri, offset + answer.replaces) if answer.replaces else start
+
     def answer_now(self, params: Any) -> Any:
         """An inline completion's result from memory (cache, type-through), read from the request's plain JSON and
         written as plain JSON; NOT_PLAIN when the request needs more, or is malformed: the normal handler then answers
@@ -160,8 +166,8 @@ class TabdServer(LanguageServer):
         answer = self.service.lookup(doc, version, state, invoked)
         if answer is None:
             return NOT_PLAIN
-        line, character = self.documents.get(uri).position_at(offset, self.encoding)
-        return inline_result(answer, {"line": line, "character": character})
+        start, end = self.span_of(uri, offset, answer)
+        return inline_result(answer, _position_dict(start), _position_dict(end))
 
     def change_now(self, params: Any) -> Any:
         """didChange on plain JSON (a keystroke, and the edit a Tab makes); NOT_PLAIN when it does not read."""
@@ -211,7 +217,9 @@ class TabdServer(LanguageServer):
             state = self.state_of(doc, cursor) if cursor is not None else None
             self.service.document_changed(doc_id(uri), state, lambda: doc.text, cursor)  # joined only when a pick reads it
 
-    async def answer_at(self, uri: str, position: types.Position, invoked: bool = False) -> tuple[Answer, types.Position]:
+    async def answer_at(self, uri: str, position: types.Position,
+                        invoked: bool = False) -> tuple[Answer, types.Position, types.Position]:
+        """The answer at a position, and the range its item replaces (span_of)."""
         arrived = time.monotonic()
         try:
             doc, version, state, offset = self.state_at(uri, position)
@@ -221,7 +229,7 @@ class TabdServer(LanguageServer):
             raise JsonRpcInvalidParams("the server is not initialized")
         answer = self.service.lookup(doc, version, state, invoked)  # from memory: answered with no await at all
         if answer is not None:
-            return answer, self.position_of(uri, offset)
+            return answer, *self.span_of(uri, offset, answer)
         await self.service.ready()  # loading is bounded on its own; the timeout is for the answer
         try:
             answer = await asyncio.wait_for(self.service.complete(doc, version, state, invoked, arrived), REQUEST_TIMEOUT_S)
@@ -229,7 +237,7 @@ class TabdServer(LanguageServer):
             logger.warning("no answer within %.0f s; answering empty", REQUEST_TIMEOUT_S)
             self.events.emit("error", where="timeout", doc=doc, message=f"no answer within {REQUEST_TIMEOUT_S:.0f} s")
             answer = Answer("", "", "none")
-        return answer, self.position_of(uri, offset)
+        return answer, *self.span_of(uri, offset, answer)
 
 
 def build_server(config: Config, backend_factory: Callable[[Config], Any], events: EventLog | None = None) -> TabdServer:
@@ -294,12 +302,12 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
     async def inline_completion(ls: TabdServer, params: types.InlineCompletionParams) -> dict:
         """What memory cannot answer (TabdServer.answer_now answered the rest before this handler)."""
         invoked = params.context is not None and params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
-        answer, at = await ls.answer_at(params.text_document.uri, params.position, invoked)
-        return inline_result(answer, {"line": at.line, "character": at.character})
+        answer, start, end = await ls.answer_at(params.text_document.uri, params.position, invoked)
+        return inline_result(answer, _position_dict(start), _position_dict(end))
 
     @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=[".", "(", " "]))
     async def completion(ls: TabdServer, params: types.CompletionParams) -> types.CompletionList:
-        answer, at = await ls.answer_at(params.text_document.uri, params.position)
+        answer, at, end = await ls.answer_at(params.text_document.uri, params.position)
         if not answer.text:
             return types.CompletionList(is_incomplete=True, items=[])
         label = answer.text.strip().split("\n", 1)[0][:80] or answer.text
@@ -309,7 +317,7 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
             detail="tabd",
             sort_text="0",
             filter_text=label,
-            text_edit=types.TextEdit(range=types.Range(start=at, end=at), new_text=answer.text),
+            text_edit=types.TextEdit(range=types.Range(start=at, end=end), new_text=answer.text),
             command=types.Command(title="Accept tabd suggestion", command=ACCEPT, arguments=[answer.id]),
         )
         return types.CompletionList(is_incomplete=True, items=[item])
@@ -366,11 +374,12 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
     return server
 
 
-def inline_result(answer: Answer, at: dict) -> dict:
-    """An InlineCompletionList as plain JSON: the one item of a suggestion at `at`, with tabd.accept, or none."""
+def inline_result(answer: Answer, at: dict, end: dict | None = None) -> dict:
+    """An InlineCompletionList as plain JSON: the one item of a suggestion at `at` (replacing through `end`: the
+    editor's closers it writes itself), with tabd.accept, or none."""
     if not answer.text:
         return {"items": []}
-    return {"items": [{"insertText": answer.text, "range": {"start": at, "end": at},
+    return {"items": [{"insertText": answer.text, "range": {"start": at, "end": end or at},
                        "command": {"title": "Accept tabd suggestion", "command": ACCEPT, "arguments": [answer.id]}}]}
 
 
@@ -413,6 +422,10 @@ def _command_args(args: tuple, name: str) -> tuple[str, dict]:
     if not isinstance(options, dict):
         raise JsonRpcInvalidParams(f"{name}: second argument must be an object")
     return str(args[0]), options
+
+
+def _position_dict(p: types.Position) -> dict:
+    return {"line": p.line, "character": p.character}
 
 
 def _range_dict(start: tuple[int, int], end: tuple[int, int]) -> dict:

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from tabd.cache import pairs
 from tabd.cache.key import state_key
 from tabd.cache.state import DocState, Window
 from tabd.daemon.context.store import EMPTY, Snapshot
@@ -44,8 +45,8 @@ class Request:
     min_chars: int = 1  # shorter suggestions are not shown: 1 (all) for an invoked request
 
     def shown(self, text: str, confidence: Confidence) -> str:
-        """What this request shows of a full suggestion."""
-        return shown_part(text, confidence, self.min_confidence, self.min_chars)
+        """What this request shows of a full suggestion: gated, and without the closers a following line holds."""
+        return pairs.shown(shown_part(text, confidence, self.min_confidence, self.min_chars), self.state.after)
 
 
 def shown_part(text: str, confidence: Confidence, min_confidence: float, min_chars: int) -> str:

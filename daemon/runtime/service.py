@@ -22,6 +22,7 @@ import time
 from concurrent.futures import Future
 from typing import Any, Callable
 
+from tabd.cache import pairs
 from tabd.cache.state import DocState, Window
 from tabd.daemon.context.store import Snapshot, TextSource
 from tabd.daemon.runtime.activity import Listeners
@@ -260,7 +261,7 @@ class CompletionService:
             self.activity.answered()
         # after the answer is out: the log line costs the user nothing
         self._after(lambda: self._log("completion", self.reporter.completion(req, out, latency)))
-        return Answer(req.id, out.text, out.shown_source, out.depth, req.key, latency)
+        return Answer(req.id, out.text, out.shown_source, out.depth, req.key, latency, pairs.consumed(out.text, req.state.after))
 
     def _log(self, event: str, fields: dict[str, Any]) -> None:
         self.events.emit(event, **fields)
