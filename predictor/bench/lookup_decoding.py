@@ -37,12 +37,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_section(args: argparse.Namespace) -> dict:
     from tabd.predictor.bench import shapes
     from tabd.predictor.bench.engines import TabdEngine
+    from tabd.predictor.engines import TORCH_NATIVE
 
     passes = max(1, getattr(args, "lookup_passes", 7))
     shape = getattr(args, "shape", "embedded") or "embedded"
     model_dir = getattr(args, "model", None) or str(shapes.model_dir(shape))
     threads = max(1, getattr(args, "lookup_threads", 1))
-    eng = TabdEngine(model_dir, threads, "fast", getattr(args, "weights", "auto") or "auto")
+    eng = TabdEngine(model_dir, threads, TORCH_NATIVE, getattr(args, "weights", "auto") or "auto")
     report = {}
     for name, every in (("line_ends", 0), ("keystrokes", KEYSTROKE_EVERY)):
         eng.lookup(1, every)  # warm-up: the native build, the slots' first prefills

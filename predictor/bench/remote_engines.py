@@ -79,15 +79,17 @@ def start_serve_model() -> tuple[subprocess.Popen, str]:
 def run_section(args: argparse.Namespace) -> dict:
     from tabd.predictor.local import LocalBackend
     from tabd.predictor.remote import RemoteBackend
+    from tabd.predictor.settings import LocalSettings, RemoteSettings
 
     todo = states(getattr(args, "remote_steps", 30) + 1)
     settings = GenSettings(getattr(args, "max_new_tokens", 48) or 48)
-    local = run(LocalBackend(getattr(args, "model", None), threads=getattr(args, "threads", None)), "local", todo, settings)
+    local = run(LocalBackend(LocalSettings(getattr(args, "model", None), threads=getattr(args, "threads", None))), "local",
+                todo, settings)
     engines = [local]
     proc, url = start_serve_model()
     try:
         for target in [url, *getattr(args, "bench_url", [])]:
-            backend = RemoteBackend(target)
+            backend = RemoteBackend(RemoteSettings(target))
             engines.append(run(backend, backend.model_id, todo, settings))
     finally:
         proc.terminate()
