@@ -268,7 +268,7 @@ class LocalBackend(CopyVerification, Backend):
             decode_ms=(t2 - t1) * 1000,
             confidence=confidence,
             context_tokens=layout.context_tokens,
-            decode_passes=decoded.passes + scored.passes,
+            decode_passes=len(tokens) - decoded.accepted_drafts + scored.passes,
             accepted_drafts=decoded.accepted_drafts,
             engine=self.engine_name,
             torch_loaded="torch" in sys.modules,

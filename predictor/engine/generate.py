@@ -36,21 +36,19 @@ class Rule:
 
 @dataclass
 class Decoded:
-    """The greedy tokens, the model's probability of each (what confidence gating cuts by), and the model passes
-    they took, the prompt's counted (drafts the model agreed with ride along in another token's pass)."""
+    """The greedy tokens, the model's probability of each (what confidence gating cuts by), and how many came as
+    prompt-lookup drafts the model agreed with: those rode along in another token's pass, so the tokens took
+    len(tokens) - accepted_drafts model passes, the prompt's counted."""
 
     tokens: list[int] = field(default_factory=list)
     probs: list[float] = field(default_factory=list)
     accepted_drafts: int = 0
 
-    @property
-    def passes(self) -> int:
-        return len(self.tokens) - self.accepted_drafts
-
 
 @dataclass
 class Scored:
-    """The model's probability of each token scored, and the passes that took, counted as Decoded counts them."""
+    """The model's probability of each token scored, and the model passes that took, the prompt's counted (as
+    Decoded's are)."""
 
     probs: list[float] = field(default_factory=list)
     passes: int = 0
