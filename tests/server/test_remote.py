@@ -25,6 +25,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 from support.lspclient import change, init_params, inline, open_doc, stats
 from tabd.predictor.prompt_text import fim_prompt, guess_template, parse_fim_prompt
 from tabd.predictor.remote import RemoteBackend
+from tabd.predictor.settings import RemoteSettings
 from tabd.predictor.wire import RemoteError
 from tabd.predictor.templates import FAMILIES, template_for
 from tabd.predictor.types import ContextChunk, GenSettings, Interrupted
@@ -121,7 +122,7 @@ SETTINGS = [GenSettings(24), GenSettings(24, multiline=True, max_lines=4), GenSe
 
 
 def test_serve_model_suggestions_equal_local(serve_model, local):
-    remote = RemoteBackend(serve_model)
+    remote = RemoteBackend(RemoteSettings(serve_model))
     assert remote.model_id == f"remote:{serve_model}:tabd|tabd-spm"
     assert remote.route == "prompt"
     seen = 0
@@ -135,7 +136,7 @@ def test_serve_model_suggestions_equal_local(serve_model, local):
 
 
 def test_serve_model_reuses_its_kv_cache(serve_model):
-    remote = RemoteBackend(serve_model)
+    remote = RemoteBackend(RemoteSettings(serve_model))
     prefix = "import os\n\n\ndef main(argv):\n    config = read_config(argv[1])\n    "
     remote.predict(prefix, "", GenSettings(8), slot_id="kv")
     again = remote.predict(prefix + "x", "", GenSettings(8), slot_id="kv")
@@ -167,12 +168,12 @@ def test_serve_model_refuses_a_non_loopback_host():
 def test_unknown_model_name_is_a_clear_error(serve_model):
     t0 = time.monotonic()
     with pytest.raises(RemoteError, match=r"model 'gpt-4' is not served there \(it serves: tabd\)") as err:
-        RemoteBackend(serve_model, model="gpt-4")
+        RemoteBackend(RemoteSettings(serve_model, model="gpt-4"))
     assert serve_model in str(err.value) and time.monotonic() - t0 < 5
 
 
 def test_cancel_mid_request_returns_promptly_and_server_stays_usable(serve_model, local):
-    remote = RemoteBackend(serve_model)
+    remote = RemoteBackend(RemoteSettings(serve_model))
     # A prompt of ~1,500 new tokens: its prefill alone keeps the request in flight well past predict's first
     # poll (10 ms), whatever the model then writes and however fast it decodes.
     head = "".join(f"def step_{i}(x):\n    return x * {i} + {i % 7}\n\n\n" for i in range(90))
@@ -198,7 +199,7 @@ def test_cancel_mid_request_returns_promptly_and_server_stays_usable(serve_model
 
 def test_server_down_is_fast_and_clear():
     url = f"http://127.0.0.1:{free_port()}"
-    remote = RemoteBackend(url, fim="tabd")  # construction does not need the server up
+    remote = RemoteBackend(RemoteSettings(url, fim="tabd"))  # construction does not need the server up
     t0 = time.monotonic()
     with pytest.raises(RemoteError, match=r"cannot reach .*connection refused.*running\?") as err:
         remote.predict("x = ", "", GenSettings(8))
@@ -308,7 +309,7 @@ def scripted():
 def test_http_500_is_retried_then_reported(scripted):
     handler, url = scripted
     handler.mode = "500"
-    remote = RemoteBackend(url, fim="tabd", retries=2)
+    remote = RemoteBackend(RemoteSettings(url, fim="tabd", retries=2))
     with pytest.raises(RemoteError, match=r"/v1/completions: HTTP 500: CUDA out of memory") as err:
         remote.predict("x = ", "", GenSettings(8))
     assert url in str(err.value)
@@ -318,7 +319,7 @@ def test_http_500_is_retried_then_reported(scripted):
 def test_http_404_route_is_not_retried(scripted):
     handler, url = scripted
     handler.mode = "404"
-    remote = RemoteBackend(url, fim="tabd")
+    remote = RemoteBackend(RemoteSettings(url, fim="tabd"))
     with pytest.raises(RemoteError, match=r"HTTP 404, no such route .*/v1/completions"):
         remote.predict("x = ", "", GenSettings(8))
     assert len(handler.hits) == 1
@@ -327,7 +328,7 @@ def test_http_404_route_is_not_retried(scripted):
 def test_a_silent_server_times_out_bounded(scripted):
     handler, url = scripted
     handler.mode = "sleep"
-    remote = RemoteBackend(url, fim="tabd", total_timeout=0.8)
+    remote = RemoteBackend(RemoteSettings(url, fim="tabd", total_timeout=0.8))
     t0 = time.monotonic()
     with pytest.raises(RemoteError, match=r"timeout"):
         remote.predict("x = ", "", GenSettings(8))
@@ -355,15 +356,21 @@ def test_the_timeout_option_bounds_a_silent_server(scripted):
 
 
 def test_no_template_known_says_what_to_pass(scripted):
+    from tabd.daemon.runtime.backends import make_backend
+    from tabd.daemon.runtime.config import Config
+
     _, url = scripted
-    with pytest.raises(RemoteError, match=r"--fim"):
-        RemoteBackend(url, model="llama3")
+    with pytest.raises(RemoteError, match=r"set the FIM template: FAMILY\[:LAYOUT\] \(tabd, .*\), or server") as err:
+        RemoteBackend(RemoteSettings(url, model="llama3"))
+    assert err.value.setting == "fim"  # the predictor names the setting; the daemon, which parses flags, the flag
+    with pytest.raises(RemoteError, match=r"or server for the server's own \(--fim\)$"):
+        make_backend(Config(backend="openai", url=url, remote_model="llama3"))
 
 
 def test_cancel_closes_the_server_side_stream(scripted):
     handler, url = scripted
     handler.mode = "stream"
-    remote = RemoteBackend(url, fim="tabd")
+    remote = RemoteBackend(RemoteSettings(url, fim="tabd"))
     flag = threading.Event()
     threading.Timer(0.35, flag.set).start()
     with pytest.raises(Interrupted):
@@ -376,7 +383,7 @@ def test_cancel_closes_the_server_side_stream(scripted):
 def test_stream_stops_by_the_local_rule(scripted):
     handler, url = scripted
     handler.mode = "infill"
-    remote = RemoteBackend(url, fim="server")
+    remote = RemoteBackend(RemoteSettings(url, fim="server"))
     assert remote.route == "suffix"  # no /props here: what an Ollama-style server gets
     remote.route, remote.info.infill = "infill", True  # as if /props had answered (llama-server)
     p = remote.predict("x = ", "\n", GenSettings(8))
@@ -387,7 +394,7 @@ def test_stream_stops_by_the_local_rule(scripted):
 def test_context_goes_to_llama_server_as_input_extra(scripted):
     handler, url = scripted
     handler.mode = "infill"
-    remote = RemoteBackend(url, fim="server")
+    remote = RemoteBackend(RemoteSettings(url, fim="server"))
     remote.route, remote.info.infill = "infill", True
     chunks = [ContextChunk("pkg/answer.py", "ANSWER = 42\n")]
     assert remote.predict("x = ", "\n", GenSettings(8), context=chunks).text == "42"
@@ -400,7 +407,7 @@ def test_context_goes_to_llama_server_as_input_extra(scripted):
 
 
 def test_serve_model_runs_the_local_backends_context_tokens(serve_model, local):
-    remote = RemoteBackend(serve_model)
+    remote = RemoteBackend(RemoteSettings(serve_model))
     chunks = [ContextChunk("pkg/shapes.py", "class Point:\n    def norm(self):\n        return 0\n")]
     prefix, suffix = "from pkg.shapes import Point\n\np = Point()\np.", "\n"
     got = remote.predict(prefix, suffix, GenSettings(8), slot_id="ctx", context=chunks)
@@ -484,7 +491,7 @@ def test_llama_cpp_server_gives_a_suggestion(tmp_path):
                 time.sleep(0.3)
         else:
             pytest.fail(f"llama_cpp.server did not start: {log.read_text()[-2000:]}")
-        remote = RemoteBackend(url)
+        remote = RemoteBackend(RemoteSettings(url))
         assert remote.template is not None and remote.template.name == "tabd-spm"  # from the GGUF's file name
         assert remote.route in ("prompt", "infill")
         texts = [remote.predict(p, s, GenSettings(24)).text for p, s in STATES[:4]]
