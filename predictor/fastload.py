@@ -2,7 +2,7 @@
 
 transformers' AutoModel import and model construction cost seconds at start-up
 (its modeling stack, then a randomly initialised module tree that the weights
-overwrite). The fast engine only reads weight tensors, the rotary tables and a
+overwrite). The torch+native and torch engines only read weight tensors, the rotary tables and a
 few config numbers, so for the architectures it knows this module builds just
 those: a tokenizer straight from the `tokenizers` package, the safetensors
 tensors, and a small object with the attribute paths FastLlama reads
@@ -185,7 +185,7 @@ def tokenizer_for(d: Path, model_type: str):
 
 
 def load(d: Path, device: str, dtype_name: str) -> tuple[FastModel, Any] | None:
-    """(model, tokenizer) for a directory the fast engine can run without transformers' models; None when it cannot."""
+    """(model, tokenizer) for a directory FastLlama can run without transformers' models; None when it cannot."""
     import torch
 
     config = llama_config(json.loads((d / "config.json").read_text()))

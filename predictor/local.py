@@ -1,6 +1,6 @@
-"""The local backend: a transformers causal LM in this process, with KV prefix reuse.
+"""The local backend: a causal LM in this process, with KV prefix reuse.
 
-It keeps the token ids and KV cache of its last few sequences ("slots", one per
+Built from LocalSettings; which engine runs the model, and why, is engine_choice.py's choice. It keeps the token ids and KV cache of its last few sequences ("slots", one per
 document: engine/slots.py). A request tokenizes its prompt, finds the longest common token prefix
 with a kept sequence, cuts the cache back to it and runs the model only over
 the tokens after it. With the suffix-first FIM layout, the state after

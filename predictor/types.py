@@ -85,7 +85,7 @@ class Backend(Protocol):
         return 0
 
     def can_hand_over(self) -> bool:
-        """True after a torch-free start whose faster engine can take over (daemon/runtime/handover.py)."""
+        """True after a torch-free start whose torch+native engine can take over (daemon/runtime/handover.py)."""
         return False
 
 

@@ -1,4 +1,4 @@
-"""The fast engine built over the torch-free runner's weights, in place: the hand-over after a torch-free start.
+"""torch+native built over the torch-free runner's weights, in place: the hand-over after a torch-free start.
 
 The torch-free runner (boot.py) answers first; its prompts run as native pieces
 of 8 tokens, several times slower than torch's GEMM prefill on a long prompt
@@ -50,7 +50,7 @@ def fast_from_torch_free(runner: TorchFreeRunner) -> FastLlama:
     from tabd.predictor.fastload import Rotary
 
     positions = torch.arange(runner.cos.shape[0])[None, :]
-    cos, sin = Rotary(cfg.rope_theta, fast.head_dim)(torch.zeros(1), positions)  # the fast engine's own tables
+    cos, sin = Rotary(cfg.rope_theta, fast.head_dim)(torch.zeros(1), positions)  # FastLlama's own tables
     fast.cos, fast.sin = cos[0].contiguous(), sin[0].contiguous()
     fast.embed_rows = Rows.packed(tensor(runner.embed_rows.data), tensor(runner.embed_rows.scale), runner.weights)
     same = runner.lm_rows is runner.embed_rows
@@ -68,5 +68,5 @@ def fast_from_torch_free(runner: TorchFreeRunner) -> FastLlama:
 
 
 def torch_cache(cache: NumpyKV) -> TorchKV:
-    """A numpy KV cache as a TorchKV over the same buffers (what the fast engine reads and writes)."""
+    """A numpy KV cache as a TorchKV over the same buffers (what FastLlama reads and writes)."""
     return TorchKV.over(torch.from_numpy(cache.k), torch.from_numpy(cache.v), cache.length)
