@@ -23,7 +23,7 @@ def reuse():
 
 @pytest.fixture(scope="module")
 def fresh():
-    # the plain transformers path: its forward, DynamicCache, the whole prompt every time
+    # transformers' own forward (its older name, plain, still accepted), the whole prompt every time
     return LocalBackend(LocalSettings(kv_reuse=False, engine="plain", threads=1))
 
 
