@@ -1,13 +1,39 @@
 """The local engines' names, declared once and without torch: what `--engine` accepts and the backend builds.
 
-ENGINES are the names a user picks from; ALIASES maps an older name that is still accepted to the engine it
-means, so that a command line written for an earlier tabd keeps working.
+ENGINES are the names a user picks from, each saying what runs the forward pass; ALIASES maps an older name
+that is still accepted to the engine it means, so that a command line written for an earlier tabd keeps working.
+REPORTED is the name tabd/stats, the log's `engine` field and Prediction.engine give for each: the names
+before #25, which other tools read, so they stay as they were.
+
+In the code, "native" means only the C code (engine/native.py, native/decode.c); "torch-free" the runner
+that serves the whole forward pass from it (engine/boot.py).
 """
 from __future__ import annotations
 
-ENGINES: tuple[str, ...] = ("auto", "native", "fast", "torch", "hf", "plain")
-ALIASES: dict[str, str] = {}
+AUTO = "auto"
+TORCH_FREE = "torch-free"
+TORCH_NATIVE = "torch+native"
+TORCH = "torch"
+TRANSFORMERS = "transformers"
+
+ENGINES: tuple[str, ...] = (AUTO, TORCH_FREE, TORCH_NATIVE, TORCH, TRANSFORMERS)
+ALIASES: dict[str, str] = {"native": TORCH_FREE, "fast": TORCH_NATIVE, "hf": TRANSFORMERS, "plain": TRANSFORMERS}
 CHOICES: tuple[str, ...] = ENGINES + tuple(ALIASES)  # every name --engine accepts
+
+# what each engine is, in a line (--help and the README's flag table)
+HELP: dict[str, str] = {
+    AUTO: f"{TORCH_FREE} where it can run the model, then {TORCH_NATIVE} takes over once torch is imported; "
+          f"else {TORCH_NATIVE}",
+    TORCH_FREE: "the whole forward pass in native code over numpy arrays, torch never imported "
+                "(a Llama-shaped model on the CPU, a C compiler)",
+    TORCH_NATIVE: "the hand-written forward in torch for prompts, each decode step in native code "
+                  f"({TORCH} where no C compiler is)",
+    TORCH: "the same hand-written forward, in torch alone",
+    TRANSFORMERS: "transformers' own forward (any architecture transformers loads), over the same KV cache",
+}
+
+# the name a served engine is reported by (tabd/stats "engine", the log, Prediction.engine)
+REPORTED: dict[str, str] = {TORCH_FREE: "native", TORCH_NATIVE: "fast", TORCH: "torch", TRANSFORMERS: "hf"}
 
 
 def canonical(name: str) -> str:

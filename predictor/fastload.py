@@ -2,7 +2,7 @@
 
 transformers' AutoModel import and model construction cost seconds at start-up
 (its modeling stack, then a randomly initialised module tree that the weights
-overwrite). The fast engine only reads weight tensors, the rotary tables and a
+overwrite). The torch+native and torch engines only read weight tensors, the rotary tables and a
 few config numbers, so for the architectures it knows this module builds just
 those: a tokenizer straight from the `tokenizers` package, the safetensors
 tensors, and a small object with the attribute paths FastLlama reads
@@ -19,14 +19,14 @@ from typing import Any
 SUPPORTED = {"llama", "qwen2", "mistral"}  # the shapes FastLlama runs (predictor/engine/model.py)
 # transformers 5 maps some model types to their own tokenizer class, which rebuilds the pre-tokenizer instead of
 # reading tokenizer.json's (Qwen2 does): tokenizer.json alone is what transformers runs only for these
-PLAIN_TOKENIZER_TYPES = {"llama"}
-PLAIN_TOKENIZER_CLASSES = {None, "PreTrainedTokenizerFast", "TokenizersBackend"}
-_LAYER_KEYS = (
+TOKENIZER_JSON_TYPES = {"llama"}
+TOKENIZER_JSON_CLASSES = {None, "PreTrainedTokenizerFast", "TokenizersBackend"}
+LAYER_KEYS = (
     "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight",
     "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
     "input_layernorm.weight", "post_attention_layernorm.weight",
 )
-_OPTIONAL = ("self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias")
+OPTIONAL_KEYS = ("self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias")
 
 
 def _token_text(value: Any) -> str | None:
@@ -52,7 +52,7 @@ class FastTokenizer:
 
         config_path = d / "tokenizer_config.json"
         config = json.loads(config_path.read_text()) if config_path.is_file() else {}
-        if model_type not in PLAIN_TOKENIZER_TYPES or config.get("tokenizer_class") not in PLAIN_TOKENIZER_CLASSES:
+        if model_type not in TOKENIZER_JSON_TYPES or config.get("tokenizer_class") not in TOKENIZER_JSON_CLASSES:
             return None
         if config.get("clean_up_tokenization_spaces"):
             return None  # transformers rewrites decoded text then: leave it to transformers
@@ -81,7 +81,7 @@ class FastTokenizer:
         return self._tok.get_vocab_size(with_added_tokens=True)
 
 
-def _config(raw: dict) -> SimpleNamespace | None:
+def llama_config(raw: dict) -> SimpleNamespace | None:
     """The config numbers FastLlama reads, or None for what it does not run."""
     if raw.get("model_type") not in SUPPORTED or raw.get("hidden_act", "silu") != "silu":
         return None
@@ -105,7 +105,7 @@ def _config(raw: dict) -> SimpleNamespace | None:
     return SimpleNamespace(**cfg)
 
 
-class _Rotary:
+class Rotary:
     """Default RoPE tables computed as transformers' LlamaRotaryEmbedding computes them (float32, then cast)."""
 
     def __init__(self, theta: float, dim: int) -> None:
@@ -136,9 +136,9 @@ def _module(weight=None, bias=None) -> SimpleNamespace:
 
 def _layer(w: dict, i: int) -> SimpleNamespace | None:
     p = f"model.layers.{i}."
-    if any(p + k not in w for k in _LAYER_KEYS):
+    if any(p + k not in w for k in LAYER_KEYS):
         return None
-    known = {p + k for k in _LAYER_KEYS + _OPTIONAL}
+    known = {p + k for k in LAYER_KEYS + OPTIONAL_KEYS}
     if any(k.startswith(p) and k not in known for k in w):
         return None  # a bias or a norm FastLlama does not apply (o_proj bias, q/k norms, ...)
     get = lambda k: w.get(p + k)  # noqa: E731
@@ -164,7 +164,7 @@ class FastModel:
         if embed is None or head is None or any(layer is None for layer in layers) or "model.norm.weight" not in weights:
             raise ValueError("the safetensors do not hold the tensors of a Llama-shaped model")
         self.model = SimpleNamespace(embed_tokens=_module(embed), norm=_module(weights["model.norm.weight"]), layers=layers,
-                                     rotary_emb=_Rotary(config.rope_theta, config.head_dim))
+                                     rotary_emb=Rotary(config.rope_theta, config.head_dim))
         self.lm_head = _module(head)
         self._tensors = list({id(t): t for t in (*weights.values(), head)}.values())
 
@@ -185,10 +185,10 @@ def tokenizer_for(d: Path, model_type: str):
 
 
 def load(d: Path, device: str, dtype_name: str) -> tuple[FastModel, Any] | None:
-    """(model, tokenizer) for a directory the fast engine can run without transformers' models; None when it cannot."""
+    """(model, tokenizer) for a directory FastLlama can run without transformers' models; None when it cannot."""
     import torch
 
-    config = _config(json.loads((d / "config.json").read_text()))
+    config = llama_config(json.loads((d / "config.json").read_text()))
     if config is None:
         return None
     tokenizer = tokenizer_for(d, config.model_type)

@@ -33,7 +33,8 @@ def check_model_dir(path: str | os.PathLike, trust_remote_code: bool = False) ->
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"{config_path} is not valid JSON: {exc}") from None
     if config.get("auto_map") and not trust_remote_code:
-        raise ModelLoadError(f"{d} asks for remote code (auto_map in config.json); pass --trust-remote-code to allow it")
+        raise ModelLoadError(f"{d} asks for remote code (auto_map in config.json); it loads only where remote code "
+                             "is trusted", "trust_remote_code")
     if not (d / "tokenizer.json").is_file() and not (d / "tokenizer_config.json").is_file():
         raise ModelLoadError(f"{d} has no tokenizer (tokenizer.json)")
     return d
@@ -45,9 +46,9 @@ def choose_placement(device: str = "auto") -> Placement:
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
-        raise ModelLoadError("--device cuda was asked for, but torch sees no CUDA device")
+        raise ModelLoadError("device cuda was asked for, but torch sees no CUDA device", "device")
     if device not in ("cpu", "cuda"):
-        raise ModelLoadError(f"unknown device {device!r}: use auto, cpu or cuda")
+        raise ModelLoadError(f"unknown device {device!r}: use auto, cpu or cuda", "device")
     # bf16 on the GPU; fp32 on the CPU, where bf16 prefill is faster but decode is not and
     # greedy output can drift on a small model.
     return Placement(device, "bfloat16" if device == "cuda" else "float32")

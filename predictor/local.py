@@ -1,6 +1,6 @@
-"""The local backend: a transformers causal LM in this process, with KV prefix reuse.
+"""The local backend: a causal LM in this process, with KV prefix reuse.
 
-It keeps the token ids and KV cache of its last few sequences ("slots", one per
+Built from LocalSettings; which engine runs the model, and why, is engine_choice.py's choice. It keeps the token ids and KV cache of its last few sequences ("slots", one per
 document: engine/slots.py). A request tokenizes its prompt, finds the longest common token prefix
 with a kept sequence, cuts the cache back to it and runs the model only over
 the tokens after it. With the suffix-first FIM layout, the state after
@@ -11,26 +11,21 @@ from __future__ import annotations
 
 import sys
 import time
-from types import SimpleNamespace
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from tabd.predictor import loader, postprocess, prompt_ids
 from tabd.predictor.engine import generate
-from tabd.predictor.engine.runner import Runner, TransformersRunner
-from tabd.predictor.engine.slots import SlotPool, bytes_per_token
-from tabd.predictor.engines import ENGINES
+from tabd.predictor.engine.runner import Runner
+from tabd.predictor.engine.slots import SlotPool
+from tabd.predictor.engine_choice import EngineChoice, after_hand_over, choose
 from tabd.predictor.fim import PAD
-from tabd.predictor.threads import AdaptiveThreads
 from tabd.predictor.names import KnownNames
+from tabd.predictor.settings import LocalSettings
 from tabd.predictor.templates import FimTemplate, detect_family, template_for
+from tabd.predictor.threads import AdaptiveThreads
 from tabd.predictor.types import Backend, ContextChunk, GenSettings, Interrupted, ModelLoadError, Prediction, prompt_chunks
 from tabd.predictor.verify import CopyVerification
-
-
-
-def _one() -> int:
-    return 1
 
 
 @dataclass(frozen=True)
@@ -44,51 +39,25 @@ class PromptLayout:
 class LocalBackend(CopyVerification, Backend):
     """Greedy FIM completion with a kept KV cache per document."""
 
-    def __init__(
-        self,
-        model_dir: str | None = None,
-        device: str = "auto",
-        fim: str | None = None,
-        kv_reuse: bool = True,
-        max_slots: int = 8,
-        max_kv_bytes: int = 256 << 20,
-        threads: int | None = None,
-        trust_remote_code: bool = False,
-        engine: str = "fast",
-        prefill_chunk: int | None = None,
-        weights: str = "auto",
-        lookup: bool | None = None,
-    ) -> None:
-        self.model_dir = str(model_dir or loader.DEFAULT_MODEL_DIR)
-        self.threads = AdaptiveThreads(threads)
-        if engine not in ENGINES:
-            raise ModelLoadError(f"unknown engine {engine!r}: use {', '.join(ENGINES)}")
-        self.engine_why = f"{engine} (asked for)"
-        self.hand_over_wanted = engine == "auto"  # a torch-free start hands over to the fast engine (engine/swap.py)
-        booted = self._boot(engine, device, weights) if engine in ("auto", "native") and not trust_remote_code else None
-        if booted is None:
-            self.model, self.tokenizer, self.placement = loader.load(
-                self.model_dir, device, trust_remote_code, fast=engine in ("auto", "fast", "torch"))
-            self.threads.use_torch()
-        self.template = self._choose_template(fim)
+    def __init__(self, settings: LocalSettings = LocalSettings()) -> None:
+        self.settings = settings
+        self.model_dir = str(settings.model_dir or loader.DEFAULT_MODEL_DIR)
+        self.threads = AdaptiveThreads(settings.threads)
+        self.choice: EngineChoice = choose(settings, self.threads)
+        self.model, self.tokenizer, self.placement = self.choice.model, self.choice.tokenizer, self.choice.placement
+        self.parameters = self.model.parameters
+        self.template = self._choose_template(settings.fim)
         # prompt-lookup drafts and the copy candidate verified several tokens a native pass (same tokens, fewer
         # passes). None: per request (_lookup_now); True/False: always/never
-        self.lookup = lookup
-        if booted is None:
-            self.parameters = sum(p.numel() for p in self.model.parameters())
-            self.engine_name, self.runner = self._choose_engine("fast" if engine == "auto" else engine, weights)
-        else:
-            self.parameters = booted[1].parameters
-            self.engine_name, self.runner = booted
+        self.lookup = settings.lookup
         from tabd.predictor.engine.layout import AUTO_FP32_BYTES
 
         self.memory_bound = 4 * self.parameters > AUTO_FP32_BYTES  # decode streams more than it computes
-        self.prefill_chunk = max(1, prefill_chunk or generate.chunk_for(self.parameters))
+        self.prefill_chunk = max(1, settings.prefill_chunk or generate.chunk_for(self.parameters))
         self.context = int(getattr(self.model.config, "max_position_embeddings", 2048) or 2048)
-        per_token = bytes_per_token(self.model.config, self.model.dtype, self.engine_name == "native")
         # the runner's allocator looked up at each call: a hand-over swaps the runner
-        self.pool = SlotPool(lambda capacity: self.runner.new_cache(capacity), self.context, per_token,
-                             kv_reuse, max_slots, max_kv_bytes)
+        self.pool = SlotPool(lambda capacity: self.runner.new_cache(capacity), self.context, settings.kv_reuse,
+                             settings.max_slots, settings.max_kv_bytes)
         self.marker_ids = self._marker_ids()
         self.stop_ids = self._stop_ids()
         self._vocab_text: list[str] | None = None
@@ -97,6 +66,24 @@ class LocalBackend(CopyVerification, Backend):
         self.last_tokens: list[int] = []
         self._context_ids: tuple[tuple, list[int]] = ((), [])  # the last context's ids: it changes rarely
         self.model_id = f"{self.model_dir}|{self.template.name}"  # the engine is not part of it: all give the same tokens
+
+    # -- the engine serving (engine_choice.py) -------------------------------------------------
+
+    @property
+    def runner(self) -> Runner:
+        return self.choice.runner
+
+    @property
+    def engine_name(self) -> str:
+        return self.choice.name
+
+    @property
+    def engine_why(self) -> str:
+        return self.choice.why
+
+    @property
+    def weights_why(self) -> str:
+        return self.choice.weights_why
 
     # -- set-up ---------------------------------------------------------------
 
@@ -110,80 +97,20 @@ class LocalBackend(CopyVerification, Backend):
             try:
                 return template_for(family, layout or None)
             except ValueError as exc:
-                raise ModelLoadError(str(exc)) from None
+                raise ModelLoadError(str(exc), "fim") from None
         return template_for(detect_family(self._special_tokens()))
-
-    def _boot(self, engine: str, device: str, weights: str) -> tuple[str, Runner] | None:
-        """("native", the torch-free runner) where it can serve this model here; else None, with the reason in
-        engine_why (a ModelLoadError for --engine native). It needs no torch: `import torch` is most of a cold start."""
-        from tabd.predictor import fastload
-        from tabd.predictor.engine import boot
-
-        d = loader.check_model_dir(self.model_dir)
-        why = boot.why_not(d, device)
-        if not why:
-            try:
-                # one thread until the hand-over (auto): the native prefill is a long run of small calls, and
-                # when another process takes a core each of their barriers can stall a whole time slice (two of
-                # five cold starts took 10.6 and 12.8 s with two threads under load); --engine native adapts
-                runner = boot.load(d, weights, self.threads if engine == "native" or self.threads.fixed else _one)
-                tokenizer = fastload.tokenizer_for(d, runner.config.model_type)
-            except Exception as exc:  # a tensor missing, a dtype or a file it cannot read: torch's loader says it clearly
-                why = f"{type(exc).__name__}: {exc}"[:300]
-        if why:
-            if engine == "native":
-                raise ModelLoadError(f"the native engine cannot serve {d}: {why}")
-            self.engine_why = f"torch (the torch-free runner cannot serve this model here: {why})"
-            return None
-        self.model = SimpleNamespace(config=runner.config, device="cpu", dtype="float32", parameters=lambda: iter(()))
-        self.tokenizer, self.placement = tokenizer, loader.Placement("cpu", "float32")
-        self.weights_why, self.native_why = runner.weights_why, ""
-        self.engine_why = "native (torch-free: the native step serves the whole forward pass from numpy buffers)"
-        return "native", runner
-
-    def _choose_engine(self, name: str, weights: str = "auto") -> tuple[str, Runner]:
-        """The forward pass to run: ("fast", FastLlama) for Llama-shaped models, with short steps in native
-        code where a C compiler is ("torch": the same in torch alone); else transformers' forward ("hf"/"plain").
-        The fast engines hold the weights once, in the format `weights` names (fp32, bf16, int8 or auto)."""
-        if name not in ENGINES:
-            raise ModelLoadError(f"unknown engine {name!r}: use {', '.join(ENGINES)}")
-        from tabd.predictor.engine.layout import choose_format
-
-        try:
-            fmt, self.weights_why = choose_format(weights, 4 * self.parameters)
-        except ValueError as exc:
-            raise ModelLoadError(str(exc)) from None
-        self.native_why = "not a native engine"
-        if name in ("fast", "torch"):
-            from tabd.predictor.engine.model import FastLlama, supported
-
-            if supported(self.model.config):
-                if name == "torch" and fmt != "fp32":
-                    fmt, self.weights_why = "fp32", "fp32 (the torch engine decodes in fp32)"
-                runner = FastLlama(self.model, native=name == "fast", weights=fmt, release=True)
-                if runner.embed_rows is not None:  # the runner holds the weights now: keep only what describes them
-                    self.model = SimpleNamespace(config=self.model.config, device=self.model.device,
-                                                 dtype=self.model.dtype, parameters=lambda: iter(()))
-                self.native_why = runner.native_why
-                self.weights_why = self.weights_why if runner.weights == fmt else runner.weights
-                return ("fast" if runner.native is not None else "torch"), runner
-            if not hasattr(self.model, "forward"):  # read without transformers, which the hf engine needs
-                self.model, self.tokenizer, self.placement = loader.load(self.model_dir, self.placement.device)
-            name = "hf"  # not Llama-shaped: transformers' forward with the in-place cache
-        self.weights_why = f"{str(self.model.dtype).removeprefix('torch.')} (transformers' own tensors)"
-        return name, TransformersRunner(self.model, in_place=name == "hf")
 
     # -- the hand-over after a torch-free start --------------------------------------
 
     def can_hand_over(self) -> bool:
-        """Whether the fast engine should take over from the torch-free runner (--engine auto, served natively)."""
-        return self.hand_over_wanted and self.engine_name == "native"
+        """Whether torch+native should take over from the torch-free runner (engine auto, served torch-free)."""
+        return self.choice.hands_over
 
     def prepare_hand_over(self):
-        """The fast engine over the torch-free runner's weights, sharing them (imports torch: off the model thread)."""
+        """torch+native over the torch-free runner's weights, sharing them (imports torch: off the model thread)."""
         from tabd.predictor.engine import swap
 
-        return swap.fast_from_native(self.runner)
+        return swap.fast_from_torch_free(self.runner)
 
     def hand_over(self, fast) -> None:
         """Serve from `fast` from now on; call it between requests, on the model thread. The slots' KV caches
@@ -193,10 +120,8 @@ class LocalBackend(CopyVerification, Backend):
         caches = {key: swap.torch_cache(slot.cache) for key, slot in self.pool.slots.items()}  # all, or none on error
         for key, cache in caches.items():
             self.pool.slots[key].cache = cache
-        self.runner, self.engine_name = fast, "fast"
+        self.choice = after_hand_over(self.choice, fast)
         self.threads.use_torch()
-        self.engine_why = ("fast (took over from the torch-free runner after it had answered: torch's prefill runs a "
-                           "long prompt several times faster than native pieces)")
 
     def _stop_ids(self) -> set[int]:
         """The template's stop tokens and EOS, and its FIM markers (past the first token a marker is the model
@@ -228,7 +153,8 @@ class LocalBackend(CopyVerification, Backend):
 
     # -- prompt ---------------------------------------------------------------
 
-    def _encode(self, text: str) -> list[int]:
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text` as the prompt lays it out (no special tokens added)."""
         return prompt_ids.encode(self.tokenizer, text)
 
     def context_ids(self, chunks: Sequence[ContextChunk]) -> list[int]:
@@ -246,8 +172,8 @@ class LocalBackend(CopyVerification, Backend):
         """
         head = self.context_ids(context) if context else []
         budget = self.context - max_new_tokens - 8
-        prefix_ids = self._encode(prefix)
-        suffix_ids = self._encode(suffix)
+        prefix_ids = self.encode(prefix)
+        suffix_ids = self.encode(suffix)
         heal = ""
         if prefix_ids:
             last = self.tokenizer.decode(prefix_ids[-1:])
@@ -273,7 +199,7 @@ class LocalBackend(CopyVerification, Backend):
         ok = self._first_tokens.starting_with(heal)
         if not ok:
             return None
-        if self.engine_name == "native":  # the torch-free runner's logits are numpy arrays
+        if self.choice.numpy_logits:
             import numpy as np
 
             return np.array(ok, dtype=np.int64)
@@ -317,36 +243,33 @@ class LocalBackend(CopyVerification, Backend):
                 return False
             return not postprocess.whole(text, line, settings.multiline, settings.max_lines)
 
-        probs: list[float] = []
-        look = generate.Lookup(ids, doc=layout.before_cursor) if lookup and self.engine_name in ("fast", "native") else None
-        tokens = generate.decode_n_tokens(
-            self.runner, logits, slot.cache, settings.max_new_tokens, go_on, slot.ids.append, self._allowed_first(heal),
-            probs, look, self.marker_ids,
-        )
+        look = generate.Lookup(ids, doc=layout.before_cursor) if lookup and self.choice.native_passes else None
+        rule = generate.Rule(settings.max_new_tokens, go_on, self._allowed_first(heal), self.marker_ids)
+        decoded = generate.decode_n_tokens(self.runner, logits, slot.cache, rule, slot.ids.append, look)
         t2 = time.perf_counter()
+        tokens = decoded.tokens
         self.last_tokens = list(tokens)
         if tokens and tokens[-1] in self.stop_ids:
             tokens = tokens[:-1]
         raw = tokenizer.decode(tokens)
         raw = raw[len(heal) :] if raw.startswith(heal) else ""
         text = postprocess.finish(raw, line, settings.multiline, settings.max_lines)
-        confidence = self._confidence(tokens, probs, heal, line, settings, len(text))
-        score_passes: list[int] = []  # tokens per pass of the copy's verification
+        confidence = self._confidence(tokens, decoded.probs, heal, line, settings, len(text))
         text, confidence, scored = self._copy_candidate(prefix, text, confidence, logits, slot, len(ids), layout, line,
-                                                        settings, context, score_passes, lookup)
+                                                        settings, context, lookup)
         if settings.known_names:
             text, confidence = self.known.judge(prefix, suffix, text, confidence, context)
         return Prediction(
             text=text,
             prefill_tokens=len(ids) - reused,
             reused_tokens=reused,
-            decode_tokens=len(tokens) + scored,
+            decode_tokens=len(tokens) + len(scored.probs),
             prefill_ms=(t1 - t0) * 1000,
             decode_ms=(t2 - t1) * 1000,
             confidence=confidence,
             context_tokens=layout.context_tokens,
-            decode_passes=len(tokens) + scored - (look.accepted if look else 0) - sum(k - 1 for k in score_passes),
-            accepted_drafts=look.accepted if look else 0,
+            decode_passes=len(tokens) - decoded.accepted_drafts + scored.passes,
+            accepted_drafts=decoded.accepted_drafts,
             engine=self.engine_name,
             torch_loaded="torch" in sys.modules,
         )

@@ -16,7 +16,6 @@ the server's request too. Failures are RemoteError: one line naming the URL.
 from __future__ import annotations
 
 import json
-import os
 import queue
 import threading
 import time
@@ -28,11 +27,12 @@ import httpx
 from tabd.predictor import postprocess
 from tabd.predictor.prompt_text import fim_prompt, guess_template
 from tabd.predictor.templates import FimTemplate, template_for
-from tabd.predictor.fim import chunk_text
+from tabd.predictor.fim import FAMILIES, chunk_text
+from tabd.predictor.settings import RemoteSettings
 from tabd.predictor.types import Backend, ContextChunk, GenSettings, Interrupted, Prediction, prompt_chunks
 from tabd.predictor.wire import Call, RemoteError, Retry, error_message, one_line
 
-SERVER_FIM = "server"  # --fim server: the server applies the model's own FIM template
+SERVER_FIM = "server"  # the FIM template setting that lets the server apply the model's own
 
 
 @dataclass
@@ -51,36 +51,26 @@ class RemoteBackend(Backend):
 
     engine_name = "remote"
 
-    def __init__(
-        self,
-        url: str,
-        model: str | None = None,
-        fim: str | None = None,
-        api_key: str | None = None,
-        connect_timeout: float = 2.0,
-        read_timeout: float = 10.0,
-        total_timeout: float = 20.0,
-        retries: int = 2,
-        backoff: float = 0.05,
-        discover: bool = True,
-    ) -> None:
+    def __init__(self, settings: RemoteSettings) -> None:
+        url = settings.url
         if not url or not url.startswith(("http://", "https://")):
-            raise RemoteError(f"--url must be an http:// or https:// URL, got {url!r}")
+            raise RemoteError(f"the server URL must be an http:// or https:// URL, got {url!r}", "url")
         self.url = url.rstrip("/")
         if self.url.endswith("/v1"):  # people paste the OpenAI base URL; routes are added here
             self.url = self.url[:-3]
-        self.model = model
-        self.fim = fim
-        self.total_timeout = total_timeout
-        self.retries = retries
-        self.backoff = backoff
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.model = settings.model
+        self.fim = settings.fim
+        self.total_timeout = settings.total_timeout
+        self.retries = settings.retries
+        self.backoff = settings.backoff
+        headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+        read = settings.read_timeout
         self.client = httpx.Client(
             headers=headers,
-            timeout=httpx.Timeout(connect=connect_timeout, read=read_timeout, write=read_timeout, pool=read_timeout),
+            timeout=httpx.Timeout(connect=settings.connect_timeout, read=read, write=read, pool=read),
             limits=httpx.Limits(max_connections=8, max_keepalive_connections=4),
         )
-        self.template: FimTemplate | None = self._explicit_template(fim)
+        self.template: FimTemplate | None = self._explicit_template(self.fim)
         self.info: ServerInfo | None = None
         self.route: str | None = None
         self._down_until = 0.0
@@ -88,26 +78,13 @@ class RemoteBackend(Backend):
         self._resolving = threading.Lock()  # predict() is safe to call from several threads; discovery runs once
         # How many requests the server runs at once; the daemon's single model worker uses one. See README.
         self.parallel = 1
-        if discover:
+        if settings.discover:
             try:
                 self._resolve()
             except RemoteError as exc:
                 if "cannot reach" not in str(exc):
                     raise  # unknown model, no template: no request will work, say so at load
         self.model_id = f"remote:{self.url}:{self.model or '?'}|{self._template_name()}"
-
-    @classmethod
-    def from_config(cls, config: Any) -> "RemoteBackend":
-        url = config.url
-        if not url:
-            raise RemoteError("--backend openai needs --url, e.g. --url http://127.0.0.1:8080")
-        api_key = None
-        env = config.api_key_env
-        if env:
-            api_key = os.environ.get(env)
-            if not api_key:
-                raise RemoteError(f"--api-key-env {env}: the environment variable {env} is not set or empty")
-        return cls(url, config.remote_model, config.fim, api_key, total_timeout=float(config.timeout))
 
     # -- what the server is ------------------------------------------------------
 
@@ -118,7 +95,7 @@ class RemoteBackend(Backend):
         try:
             return template_for(family, layout or None)
         except ValueError as exc:
-            raise RemoteError(f"--fim {fim}: {exc}") from None
+            raise RemoteError(f"FIM template {fim!r}: {exc}", "fim") from None
 
     def _template_name(self) -> str:
         if self.template is not None:
@@ -169,7 +146,8 @@ class RemoteBackend(Backend):
     def _resolve_now(self) -> None:
         info = self._discover()
         if self.model and info.models and self.model not in info.models:
-            raise RemoteError(f"{self.url}: model {self.model!r} is not served there (it serves: {', '.join(info.models)})")
+            raise RemoteError(f"{self.url}: model {self.model!r} is not served there (it serves: {', '.join(info.models)})",
+                              "model")
         self.model = self.model or (info.models[0] if info.models else None)
         ollama = info.owned_by == "library"  # it wraps text prompts in the chat template; `suffix` gets the FIM one
         if self.template is None and self.fim != SERVER_FIM and not ollama:
@@ -186,9 +164,8 @@ class RemoteBackend(Backend):
             route = "suffix"
         else:
             raise RemoteError(
-                f"{self.url}: cannot tell which FIM template model {self.model!r} uses; "
-                "pass --fim FAMILY[:LAYOUT] (tabd, qwen2.5-coder, starcoder2, deepseek-coder, codellama) or --fim server"
-            )
+                f"{self.url}: cannot tell which FIM template model {self.model!r} uses; set the FIM template: "
+                f"FAMILY[:LAYOUT] ({', '.join(FAMILIES)}), or {SERVER_FIM} for the server's own", "fim")
         self.info, self.route, self.parallel = info, route, info.slots
 
     # -- the request -------------------------------------------------------------
@@ -415,14 +392,15 @@ class RemoteBackend(Backend):
     def _classify(self, path: str, code: int, message: str) -> RemoteError:
         low = message.lower()
         if code == 401 or code == 403:
-            return RemoteError(f"{self.url}{path}: HTTP {code}, not authorised ({message}); check --api-key-env")
+            return RemoteError(f"{self.url}{path}: HTTP {code}, not authorised ({message}); check the API key", "api_key")
         if "model" in low and ("not found" in low or "does not exist" in low or "not_found" in low):
-            return RemoteError(f"{self.url}: model {self.model!r} is not served there (HTTP {code}: {message})")
+            return RemoteError(f"{self.url}: model {self.model!r} is not served there (HTTP {code}: {message})", "model")
         if self.route == "suffix" and ("suffix" in low or "insert" in low):
             return RemoteError(f"{self.url}: the server does not fill in the middle with `suffix` ({message}); "
-                               "pass --fim FAMILY[:LAYOUT] to send the FIM prompt as text")
+                               "set the FIM template (FAMILY[:LAYOUT]) to send the FIM prompt as text", "fim")
         if self.route == "infill" and ("infill" in low or code == 501):
-            return RemoteError(f"{self.url}/infill: the model has no FIM tokens ({message}); pass --fim FAMILY[:LAYOUT]")
+            return RemoteError(f"{self.url}/infill: the model has no FIM tokens ({message}); set the FIM template "
+                               "(FAMILY[:LAYOUT])", "fim")
         if code == 404:
             return RemoteError(f"{self.url}{path}: HTTP 404, no such route ({message}); tabd needs a server with "
                                "/v1/completions (chat-only APIs cannot fill in the middle)")

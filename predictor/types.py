@@ -85,7 +85,7 @@ class Backend(Protocol):
         return 0
 
     def can_hand_over(self) -> bool:
-        """True after a torch-free start whose faster engine can take over (daemon/runtime/handover.py)."""
+        """True after a torch-free start whose torch+native engine can take over (daemon/runtime/handover.py)."""
         return False
 
 
@@ -93,5 +93,14 @@ class Interrupted(Exception):
     """The caller's should_stop() said stop between two decode steps."""
 
 
-class ModelLoadError(Exception):
+class BackendError(Exception):
+    """A backend that cannot be built or cannot answer. `setting` names the LocalSettings or RemoteSettings field
+    to change, where one would fix it (whoever started the backend knows its flag)."""
+
+    def __init__(self, message: str, setting: str | None = None) -> None:
+        super().__init__(message)
+        self.setting = setting
+
+
+class ModelLoadError(BackendError):
     """A model directory that cannot be used; the message names the problem."""

@@ -1,7 +1,7 @@
 """The copy candidate verified by the model, and the per-token confidence marks (a mixin of LocalBackend).
 
 LocalBackend (predictor/local.py) owns the state these methods use: tokenizer,
-runner, pool (the KV slots), _encode, _allowed_first, last_tokens.
+runner, pool (the KV slots), encode, _allowed_first, last_tokens.
 """
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from tabd.predictor.types import GenSettings
 
 class CopyVerification:
     def _copy_candidate(self, prefix, text, confidence, logits, slot, prompt_len, layout, line, settings, context=(),
-                        passes: list[int] | None = None, batch: bool = False):
-        """(text, confidence, tokens scored): the copy candidate where the model verifies it, else the model's own.
+                        batch: bool = False) -> tuple[str, tuple, generate.Scored]:
+        """(text, confidence, what scoring it took): the copy candidate where the model verifies it, else the
+        model's own.
 
         Code repeats itself, and a small model judges a copy better than it
         writes one: on held-out cuts, copies kept as far as the model's joint
@@ -35,28 +36,29 @@ class CopyVerification:
         if candidate:
             candidate = postprocess.finish(candidate, line, settings.multiline, settings.max_lines)
         if not candidate or candidate == text:
-            return text, confidence, 0
+            return text, confidence, generate.Scored()
         heal = layout.heal
-        cand_ids = self._encode(heal + candidate)
+        cand_ids = self.encode(heal + candidate)
         self.pool.cut(slot, prompt_len)
         # with lookup on, the copy is verified as drafts are: several tokens a pass, the same numbers
-        probs = generate.score_tokens(self.runner, logits, slot.cache, cand_ids, t, self._allowed_first(heal),
-                                      batch=batch, passes=passes)
+        scored = generate.score_tokens(self.runner, logits, slot.cache, cand_ids, t, self._allowed_first(heal),
+                                       batch=batch)
+        probs = scored.probs
         slot.ids.extend(cand_ids[: max(0, len(probs) - 1)])  # the tokens fed (the last scored one is not)
-        scored = self._confidence(cand_ids, probs, heal, line, settings, len(candidate))
+        marked = self._confidence(cand_ids, probs, heal, line, settings, len(candidate))
         verified, joint = 0, 1.0
-        for end, p in scored:
+        for end, p in marked:
             joint *= p
             if joint < t:
                 break
             verified = end
         if not candidate[:verified].strip():
-            return text, confidence, len(probs)
-        marks = tuple((end, p) for end, p in scored if end <= verified)
+            return text, confidence, scored
+        marks = tuple((end, p) for end, p in marked if end <= verified)
         if verified < len(candidate):
             marks += ((len(candidate), 0.0),)
         self.last_tokens = list(cand_ids)  # what this request "decoded", for serve-model's raw text
-        return candidate, marks, len(probs)
+        return candidate, marks, scored
 
     def _confidence(self, tokens: list[int], probs: list[float], heal: str, line, settings: GenSettings,
                     limit: int) -> tuple[tuple[int, float], ...]:

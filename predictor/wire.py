@@ -13,8 +13,10 @@ import threading
 
 import httpx
 
+from tabd.predictor.types import BackendError
 
-class RemoteError(RuntimeError):
+
+class RemoteError(BackendError, RuntimeError):
     """A remote engine that cannot answer; the message is one line naming the URL and the problem."""
 
 

@@ -37,6 +37,8 @@ import sys
 import time
 from pathlib import Path
 
+from tabd.predictor.engines import TORCH, TORCH_NATIVE
+
 CONTEXT = 2048
 DECODE = 16
 LOOKUP_PASSES = 5  # times over the lookup session's states: medians, the machine's noise is larger than one pass
@@ -127,12 +129,13 @@ def rss_bytes() -> int:
 
 
 class TabdEngine:
-    def __init__(self, model_dir: str | None, threads: int, engine: str = "fast", weights: str = "auto") -> None:
+    def __init__(self, model_dir: str | None, threads: int, engine: str = TORCH_NATIVE, weights: str = "auto") -> None:
         import torch
 
         from tabd.predictor.local import LocalBackend
+        from tabd.predictor.settings import LocalSettings
 
-        self.backend = LocalBackend(model_dir, device="cpu", threads=threads, engine=engine, weights=weights)
+        self.backend = LocalBackend(LocalSettings(model_dir, device="cpu", threads=threads, engine=engine, weights=weights))
         torch.set_num_threads(threads)
         self.runner = self.backend.runner
         self.cache, self.held, self.logits = None, [], None  # the KV a round carries on, and the ids it holds
@@ -168,7 +171,7 @@ class TabdEngine:
         self.cache.truncate(keep)
         logits = generate.prefill(self.runner, ids[keep:], self.cache)
         self.held = list(ids)
-        generate.decode_n_tokens(self.runner, logits, self.cache, DECODE, lambda t: True, self.held.append)
+        generate.decode_n_tokens(self.runner, logits, self.cache, generate.Rule(DECODE), self.held.append)
 
     def keystroke(self, old: list[int], new: list[int]) -> tuple[float, float]:
         """(first token ms, 16 tokens ms) for `new` when the cache holds `old` and what was decoded after it."""
@@ -183,7 +186,7 @@ class TabdEngine:
         generate.greedy(logits)
         t1 = time.perf_counter()
         self.held = list(new)
-        generate.decode_n_tokens(self.runner, logits, self.cache, DECODE, lambda t: True, self.held.append)
+        generate.decode_n_tokens(self.runner, logits, self.cache, generate.Rule(DECODE), self.held.append)
         t2 = time.perf_counter()
         return (t1 - t0) * 1000, (t2 - t0) * 1000
 
@@ -307,7 +310,7 @@ def worker(argv: list[str]) -> int:
     a = p.parse_args(argv)
     ids = json.loads(Path(a.ids).read_text())
     if a.worker.startswith("tabd"):
-        eng = TabdEngine(a.model, a.threads, "torch" if a.worker == "tabd-torch" else "fast", a.weights)
+        eng = TabdEngine(a.model, a.threads, TORCH if a.worker == "tabd-torch" else TORCH_NATIVE, a.weights)
     else:
         eng = LlamaCppEngine(a.gguf, a.threads, flash=a.worker == "llamacpp-fa")
     run_round(eng, ids, 128)  # warm-up, short: at 0.5B a full round takes a minute

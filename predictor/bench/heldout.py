@@ -60,15 +60,18 @@ def figures_backend(args: argparse.Namespace):
         raise RuntimeError(f"model-level figures need --backend local or copy, not {kind} "
                            "(pass --quality-no-model-figures to measure a remote engine's users only)")
     from tabd.predictor.local import LocalBackend
+    from tabd.predictor.settings import LocalSettings
 
-    return LocalBackend(args.model, device=args.device, fim=args.fim, threads=args.threads,
-                        engine=batch_engine(args.engine))
+    return LocalBackend(LocalSettings(args.model, device=args.device, fim=args.fim, threads=args.threads,
+                                      engine=batch_engine(args.engine)))
 
 
 def batch_engine(asked: str | None) -> str:
     """The engine for a batch run: auto's torch-free start is for a daemon's first answer; a batch of long
-    prompts runs faster on the fast engine (the same tokens)."""
-    return "fast" if asked in (None, "", "auto") else asked
+    prompts runs faster on torch+native (the same tokens)."""
+    from tabd.predictor.engines import AUTO, TORCH_NATIVE
+
+    return TORCH_NATIVE if asked in (None, "", AUTO) else asked
 
 
 def model_figures(args: argparse.Namespace) -> dict[str, Any]:

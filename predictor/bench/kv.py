@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _decode(model, logits, cache, n: int) -> list[int]:
     from tabd.predictor.engine import generate  # torch: only when the section runs, not for `tabd bench --help`
 
-    return generate.decode_n_tokens(model, logits, cache, n, lambda toks: True, lambda t: None)
+    return generate.decode_n_tokens(model, logits, cache, generate.Rule(n)).tokens
 
 
 def _ms(t0: float) -> float:
@@ -40,7 +40,7 @@ def measure(backend, context: int, decode: int, rounds: int) -> dict:
     model = backend.runner
     layers = backend.model.config.num_hidden_layers
     text = "".join(p.read_text() for p in sorted(SAMPLES.glob("*.py"))) or "x = 1\n"
-    ids = backend._encode(text)
+    ids = backend.encode(text)
     prompt_len = context - decode
     while len(ids) < prompt_len + 1:
         ids = ids + ids
@@ -98,8 +98,9 @@ def run_section(args: argparse.Namespace) -> dict:
     import torch
 
     from tabd.predictor.local import LocalBackend
+    from tabd.predictor.settings import LocalSettings
 
-    backend = LocalBackend(args.model, device=args.device, threads=args.threads)
+    backend = LocalBackend(LocalSettings(args.model, device=args.device, threads=args.threads))
     context = min(args.kv_context, backend.context)
     with torch.inference_mode():
         figures = measure(backend, context, args.kv_decode, args.kv_rounds)

@@ -37,11 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_section(args: argparse.Namespace) -> dict:
     from tabd.predictor.bench import shapes
     from tabd.predictor.bench.engines import TabdEngine
+    from tabd.predictor.engines import TORCH_NATIVE
 
     passes = max(1, args.lookup_passes)
     model_dir = args.model or str(shapes.model_dir(args.shape))
     threads = max(1, args.lookup_threads)
-    eng = TabdEngine(model_dir, threads, "fast", args.weights)
+    eng = TabdEngine(model_dir, threads, TORCH_NATIVE, args.weights)
     report = {}
     for name, every in (("line_ends", 0), ("keystrokes", KEYSTROKE_EVERY)):
         eng.lookup(1, every)  # warm-up: the native build, the slots' first prefills

@@ -79,15 +79,16 @@ def start_serve_model() -> tuple[subprocess.Popen, str]:
 def run_section(args: argparse.Namespace) -> dict:
     from tabd.predictor.local import LocalBackend
     from tabd.predictor.remote import RemoteBackend
+    from tabd.predictor.settings import LocalSettings, RemoteSettings
 
     todo = states(args.remote_steps + 1)
     settings = GenSettings(args.max_new_tokens)
-    local = run(LocalBackend(args.model, threads=args.threads), "local", todo, settings)
+    local = run(LocalBackend(LocalSettings(args.model, threads=args.threads)), "local", todo, settings)
     engines = [local]
     proc, url = start_serve_model()
     try:
         for target in [url, *args.bench_url]:
-            backend = RemoteBackend(target)
+            backend = RemoteBackend(RemoteSettings(target))
             engines.append(run(backend, backend.model_id, todo, settings))
     finally:
         proc.terminate()

@@ -1,1 +1,1 @@
-"""The engine internals, read as gpt-fast reads: model.py (the fast forward), cache.py (the KV cache), generate.py (prefill and decode), native.py (the C one-token step)."""
+"""The engine internals, read as gpt-fast reads: model.py (the hand-written forward), kvcache.py (the KV cache), generate.py (prefill and decode), native.py (the C step), boot.py (the torch-free runner)."""

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from tabd.predictor.engine import native
-from tabd.predictor.engine.kvbuffer import KVBuffer
+from tabd.predictor.engine.kvcache import NumpyKV
 from tabd.predictor.engine.layout import PANEL, SMALL_BYTES, choose_format
 from tabd.predictor.engine.layout import PASS_TOKENS as NATIVE_STEPS  # verify() passes, as FastLlama's
 
@@ -79,18 +79,6 @@ def rotary(theta: float, dim: int, positions: int) -> tuple[np.ndarray, np.ndarr
     return np.ascontiguousarray(np.cos(emb), dtype=np.float32), np.ascontiguousarray(np.sin(emb), dtype=np.float32)
 
 
-class NumpyCache(KVBuffer):
-    """FastCache's buffers in numpy: [layers, kv_heads, capacity, head_dim] fp32, written in place by the native step."""
-
-    def __init__(self, layers: int, kv_heads: int, head_dim: int, capacity: int) -> None:
-        self.k = np.empty((layers, kv_heads, capacity, head_dim), dtype=np.float32)
-        self.v = np.empty_like(self.k)
-        self.length = 0
-
-    def _empty(self, like, capacity: int):
-        return np.empty((like.shape[0], like.shape[1], capacity, like.shape[3]), dtype=like.dtype)
-
-
 STORED = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}  # safetensors dtypes read here (to fp32)
 
 
@@ -128,7 +116,7 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
     return out
 
 
-class NativeRunner:
+class TorchFreeRunner:
     """The Runner protocol over the native step, with weights and caches in numpy: no torch anywhere."""
 
     array_kind = "numpy"  # logits are numpy arrays (generate.py and local.py take either)
@@ -182,10 +170,10 @@ class NativeRunner:
         total = sum(p.nbytes() for p in parts) + self.embed_rows.nbytes()
         return total + (0 if self.lm_rows is self.embed_rows else self.lm_rows.nbytes())
 
-    def new_cache(self, capacity: int) -> NumpyCache:
-        return NumpyCache(len(self.layers), self.n_kv, self.head_dim, capacity)
+    def new_cache(self, capacity: int) -> NumpyKV:
+        return NumpyKV(len(self.layers), self.n_kv, self.head_dim, capacity)
 
-    def forward_last(self, ids: list[int], cache: NumpyCache) -> np.ndarray:
+    def forward_last(self, ids: list[int], cache: NumpyKV) -> np.ndarray:
         """Logits after `ids` (continuing the cache's positions), fed in pieces of up to max_batch tokens."""
         if not ids:
             raise ValueError("forward_last needs at least one token")
@@ -194,17 +182,17 @@ class NativeRunner:
             logits = self.native.prefill(ids[i : i + step], cache)
         return logits.copy()
 
-    def decode_greedy(self, token: int, cache: NumpyCache) -> tuple[int, float]:
+    def decode_greedy(self, token: int, cache: NumpyKV) -> tuple[int, float]:
         best, _ = self.native.step(token, cache)
         return best, self.native.probs[0]
 
-    def verify_logits(self, ids: list[int], cache: NumpyCache) -> np.ndarray | None:
+    def verify_logits(self, ids: list[int], cache: NumpyKV) -> np.ndarray | None:
         """Up to NATIVE_STEPS tokens in one pass; the logits after each (a reused buffer), as FastLlama's."""
         if len(ids) > NATIVE_STEPS:
             return None
         return self.native.steps(ids, cache)
 
-    def verify(self, ids: list[int], cache: NumpyCache) -> list[tuple[int, float]] | None:
+    def verify(self, ids: list[int], cache: NumpyKV) -> list[tuple[int, float]] | None:
         if len(ids) > NATIVE_STEPS:
             return None
         self.native.steps(ids, cache)
@@ -228,7 +216,7 @@ def why_not(d: Path, device: str) -> str:
         raw = json.loads((d / "config.json").read_text())
     except (OSError, ValueError) as exc:
         return f"config.json: {exc}"
-    if fastload._config(raw) is None:
+    if fastload.llama_config(raw) is None:
         return f"model_type {raw.get('model_type')!r} or its settings are not the Llama shape the native step runs"
     lib, why = native.load()
     return "" if lib is not None else f"no native build: {why}"
@@ -239,29 +227,29 @@ def gpu_present() -> bool:
     return any(Path(p).exists() for p in ("/dev/nvidia0", "/dev/nvidiactl", "/dev/kfd", "/dev/dxg"))
 
 
-def load(d: Path, weights: str = "auto", threads=None) -> NativeRunner:
+def load(d: Path, weights: str = "auto", threads=None) -> TorchFreeRunner:
     """The runner for a directory why_not() accepted; ValueError where its tensors are not a Llama's."""
     from tabd.predictor import fastload
 
-    config = fastload._config(json.loads((d / "config.json").read_text()))
+    config = fastload.llama_config(json.loads((d / "config.json").read_text()))
     lib, why = native.load()
     if config is None or lib is None:
         raise ValueError(why or "not a Llama-shaped model")
     tensors = read_tensors(d)
     _check_tensors(tensors, config)
-    return NativeRunner(config, tensors, lib, weights, threads)
+    return TorchFreeRunner(config, tensors, lib, weights, threads)
 
 
 def _check_tensors(w: dict, cfg) -> None:
     """ValueError unless the tensors are exactly those the native step applies (as fastload checks them)."""
-    from tabd.predictor.fastload import _LAYER_KEYS, _OPTIONAL
+    from tabd.predictor.fastload import LAYER_KEYS, OPTIONAL_KEYS
 
     needed = {"model.embed_tokens.weight", "model.norm.weight"}
     known = needed | {"lm_head.weight"}
     for i in range(cfg.num_hidden_layers):
         p = f"model.layers.{i}."
-        needed |= {p + k for k in _LAYER_KEYS}
-        known |= {p + k for k in _LAYER_KEYS + _OPTIONAL}
+        needed |= {p + k for k in LAYER_KEYS}
+        known |= {p + k for k in LAYER_KEYS + OPTIONAL_KEYS}
     if not cfg.tie_word_embeddings:
         needed.add("lm_head.weight")
     missing, unknown = needed - w.keys(), w.keys() - known

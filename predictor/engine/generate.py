@@ -2,12 +2,14 @@
 
 `prefill` runs the prompt tokens the cache does not hold yet; `decode_one_token`
 runs one token; `decode_n_tokens` loops, asking the caller after every token
-whether to go on. Greedy only: the same state always gives the same answer,
-which is what lets the daemon cache answers by state.
+whether to go on, and returns what it decoded (Decoded); `score_tokens` gives
+the model's probabilities of given tokens (Scored). Greedy only: the same state
+always gives the same answer, which is what lets the daemon cache answers by state.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from tabd.predictor.engine.chunking import CHUNK_WORK, PREFILL_CHUNK, chunk_for  # noqa: F401 (re-exported)
 from tabd.predictor.engine.layout import PASS_TOKENS
@@ -17,8 +19,43 @@ from tabd.predictor.types import Interrupted
 if TYPE_CHECKING:  # logits are torch tensors, or numpy arrays from the torch-free runner (boot.py)
     import torch
 
-__all__ = ["Runner", "chunk_for", "decode_n_tokens", "decode_one_token", "forward_last", "greedy", "greedy_p", "prefill",
-           "score_tokens"]
+__all__ = ["Decoded", "Rule", "Runner", "Scored", "chunk_for", "decode_n_tokens", "decode_one_token", "forward_last",
+           "greedy", "greedy_p", "prefill", "score_tokens"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What decode_n_tokens decodes: at most n tokens, while go_on(tokens so far) says so; the first token among
+    `first_allowed` (token healing: an index of the runner's logits' kind) and never one of `first_banned`."""
+
+    n: int
+    go_on: Callable[[list[int]], bool] = lambda tokens: True
+    first_allowed: Any = None
+    first_banned: Sequence[int] = ()
+
+
+@dataclass
+class Decoded:
+    """The greedy tokens, the model's probability of each (what confidence gating cuts by), and how many came as
+    prompt-lookup drafts the model agreed with: those rode along in another token's pass, so the tokens took
+    len(tokens) - accepted_drafts model passes, the prompt's counted."""
+
+    tokens: list[int] = field(default_factory=list)
+    probs: list[float] = field(default_factory=list)
+    accepted_drafts: int = 0
+
+
+@dataclass
+class Scored:
+    """The model's probability of each token scored, and the model passes that took, the prompt's counted (as
+    Decoded's are)."""
+
+    probs: list[float] = field(default_factory=list)
+    passes: int = 0
+
+
+def _ignore(token: int) -> None:
+    pass
 
 
 @inference
@@ -64,8 +101,7 @@ def greedy(logits: torch.Tensor, allowed: torch.Tensor | None = None) -> int:
 
 @inference
 def score_tokens(model, logits: torch.Tensor, cache, tokens: list[int], min_joint: float,
-                 first_allowed: torch.Tensor | None = None, batch: bool = True,
-                 passes: list[int] | None = None) -> list[float]:
+                 first_allowed: torch.Tensor | None = None, batch: bool = True) -> Scored:
     """The model's probability of each of `tokens` in turn (teacher-forced), feeding each into the cache.
 
     Stops once the joint probability of the tokens so far falls below min_joint:
@@ -74,13 +110,15 @@ def score_tokens(model, logits: torch.Tensor, cache, tokens: list[int], min_join
     a multi-token pass (and `batch`), 2, then 4, then up to 8 tokens are fed per
     pass, the cache cut back after a stop: the same numbers (each row is the
     logits one step gives), a pass per 8 tokens of a long copy instead of one per
-    token. `passes`, when given, is told the tokens of each model pass.
+    token.
     """
-    probs: list[float] = []
+    out = Scored()
     p = token_p(logits, tokens[0], first_allowed) if tokens else None
     if p is None:
-        return probs
+        return out
+    probs = out.probs
     probs.append(p)
+    out.passes = 1  # the prompt's, as decoding counts its first token
     joint = p
     fed = 0  # tokens fed so far: tokens[:fed]
     step = 2  # tokens per pass, doubled while the copy holds: a copy rejected early costs a short pass only
@@ -89,21 +127,20 @@ def score_tokens(model, logits: torch.Tensor, cache, tokens: list[int], min_join
         k = min(step if verify_logits else 1, len(tokens) - 1 - fed)
         step = min(PASS_TOKENS, step * 2)
         rows = verify_logits(tokens[fed : fed + k], cache) if k > 1 else None
-        if rows is None:  # one token a pass (transformers' caches too: they have no `length` to cut back to)
+        if rows is None:  # one token a pass (where the runner has no multi-token pass)
             k, rows = 1, [forward_last(model, [tokens[fed]], cache)]
-        if passes is not None:
-            passes.append(k)
         base = cache.length - k if k > 1 else 0
         for j in range(k):
             p = token_p(rows[j], tokens[fed + j + 1])
             probs.append(p)
             joint *= p
+            out.passes += j == 0  # the pass's other tokens ride along
             if joint < min_joint or len(probs) == len(tokens):
                 if k > 1:
                     cache.truncate(base + j + 1)  # as if fed one at a time up to here
-                return probs
+                return out
         fed += k
-    return probs
+    return out
 
 
 class Lookup:
@@ -191,81 +228,69 @@ class Lookup:
         return {"lookup_steps": self.steps, "drafted": self.drafted, "accepted_drafts": self.accepted}
 
 
-def decode_n_tokens(
-    model,
-    logits: torch.Tensor,
-    cache,
-    n: int,
-    go_on: Callable[[list[int]], bool],
-    on_feed: Callable[[int], None],
-    first_allowed: torch.Tensor | None = None,
-    probs: list[float] | None = None,
-    lookup: Lookup | None = None,
-    first_banned: list[int] | None = None,
-) -> list[int]:
-    """Greedy tokens after `logits`, until n tokens or go_on(tokens) is False.
+def decode_n_tokens(model, logits: torch.Tensor, cache, rule: Rule, on_feed: Callable[[int], None] = _ignore,
+                    lookup: Lookup | None = None) -> Decoded:
+    """Greedy tokens after `logits`, as `rule` says, with their probabilities and the passes they took.
 
     The last token chosen is not fed back (nobody needs its successor);
-    on_feed(token) is told of every token that is, so the caller can keep
-    the cache's token list in step with the cache. When `probs` is given,
-    the model's probability of each chosen token is appended to it (what
-    confidence gating cuts suggestions by). With `lookup` (the prompt's
-    tokens indexed), each step feeds the token and its prompt-lookup drafts
-    in one pass and keeps the drafts the model would have chosen itself:
-    the same tokens and probabilities as one token a step, fewer passes.
-    `first_banned` are never the first token (greedy_p's `banned`).
+    on_feed(token) is told of every token that is, as it is, so the caller can
+    keep the cache's token list in step with the cache (also when go_on raises).
+    With `lookup` (the prompt's tokens indexed), each step feeds the token and
+    its prompt-lookup drafts in one pass and keeps the drafts the model would
+    have chosen itself: the same tokens and probabilities as one token a step,
+    fewer passes.
     """
-    tokens: list[int] = []
-    token, p = greedy_p(logits, first_allowed, first_banned)
+    out = Decoded()
+    tokens, probs, n, go_on = out.tokens, out.probs, rule.n, rule.go_on
+    token, p = greedy_p(logits, rule.first_allowed, list(rule.first_banned) or None)
     while True:
         tokens.append(token)
-        if probs is not None:
-            probs.append(p)
+        probs.append(p)
         if len(tokens) >= n or not go_on(tokens):
-            return tokens
-        if lookup is not None:
-            lookup.add(token)
-            drafts = lookup.draft(n - len(tokens))
-            if drafts:
-                step = _lookup_step(model, token, drafts, cache, n, tokens, go_on, on_feed, probs, lookup)
-                if step is None:
-                    return tokens
-                token, p = step
-                continue
-        next_token, p = model.decode_greedy(token, cache)  # the native step picks it without handing logits back
+            return out
+        drafts = _drafts(lookup, token, n - len(tokens)) if lookup is not None else None
+        if not drafts:
+            next_token, p = model.decode_greedy(token, cache)  # the native step picks it without handing logits back
+            on_feed(token)
+            token = next_token
+            continue
+        base = cache.length
+        choices, agreed = _verify(model, token, drafts, cache, lookup)
         on_feed(token)
-        token = next_token
+        kept = 1  # the token, then each agreed draft as decoding would have taken it, go_on asked after each
+        try:
+            for d, (_, p) in zip(drafts[:agreed], choices):
+                tokens.append(d)
+                probs.append(p)
+                out.accepted_drafts += 1
+                lookup.accepted += 1
+                if len(tokens) >= n or not go_on(tokens):
+                    return out
+                lookup.add(d)
+                on_feed(d)
+                kept += 1
+        finally:
+            cache.truncate(base + kept)  # the drafts past the first disagreement (or the stop) are not the sequence
+        token, p = choices[kept - 1]
 
 
-def _lookup_step(model, token, drafts, cache, n, tokens, go_on, on_feed, probs, lookup):
-    """One verify pass: feeds token and drafts, keeps the agreed drafts (appended to tokens as plain
-    decoding would, go_on asked after each), and cuts the cache back to what was kept. The next token
-    and its probability, or None when go_on said stop at a draft."""
-    base = cache.length
+def _drafts(lookup: Lookup, token: int, limit: int) -> list[int]:
+    lookup.add(token)
+    return lookup.draft(limit)
+
+
+def _verify(model, token: int, drafts: list[int], cache, lookup: Lookup) -> tuple[list[tuple[int, float]], int]:
+    """One verify pass feeding token and drafts: the greedy choice and its probability after each, and how many
+    drafts the model agreed with (the Lookup told, to adapt)."""
     choices = model.verify([token, *drafts], cache)
-    if choices is None:  # no multi-token pass here: one token at a time
+    if choices is None:  # no multi-token pass here: one token at a time from now on
         lookup.max_draft = 0
         choices = [greedy_p(decode_one_token(model, token, cache))]
         drafts = []
     lookup.steps += 1
     lookup.drafted += len(drafts)
-    on_feed(token)
     agreed = 0
     while agreed < len(drafts) and choices[agreed][0] == drafts[agreed]:
         agreed += 1
     lookup.feedback(len(drafts), agreed)
-    kept = 1
-    try:
-        for i, d in enumerate(drafts[:agreed]):
-            tokens.append(d)
-            lookup.accepted += 1
-            if probs is not None:
-                probs.append(choices[i][1])
-            if len(tokens) >= n or not go_on(tokens):
-                return None
-            lookup.add(d)
-            on_feed(d)
-            kept += 1
-    finally:
-        cache.truncate(base + kept)  # the drafts past the first disagreement (or the stop) are not the sequence
-    return choices[kept - 1]
+    return choices, agreed

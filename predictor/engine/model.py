@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from tabd.predictor.engine.kvbuffer import KVBuffer
+from tabd.predictor.engine.kvcache import TorchKV
 from tabd.predictor.engine.layout import PASS_TOKENS as NATIVE_STEPS  # up to this many new tokens: native passes
 from tabd.predictor.engine.layout import SMALL_BYTES  # fp32 weights up to this: prefill also keeps plain matrices
 
@@ -25,25 +25,6 @@ def supported(cfg) -> bool:
     if getattr(cfg, "model_type", "") not in SUPPORTED:
         return False
     return not (getattr(cfg, "rope_scaling", None) and (cfg.rope_scaling or {}).get("rope_type", "default") != "default")
-
-
-class FastCache(KVBuffer):
-    """Keys and values for every layer in one torch buffer each, written in place; `length` positions are valid."""
-
-    def __init__(self, layers: int, kv_heads: int, head_dim: int, capacity: int, dtype, device) -> None:
-        self.k = torch.empty(layers, kv_heads, capacity, head_dim, dtype=dtype, device=device)
-        self.v = torch.empty_like(self.k)
-        self.length = 0
-
-    @classmethod
-    def over(cls, k: torch.Tensor, v: torch.Tensor, length: int) -> "FastCache":
-        """A cache over existing buffers (the torch-free runner's, as views: see handover.py)."""
-        cache = cls.__new__(cls)
-        cache.k, cache.v, cache.length = k, v, length
-        return cache
-
-    def _empty(self, like, capacity: int):
-        return like.new_empty(like.shape[0], like.shape[1], capacity, like.shape[3])
 
 
 def _release(t: torch.Tensor | None) -> None:
@@ -91,7 +72,7 @@ class FastLlama:
         self._take_weights(model, release, on_cpu)
         self.native, self.native_why = None, "off"
         if native:
-            self._bind_native()
+            self.bind_native()
 
     def _take_weights(self, model, release: bool, on_cpu: bool) -> None:
         from tabd.predictor.engine.weights import Matrix, Rows
@@ -143,7 +124,7 @@ class FastLlama:
                 total += self.lm_head.element_size() * self.lm_head.nelement()
         return total
 
-    def _bind_native(self) -> None:
+    def bind_native(self) -> None:
         """Steps of up to a few tokens in native/decode.c when it builds here and the model is fp32 on the CPU."""
         from tabd.predictor.engine import native
 
@@ -165,8 +146,8 @@ class FastLlama:
             cos, sin = rotary(dummy, positions)  # transformers' own rotary tables, so the numbers match
         return cos[0].contiguous(), sin[0].contiguous()
 
-    def new_cache(self, capacity: int) -> FastCache:
-        return FastCache(len(self.layers), self.n_kv, self.head_dim, capacity, self.dtype, self.device)
+    def new_cache(self, capacity: int) -> TorchKV:
+        return TorchKV(len(self.layers), self.n_kv, self.head_dim, capacity, self.dtype, self.device)
 
     def _rmsnorm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         if x.dtype == torch.float32:  # one fused op; the same numbers as transformers' RMSNorm in fp32
@@ -189,7 +170,7 @@ class FastLlama:
         out = torch.bmm(torch.softmax(scores, dim=-1), values)  # [kv, group, hd]
         return out.reshape(self.n_heads, 1, self.head_dim)
 
-    def decode_greedy(self, token: int, cache: FastCache) -> tuple[int, float]:
+    def decode_greedy(self, token: int, cache: TorchKV) -> tuple[int, float]:
         """Feed one token; the greedy next token and the model's probability of it."""
         if self.native is not None:
             best, _ = self.native.step(token, cache)
@@ -198,14 +179,14 @@ class FastLlama:
         best = int(torch.argmax(logits))
         return best, float(torch.exp(logits[best] - torch.logsumexp(logits, 0)))
 
-    def verify_logits(self, ids: list[int], cache: FastCache) -> torch.Tensor | None:
+    def verify_logits(self, ids: list[int], cache: TorchKV) -> torch.Tensor | None:
         """Feed up to NATIVE_STEPS tokens in one native pass; the logits after each ([n, vocab], a reused
         buffer: read before the next pass), bit for bit one step's. None where there is no native step."""
         if self.native is None or len(ids) > NATIVE_STEPS:
             return None
         return self.native.steps(ids, cache)
 
-    def verify(self, ids: list[int], cache: FastCache) -> list[tuple[int, float]] | None:
+    def verify(self, ids: list[int], cache: TorchKV) -> list[tuple[int, float]] | None:
         """Feed up to NATIVE_STEPS tokens in one native pass; the greedy choice and its probability after
         each, the numbers one step at a time gives. None where there is no native step."""
         if self.native is None or len(ids) > NATIVE_STEPS:
@@ -225,7 +206,7 @@ class FastLlama:
         return F.linear(last, self.lm_head)[0]
 
     @torch.inference_mode()
-    def forward_last(self, ids: list[int], cache: FastCache) -> torch.Tensor:
+    def forward_last(self, ids: list[int], cache: TorchKV) -> torch.Tensor:
         """Logits after `ids`, which continue the cache's `length` positions."""
         if self.native is not None and len(ids) == 1:
             return self.native.step(ids[0], cache)[1].clone()

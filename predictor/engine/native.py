@@ -117,7 +117,7 @@ def _ptr(t) -> int | None:
     return t.data_ptr() if hasattr(t, "data_ptr") else t.ctypes.data
 
 
-def _plain_fp32(t) -> bool:
+def _contiguous_fp32(t) -> bool:
     if hasattr(t, "data_ptr"):
         return t.is_contiguous() and str(t.dtype) == "torch.float32"
     return bool(t.flags.c_contiguous) and t.dtype.name == "float32"
@@ -142,7 +142,7 @@ class NativeDecoder:
 
         w_in, qkv, bias, o, w_post, gate_up, down = zip(*fast.layers)
         for t in (fast.norm, fast.cos, fast.sin, *w_in, *w_post, *[b for b in bias if b is not None]):
-            if not _plain_fp32(t):
+            if not _contiguous_fp32(t):
                 raise ValueError("the native decode step needs contiguous fp32 norms, biases and rotary tables")
         arrays = {
             "attn_norm": [_ptr(t) for t in w_in], "mlp_norm": [_ptr(t) for t in w_post],

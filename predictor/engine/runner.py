@@ -1,26 +1,23 @@
 """The runner seam: what generate.py runs a model through, and the adapter for transformers' own forward.
 
-A runner gives logits after some ids on top of a KV cache, one greedy step,
-and a fresh cache that can be cut back. FastLlama (model.py) is one;
-TransformersRunner wraps a transformers causal LM as another, with our
-in-place cache ("hf") or transformers' DynamicCache ("plain"); NativeRunner
-(boot.py) is the torch-free one, whose logits are numpy arrays. generate.py and
-local.py call these methods, never asking which runner they have, and the
-helpers below take either kind of logits. No torch at import: the torch-free
-runner's path must not load it.
+A runner gives logits after some ids on top of a KV cache (kvcache.py, one
+family for all), one greedy step, and a fresh cache. FastLlama (model.py) is
+one; TransformersRunner wraps a transformers causal LM as another, writing the
+same TorchKV through transformers' Cache interface; TorchFreeRunner (boot.py)
+is the torch-free one, whose logits are numpy arrays. generate.py and local.py
+call these methods, never asking which runner they have, and the helpers below
+take either kind of logits. No torch at import: the torch-free runner's path
+must not load it.
 """
 from __future__ import annotations
 
 import functools
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tabd.predictor.engine.kvcache import KVCache
+
 if TYPE_CHECKING:
     import torch
-
-
-class KVCache(Protocol):
-    def truncate(self, length: int) -> None:
-        """Keep the keys and values of the first `length` tokens only."""
 
 
 class Runner(Protocol):
@@ -111,18 +108,20 @@ def inference(fn):
 
 
 class TransformersRunner:
-    """A transformers causal LM as a Runner: its own forward, with the in-place cache or a DynamicCache."""
+    """A transformers causal LM as a Runner: its own forward, over a TorchKV seen as transformers' Cache."""
 
-    def __init__(self, model: Any, in_place: bool = True) -> None:
+    def __init__(self, model: Any) -> None:
         self.model = model
-        self.in_place = in_place
 
     def forward_last(self, ids: list[int], cache: Any) -> torch.Tensor:
         import torch
 
+        from tabd.predictor.engine.transformers_cache import TransformersCache  # it imports transformers
+
         with torch.inference_mode():
             x = torch.tensor([ids], dtype=torch.long, device=self.model.device)
-            out = self.model(input_ids=x, cache=cache, use_cache=True, logits_to_keep=1)
+            out = self.model(input_ids=x, cache=TransformersCache(cache), use_cache=True, logits_to_keep=1)
+            cache.length += len(ids)  # every layer wrote at the old length
             return out.logits[0, -1]
 
     def decode_greedy(self, token: int, cache: Any) -> tuple[int, float]:
@@ -135,21 +134,10 @@ class TransformersRunner:
         return None
 
     def new_cache(self, capacity: int) -> KVCache:
-        if self.in_place:
-            from tabd.predictor.engine.cache import InPlaceCache  # it imports transformers: only for this runner
+        from tabd.predictor.engine.kvcache import TorchKV
 
-            return InPlaceCache(self.model.config.num_hidden_layers, capacity)
-        return _dynamic_cache(self.model.config)
-
-
-def _dynamic_cache(config: Any) -> KVCache:
-    """transformers' DynamicCache, with truncate() as crop() (which takes the number of tokens to drop, negated)."""
-    from transformers import DynamicCache
-
-    class TruncatingCache(DynamicCache):
-        def truncate(self, length: int) -> None:
-            drop = self.get_seq_length() - length
-            if drop > 0:
-                self.crop(-drop)
-
-    return TruncatingCache(config=config)
+        cfg = self.model.config
+        heads = cfg.num_attention_heads
+        kv_heads = getattr(cfg, "num_key_value_heads", None) or heads
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
+        return TorchKV(cfg.num_hidden_layers, kv_heads, head_dim, capacity, self.model.dtype, self.model.device)

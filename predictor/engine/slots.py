@@ -12,28 +12,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from tabd.predictor.engine.kvcache import KVCache
+
 FORK_MIN_TOKENS = 4  # copy another slot's prefix when it holds more than this many more of the prompt
 
 
 @dataclass
 class Slot:
     ids: list[int] = field(default_factory=list)  # tokens whose keys and values the cache holds
-    cache: object = None
+    cache: KVCache | None = None
     used: float = 0.0
-
-
-def _element_bytes(dtype) -> int:
-    import torch
-
-    return torch.finfo(dtype).bits // 8
-
-
-def bytes_per_token(cfg, dtype, native: bool) -> int:
-    """KV bytes one token takes, for caches that cannot say their own size (native: the fp32 numpy cache)."""
-    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
-    elem = 4 if native else _element_bytes(dtype)
-    return 2 * cfg.num_hidden_layers * kv_heads * head_dim * elem
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -47,18 +35,19 @@ def common_prefix(a: list[int], b: list[int]) -> int:
 class SlotPool:
     """The kept slots and their bounds; `new_cache(capacity)` is the runner's allocator (it changes at a hand-over)."""
 
-    def __init__(self, new_cache: Callable[[int], object], context: int, kv_bytes_per_token: int,
-                 kv_reuse: bool = True, max_slots: int = 8, max_kv_bytes: int = 256 << 20) -> None:
+    def __init__(self, new_cache: Callable[[int], KVCache], context: int, kv_reuse: bool = True, max_slots: int = 8,
+                 max_kv_bytes: int = 256 << 20) -> None:
         self._allocate = new_cache
         self.context = context
-        self.kv_bytes_per_token = kv_bytes_per_token
+        # what one position of keys and values takes (`tabd bench kv` reports it)
+        self.kv_bytes_per_token = new_cache(1).nbytes()
         self.kv_reuse = kv_reuse
         self.max_slots = max_slots
         self.max_kv_bytes = max_kv_bytes
         self.slots: dict[str, Slot] = {}
         self.kv_copies = 0  # forks of one slot's prefix into another (copy-on-write)
 
-    def new_cache(self, length: int):
+    def new_cache(self, length: int) -> KVCache:
         return self._allocate(min(self.context, length + 64))
 
     def slot_for(self, slot_id: str, ids: list[int]) -> tuple[Slot, int]:
@@ -79,24 +68,17 @@ class SlotPool:
         if not self.kv_reuse or slot.cache is None:
             slot.cache, slot.ids = self.new_cache(len(ids)), []
         shared = common_prefix(slot.ids, ids)
-        if self.kv_reuse and best is not None and best is not slot and best_shared > shared + FORK_MIN_TOKENS \
-                and self._copy_prefix(best, slot, best_shared):
+        if self.kv_reuse and best is not None and best is not slot and best_shared > shared + FORK_MIN_TOKENS:
+            self._copy_prefix(best, slot, best_shared)
             shared = best_shared
         self._evict(keep={id(slot)})  # within max_kv_bytes before this request runs
         return slot, shared
 
-    def _copy_prefix(self, src: Slot, dst: Slot, n: int) -> bool:
-        """dst's cache := src's first n positions; False where the cache kind cannot be copied (then dst prefills)."""
-        s, d = src.cache, dst.cache
-        if not (hasattr(s, "k") and hasattr(d, "ensure")):
-            return False
-        d.ensure(n)
-        d.k[:, :, :n] = s.k[:, :, :n]
-        d.v[:, :, :n] = s.v[:, :, :n]
-        d.length = n
+    def _copy_prefix(self, src: Slot, dst: Slot, n: int) -> None:
+        """dst's cache := src's first n positions."""
+        dst.cache.copy_prefix(src.cache, n)
         dst.ids = src.ids[:n]
         self.kv_copies += 1
-        return True
 
     def _evict(self, keep: set[int], adding: bool = False) -> None:
         """Least recently used slots go until the slots fit in max_slots (one more to come if adding) and in
@@ -110,8 +92,7 @@ class SlotPool:
 
     def kv_bytes(self) -> int:
         """Bytes the slots' caches hold (allocated, not just used): what max_kv_bytes bounds."""
-        return sum(s.cache.nbytes() if hasattr(s.cache, "nbytes") else len(s.ids) * self.kv_bytes_per_token
-                   for s in self.slots.values())
+        return sum(s.cache.nbytes() for s in self.slots.values())
 
     def cut(self, slot: Slot, n: int) -> None:
         drop = len(slot.ids) - n

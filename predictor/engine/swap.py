@@ -1,4 +1,4 @@
-"""The fast engine built over the torch-free runner's weights, in place: the hand-over after a torch-free start.
+"""torch+native built over the torch-free runner's weights, in place: the hand-over after a torch-free start.
 
 The torch-free runner (boot.py) answers first; its prompts run as native pieces
 of 8 tokens, several times slower than torch's GEMM prefill on a long prompt
@@ -20,8 +20,9 @@ torchlibs.preload()  # before `import torch`, which then finds them loaded
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from tabd.predictor.engine.boot import NativeRunner, NumpyCache
-from tabd.predictor.engine.model import FastCache, FastLlama
+from tabd.predictor.engine.boot import TorchFreeRunner
+from tabd.predictor.engine.kvcache import NumpyKV, TorchKV
+from tabd.predictor.engine.model import FastLlama
 from tabd.predictor.engine.weights import Matrix, Rows
 
 
@@ -38,7 +39,7 @@ def _matrix(m, dense: bool) -> Matrix:
     return Matrix.packed(tensor(m.data), tensor(m.scale), m.rows, m.cols, m.fmt, dense)
 
 
-def fast_from_native(runner: NativeRunner) -> FastLlama:
+def fast_from_torch_free(runner: TorchFreeRunner) -> FastLlama:
     """A FastLlama (native steps bound, torch prefill) over `runner`'s weight store, sharing its memory."""
     fast = FastLlama.__new__(FastLlama)  # not from a transformers-shaped model: every attribute set here
     cfg = runner.config
@@ -46,10 +47,10 @@ def fast_from_native(runner: NativeRunner) -> FastLlama:
     fast.n_heads, fast.n_kv, fast.head_dim, fast.eps = runner.n_heads, runner.n_kv, runner.head_dim, runner.eps
     fast.q_size, fast.kv_size = fast.n_heads * fast.head_dim, fast.n_kv * fast.head_dim
     fast.scale, fast.decode_bmm, fast.weights, fast.small = runner.scale, True, runner.weights, runner.small
-    from tabd.predictor.fastload import _Rotary
+    from tabd.predictor.fastload import Rotary
 
     positions = torch.arange(runner.cos.shape[0])[None, :]
-    cos, sin = _Rotary(cfg.rope_theta, fast.head_dim)(torch.zeros(1), positions)  # the fast engine's own tables
+    cos, sin = Rotary(cfg.rope_theta, fast.head_dim)(torch.zeros(1), positions)  # FastLlama's own tables
     fast.cos, fast.sin = cos[0].contiguous(), sin[0].contiguous()
     fast.embed_rows = Rows.packed(tensor(runner.embed_rows.data), tensor(runner.embed_rows.scale), runner.weights)
     same = runner.lm_rows is runner.embed_rows
@@ -62,10 +63,10 @@ def fast_from_native(runner: NativeRunner) -> FastLlama:
                     _matrix(gate_up, fast.small), _matrix(down, fast.small))
                    for w_in, qkv, bias, o, w_post, gate_up, down in runner.layers]
     fast.native, fast.native_why = None, "off"
-    fast._bind_native()
+    fast.bind_native()
     return fast
 
 
-def torch_cache(cache: NumpyCache) -> FastCache:
-    """A numpy KV cache as a FastCache over the same buffers (what the fast engine reads and writes)."""
-    return FastCache.over(torch.from_numpy(cache.k), torch.from_numpy(cache.v), cache.length)
+def torch_cache(cache: NumpyKV) -> TorchKV:
+    """A numpy KV cache as a TorchKV over the same buffers (what FastLlama reads and writes)."""
+    return TorchKV.over(torch.from_numpy(cache.k), torch.from_numpy(cache.v), cache.length)

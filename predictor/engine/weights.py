@@ -38,18 +38,18 @@ class Matrix:
         self.fmt = fmt
         q, self.scale = _quantize(w, fmt, dim=1)
         self.data = pack_panels(q)
-        # dense: also a plain [in, out] copy for torch's prefill, for a small model only, where one GEMM beats
+        # dense: also an [in, out] copy for torch's prefill, for a small model only, where one GEMM beats
         # the panel bmm by ~20% and the copy costs a few MB
-        self.plain = q.contiguous() if dense and fmt == "fp32" else None
+        self.prefill_copy = q.contiguous() if dense and fmt == "fp32" else None
 
     @classmethod
     def packed(cls, data: torch.Tensor, scale: torch.Tensor | None, rows: int, cols: int, fmt: str,
                dense: bool = False) -> "Matrix":
-        """A Matrix over panels packed already (the torch-free runner's, shared in place: see handover.py)."""
+        """A Matrix over panels packed already (the torch-free runner's, shared in place: see swap.py)."""
         m = cls.__new__(cls)
-        m.rows, m.cols, m.fmt, m.data, m.scale, m.plain = rows, cols, fmt, data, scale, None
+        m.rows, m.cols, m.fmt, m.data, m.scale, m.prefill_copy = rows, cols, fmt, data, scale, None
         if dense and fmt == "fp32":
-            m.plain = m.unpacked()
+            m.prefill_copy = m.unpacked()
         return m
 
     def unpacked(self) -> torch.Tensor:
@@ -60,12 +60,12 @@ class Matrix:
         return torch.cat([main, self.data[split:].view(self.rows, self.cols - full * PANEL)], dim=1).contiguous()
 
     def nbytes(self) -> int:
-        extra = 0 if self.plain is None else 4 * self.plain.nelement()
+        extra = 0 if self.prefill_copy is None else 4 * self.prefill_copy.nelement()
         return self.data.element_size() * self.data.nelement() + extra + (0 if self.scale is None else 4 * self.scale.nelement())
 
     def matmul(self, x: torch.Tensor) -> torch.Tensor:
-        if self.plain is not None:
-            return x @ self.plain
+        if self.prefill_copy is not None:
+            return x @ self.prefill_copy
         n, full = x.shape[0], self.cols // PANEL
         data = self.data if self.fmt == "fp32" else self.data.to(torch.float32)  # one matrix converted at a time
         split = full * self.rows * PANEL

@@ -22,6 +22,7 @@ from tabd.daemon.runtime import handover
 from tabd.predictor.engine import boot, native
 from tabd.predictor.loader import DEFAULT_MODEL_DIR
 from tabd.predictor.local import LocalBackend
+from tabd.predictor.settings import LocalSettings
 from tabd.predictor.types import GenSettings, ModelLoadError
 
 from support.predictor_cases import CODE, edits, same_tokens_over_edits
@@ -39,8 +40,8 @@ def _bits(t) -> np.ndarray:
 @needs_native
 @pytest.mark.parametrize("weights", ["fp32", "bf16", "int8"])
 def test_the_weights_are_packed_as_the_fast_engine_packs_them(weights):
-    ours = LocalBackend(engine="native", weights=weights, threads=1).runner
-    fast = LocalBackend(engine="fast", weights=weights, threads=1).runner
+    ours = LocalBackend(LocalSettings(engine="native", weights=weights, threads=1)).runner
+    fast = LocalBackend(LocalSettings(engine="fast", weights=weights, threads=1)).runner
     assert ours.weights == fast.weights == weights
     for a, b in zip(ours.layers, fast.layers):
         for i in (1, 3, 5, 6):  # qkv, o, gate_up, down: the panels and their int8 scales, byte for byte
@@ -59,8 +60,8 @@ def test_the_weights_are_packed_as_the_fast_engine_packs_them(weights):
 @needs_native
 @pytest.mark.parametrize("weights", ["fp32", "int8"])
 def test_the_torch_free_and_fast_engines_suggest_the_same_tokens_over_an_edit_session(weights):
-    ours = LocalBackend(engine="native", weights=weights, threads=1)
-    fast = LocalBackend(engine="fast", weights=weights, threads=1)
+    ours = LocalBackend(LocalSettings(engine="native", weights=weights, threads=1))
+    fast = LocalBackend(LocalSettings(engine="fast", weights=weights, threads=1))
     assert ours.engine_name == "native" and fast.engine_name == "fast"
     settings = GenSettings(max_new_tokens=24)
     for a, b in same_tokens_over_edits(ours, fast, settings):
@@ -73,8 +74,8 @@ def test_the_torch_free_and_fast_engines_suggest_the_same_tokens_over_an_edit_se
 
 @needs_native
 def test_the_fast_engine_takes_over_mid_session_with_the_same_tokens_and_one_copy_of_the_weights():
-    ours = LocalBackend(engine="auto", threads=1)
-    fast = LocalBackend(engine="fast", threads=1)
+    ours = LocalBackend(LocalSettings(engine="auto", threads=1))
+    fast = LocalBackend(LocalSettings(engine="fast", threads=1))
     assert ours.engine_name == "native" and ours.can_hand_over() and not fast.can_hand_over()
     settings = GenSettings(max_new_tokens=24)
     session = list(edits())
@@ -97,7 +98,7 @@ def test_the_fast_engine_takes_over_mid_session_with_the_same_tokens_and_one_cop
 
 @needs_native
 def test_a_prefill_piece_gives_the_last_logits_and_the_cache_of_a_full_step():
-    backend = LocalBackend(engine="native", threads=1)
+    backend = LocalBackend(LocalSettings(engine="native", threads=1))
     runner, ids = backend.runner, backend.tokenizer.encode(CODE)[:13]
     a, b = runner.new_cache(64), runner.new_cache(64)
     runner.native.steps(ids[:5], a)
@@ -121,8 +122,8 @@ def test_a_qwen2_checkpoint_with_biases_in_fp32_or_bf16_is_served_torch_free_wit
 
         path = next(d.glob("*.safetensors"))
         save_file({k: v.to(torch.bfloat16) for k, v in load_file(str(path)).items()}, str(path), {"format": "pt"})
-    ours = LocalBackend(str(d), engine="native", threads=1)
-    fast = LocalBackend(str(d), engine="fast", threads=1)
+    ours = LocalBackend(LocalSettings(str(d), engine="native", threads=1))
+    fast = LocalBackend(LocalSettings(str(d), engine="fast", threads=1))
     assert ours.runner.layers[0][2] is not None and ours.runner.lm_rows is not ours.runner.embed_rows
     ids = fast.tokenizer.encode(CODE, add_special_tokens=False)[:300]
     got = ours.runner.forward_last(ids, ours.runner.new_cache(len(ids)))  # a random model: compare the logits too
@@ -139,9 +140,9 @@ def test_a_file_it_cannot_read_goes_to_torchs_loader_with_its_clear_error(tmp_pa
     shutil.copytree(DEFAULT_MODEL_DIR, d)
     (d / "model.safetensors").write_bytes(b"not a safetensors file")
     with pytest.raises(ModelLoadError, match="cannot load the model"):
-        LocalBackend(str(d), engine="auto", threads=1)
+        LocalBackend(LocalSettings(str(d), engine="auto", threads=1))
     with pytest.raises(ModelLoadError, match="native engine cannot serve .*not a safetensors file"):
-        LocalBackend(str(d), engine="native", threads=1)
+        LocalBackend(LocalSettings(str(d), engine="native", threads=1))
 
 
 def test_a_model_the_native_step_cannot_run_loads_through_torch_and_says_why(tmp_path):
@@ -152,10 +153,10 @@ def test_a_model_the_native_step_cannot_run_loads_through_torch_and_says_why(tmp
     GPT2LMHeadModel(GPT2Config(vocab_size=8192, n_positions=256, n_embd=64, n_layer=1, n_head=2)).save_pretrained(d)
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         shutil.copy(DEFAULT_MODEL_DIR / name, d / name)
-    backend = LocalBackend(str(d), engine="auto", threads=1)
+    backend = LocalBackend(LocalSettings(str(d), engine="auto", threads=1))
     assert backend.engine_name == "hf" and "gpt2" in backend.engine_why and backend.engine_why.startswith("torch")
     with pytest.raises(ModelLoadError, match="native engine cannot serve .*gpt2"):
-        LocalBackend(str(d), engine="native", threads=1)
+        LocalBackend(LocalSettings(str(d), engine="native", threads=1))
 
 
 def test_no_gpu_check_imports_torch_and_a_gpu_device_goes_to_torch():

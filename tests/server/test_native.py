@@ -15,6 +15,7 @@ import torch
 from tabd.predictor.engine import generate, native
 from tabd.predictor.loader import DEFAULT_MODEL_DIR
 from tabd.predictor.local import LocalBackend
+from tabd.predictor.settings import LocalSettings
 from tabd.predictor.types import GenSettings
 
 from support.predictor_cases import CODE, edits, same_tokens_over_edits
@@ -25,7 +26,7 @@ needs_native = pytest.mark.skipif(LIB is None, reason=f"no native build here: {W
 
 @pytest.fixture(scope="module")
 def backend():
-    return LocalBackend(kv_reuse=True, engine="fast", threads=1)
+    return LocalBackend(LocalSettings(kv_reuse=True, engine="fast", threads=1))
 
 
 def prompt_ids(backend, n: int) -> list[int]:
@@ -106,10 +107,35 @@ def test_other_shapes_one_kv_head_odd_widths(threads, head_dim, weights):
 
 @needs_native
 def test_native_and_torch_engines_suggest_the_same_tokens_over_an_edit_session(backend):
-    torch_only = LocalBackend(kv_reuse=True, engine="torch", threads=1)
+    torch_only = LocalBackend(LocalSettings(kv_reuse=True, engine="torch", threads=1))
     assert backend.engine_name == "fast" and torch_only.engine_name == "torch"
     settings = GenSettings(max_new_tokens=24)
     assert all(a.text == b.text for a, b in same_tokens_over_edits(backend, torch_only, settings, slot_id="n"))
+
+
+RUNNERS = {"native": "TorchFreeRunner", "fast": "FastLlama", "torch": "FastLlama", "hf": "TransformersRunner"}
+
+
+@needs_native
+@pytest.mark.parametrize("asked, reported", [
+    ("torch-free", "native"), ("native", "native"), ("auto", "native"), ("torch+native", "fast"), ("fast", "fast"),
+    ("torch", "torch"), ("transformers", "hf"), ("hf", "hf"), ("plain", "hf")])
+def test_each_engine_name_old_or_new_builds_the_engine_it_names_reported_as_before(asked, reported):
+    """--engine takes the names that say what runs (predictor/engines.py) and the older ones for the same
+    engines; tabd/stats and the log keep reporting the older names, which other tools read."""
+    b = LocalBackend(LocalSettings(engine=asked, threads=1))
+    assert b.engine_name == reported and type(b.runner).__name__ == RUNNERS[reported]
+    if reported in ("fast", "torch"):  # the same forward, its steps in native code or in torch
+        assert (b.runner.native is not None) == (reported == "fast")
+    assert b.predict("def area(width, height):\n    return ", "", GenSettings(8)).engine == reported
+
+
+def test_an_unknown_engine_name_says_which_there_are():
+    from tabd.predictor.types import ModelLoadError
+
+    with pytest.raises(ModelLoadError, match="unknown engine 'fastest': use auto, torch-free, torch\\+native") as err:
+        LocalBackend(LocalSettings(engine="fastest"))
+    assert err.value.setting == "engine"
 
 
 @needs_native
@@ -141,13 +167,14 @@ def run_child(code: str, env: dict) -> subprocess.CompletedProcess:
 
 CHILD = """
     from tabd.predictor.local import LocalBackend
+    from tabd.predictor.settings import LocalSettings
     from tabd.predictor.types import GenSettings
-    fast = LocalBackend(engine="fast", threads=1)
-    plain = LocalBackend(engine="plain", threads=1)
+    fast = LocalBackend(LocalSettings(engine="torch+native", threads=1))
+    reference = LocalBackend(LocalSettings(engine="transformers", threads=1))
     s = GenSettings(16)
     prefix = "def area(width, height):\\n    return "
-    assert fast.predict(prefix, "", s).text == plain.predict(prefix, "", s).text
-    print(fast.engine_name, "|", fast.native_why)
+    assert fast.predict(prefix, "", s).text == reference.predict(prefix, "", s).text
+    print(fast.engine_name, "|", fast.runner.native_why)
 """
 
 
@@ -260,8 +287,8 @@ def repetitive_states():
 def test_prompt_lookup_gives_the_tokens_and_probabilities_of_plain_decoding(engine):
     from tabd.predictor.bench.engines import repetitive_states as bench_session
 
-    backend = LocalBackend(kv_reuse=True, engine=engine, threads=1, lookup=True)
-    plain = LocalBackend(kv_reuse=True, engine=engine, threads=1, lookup=False)
+    backend = LocalBackend(LocalSettings(kv_reuse=True, engine=engine, threads=1, lookup=True))
+    plain = LocalBackend(LocalSettings(kv_reuse=True, engine=engine, threads=1, lookup=False))
     assert backend.engine_name == plain.engine_name == engine
     settings = GenSettings(max_new_tokens=24, multiline=True)
     accepted = batched = 0
@@ -306,8 +333,8 @@ def test_compact_weights_agree_with_fp32_over_the_edit_session(backend):
     from tabd.predictor.bench.agreement import agreement
 
     states = list(edits())
-    bf16 = LocalBackend(engine="fast", threads=1, weights="bf16")
-    int8 = LocalBackend(engine="fast", threads=1, weights="int8")
+    bf16 = LocalBackend(LocalSettings(engine="fast", threads=1, weights="bf16"))
+    int8 = LocalBackend(LocalSettings(engine="fast", threads=1, weights="int8"))
     assert bf16.runner.native is not None and int8.runner.native is not None
     assert agreement(backend, bf16, states)["rate"] >= 0.99
     assert agreement(backend, int8, states)["rate"] >= 0.95  # measured 1.0 on the embedded model
@@ -315,11 +342,14 @@ def test_compact_weights_agree_with_fp32_over_the_edit_session(backend):
 
 @pytest.mark.parametrize("weights, per_weight", [("fp32", 4), ("bf16", 2), ("int8", 1)])
 def test_the_weights_are_held_once_in_their_format(weights, per_weight, monkeypatch):
+    from tabd.predictor import loader
     from tabd.predictor.engine import model
 
-    monkeypatch.setattr(model, "SMALL_BYTES", 0)  # as for any model over 64 MB (a small one keeps plain copies too)
-    b = LocalBackend(engine="fast", threads=1, weights=weights)
-    left = sum(t.numel() for t in b.model.parameters())
+    monkeypatch.setattr(model, "SMALL_BYTES", 0)  # as for any model over 64 MB (a small one keeps prefill copies too)
+    b = LocalBackend(LocalSettings(engine="fast", threads=1, weights=weights))
+    loaded, _, _ = loader.load(DEFAULT_MODEL_DIR, "cpu", fast=True)
+    model.FastLlama(loaded, weights=weights, release=True)
+    left = sum(t.numel() for t in loaded.parameters())
     assert left < 0.01 * b.parameters  # the loaded tensors were let go as they were copied (norms stay)
     held = b.runner.weight_bytes()
     assert per_weight * b.parameters * 0.95 < held < per_weight * b.parameters * 1.05 + 4 * b.parameters * 0.02
@@ -522,7 +552,7 @@ def test_teacher_forced_scoring_in_passes_of_8_gives_the_numbers_and_cache_of_on
     for batch in (False, True):
         cache = fast.new_cache(512)
         logits = generate.prefill(fast, prompt, cache)
-        probs = generate.score_tokens(fast, logits, cache, copy, min_joint, batch=batch)
+        probs = generate.score_tokens(fast, logits, cache, copy, min_joint, batch=batch).probs
         out.append((probs, cache.length, cache.k[:, :, : cache.length].clone()))
     (p1, n1, k1), (p8, n8, k8) = out
     assert p8 == p1 and len(p1) >= 1  # the same probabilities, bit for bit

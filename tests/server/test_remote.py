@@ -22,6 +22,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 from support.lspclient import change, init_params, inline, open_doc, stats
 from support.ports import free_port
 from tabd.predictor.remote import RemoteBackend
+from tabd.predictor.settings import RemoteSettings
 from tabd.predictor.wire import RemoteError
 from tabd.predictor.types import ContextChunk, GenSettings, Interrupted
 
@@ -83,7 +84,7 @@ SETTINGS = [GenSettings(24), GenSettings(24, multiline=True, max_lines=4), GenSe
 
 
 def test_serve_model_suggestions_equal_local(serve_model, local):
-    remote = RemoteBackend(serve_model)
+    remote = RemoteBackend(RemoteSettings(serve_model))
     assert remote.model_id == f"remote:{serve_model}:tabd|tabd-spm"
     assert remote.route == "prompt"
     seen = 0
@@ -97,7 +98,7 @@ def test_serve_model_suggestions_equal_local(serve_model, local):
 
 
 def test_serve_model_reuses_its_kv_cache(serve_model):
-    remote = RemoteBackend(serve_model)
+    remote = RemoteBackend(RemoteSettings(serve_model))
     prefix = "import os\n\n\ndef main(argv):\n    config = read_config(argv[1])\n    "
     remote.predict(prefix, "", GenSettings(8), slot_id="kv")
     again = remote.predict(prefix + "x", "", GenSettings(8), slot_id="kv")
@@ -129,12 +130,12 @@ def test_serve_model_refuses_a_non_loopback_host():
 def test_unknown_model_name_is_a_clear_error(serve_model):
     t0 = time.monotonic()
     with pytest.raises(RemoteError, match=r"model 'gpt-4' is not served there \(it serves: tabd\)") as err:
-        RemoteBackend(serve_model, model="gpt-4")
+        RemoteBackend(RemoteSettings(serve_model, model="gpt-4"))
     assert serve_model in str(err.value) and time.monotonic() - t0 < 5
 
 
 def test_cancel_mid_request_returns_promptly_and_server_stays_usable(serve_model, local):
-    remote = RemoteBackend(serve_model)
+    remote = RemoteBackend(RemoteSettings(serve_model))
     # A prompt of ~1,500 new tokens: its prefill alone keeps the request in flight well past predict's first
     # poll (10 ms), whatever the model then writes and however fast it decodes.
     head = "".join(f"def step_{i}(x):\n    return x * {i} + {i % 7}\n\n\n" for i in range(90))
@@ -157,7 +158,7 @@ def test_cancel_mid_request_returns_promptly_and_server_stays_usable(serve_model
 
 
 def test_serve_model_runs_the_local_backends_context_tokens(serve_model, local):
-    remote = RemoteBackend(serve_model)
+    remote = RemoteBackend(RemoteSettings(serve_model))
     chunks = [ContextChunk("pkg/shapes.py", "class Point:\n    def norm(self):\n        return 0\n")]
     prefix, suffix = "from pkg.shapes import Point\n\np = Point()\np.", "\n"
     got = remote.predict(prefix, suffix, GenSettings(8), slot_id="ctx", context=chunks)
@@ -241,7 +242,7 @@ def test_llama_cpp_server_gives_a_suggestion(tmp_path):
                 time.sleep(0.3)
         else:
             pytest.fail(f"llama_cpp.server did not start: {log.read_text()[-2000:]}")
-        remote = RemoteBackend(url)
+        remote = RemoteBackend(RemoteSettings(url))
         assert remote.template is not None and remote.template.name == "tabd-spm"  # from the GGUF's file name
         assert remote.route in ("prompt", "infill")
         texts = [remote.predict(p, s, GenSettings(24)).text for p, s in STATES[:4]]

@@ -9,6 +9,7 @@ import torch
 
 from tabd.predictor import fastload, loader
 from tabd.predictor.local import LocalBackend
+from tabd.predictor.settings import LocalSettings
 from tabd.predictor.types import GenSettings, ModelLoadError
 
 from support.predictor_cases import CODE, same_tokens_over_edits
@@ -20,10 +21,8 @@ TEXTS = [CODE, "x = 'é ü 中文 🙂'\n\tdef  f():\r\n  pass", "<tabd_pre>a<ta
 def test_the_embedded_model_loads_without_transformers_modeling():
     model, tokenizer, _ = loader.load(loader.DEFAULT_MODEL_DIR, "cpu", fast=True)
     assert isinstance(model, fastload.FastModel) and isinstance(tokenizer, fastload.FastTokenizer)
-    backend = LocalBackend(engine="fast", threads=1)
-    # once the runner holds the weights the loaded object is dropped (one copy), so check what it was not
-    assert not type(backend.model).__module__.startswith("transformers") and backend.engine_name in ("fast", "torch")
-    assert isinstance(backend.tokenizer, fastload.FastTokenizer)
+    backend = LocalBackend(LocalSettings(engine="fast", threads=1))
+    assert backend.engine_name in ("fast", "torch") and isinstance(backend.tokenizer, fastload.FastTokenizer)
 
 
 def test_the_tokenizer_encodes_and_decodes_as_transformers_does():
@@ -44,9 +43,9 @@ def test_the_tokenizer_encodes_and_decodes_as_transformers_does():
 
 
 def test_fast_loaded_engine_suggests_what_the_transformers_loaded_engine_does():
-    fast = LocalBackend(engine="fast", threads=1)
-    ref = LocalBackend(engine="plain", threads=1)  # transformers' loader and forward: the reference
-    assert not isinstance(ref.model, fastload.FastModel)
+    fast = LocalBackend(LocalSettings(engine="fast", threads=1))
+    ref = LocalBackend(LocalSettings(engine="plain", threads=1))  # transformers' loader and forward: the reference
+    assert not isinstance(ref.runner.model, fastload.FastModel)
     settings = GenSettings(max_new_tokens=16)
     assert all(a.text == b.text for a, b in same_tokens_over_edits(fast, ref, settings, 8))
 
@@ -55,13 +54,13 @@ def test_fast_loaded_engine_suggests_what_the_transformers_loaded_engine_does():
 
 def test_a_qwen2_checkpoint_with_bias_and_an_untied_head_loads_fast_and_agrees(tmp_path):
     d = qwen2_dir(tmp_path)
-    fast = LocalBackend(str(d), engine="torch", threads=1)
-    ref = LocalBackend(str(d), engine="plain", threads=1)
-    assert not type(fast.model).__module__.startswith("transformers") and fast.engine_name == "torch"
+    fast = LocalBackend(LocalSettings(str(d), engine="torch", threads=1))
+    ref = LocalBackend(LocalSettings(str(d), engine="plain", threads=1))
+    assert isinstance(loader.load(d, "cpu", fast=True)[0], fastload.FastModel) and fast.engine_name == "torch"
     ids = fast.tokenizer.encode(CODE, add_special_tokens=False)[:300]
     assert ids == ref.tokenizer.encode(CODE, add_special_tokens=False)[:300]
     with torch.no_grad():  # a random model's argmax hides small errors (a wrong rope base): compare the logits
-        want = ref.model(input_ids=torch.tensor([ids])).logits[0, -1]
+        want = ref.runner.model(input_ids=torch.tensor([ids])).logits[0, -1]
     got = fast.runner.forward_last(ids, fast.runner.new_cache(len(ids)))
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     settings = GenSettings(max_new_tokens=12)

@@ -8,6 +8,7 @@ import pytest
 
 from tabd.predictor.loader import DEFAULT_MODEL_DIR, check_model_dir
 from tabd.predictor.local import LocalBackend
+from tabd.predictor.settings import LocalSettings
 from tabd.predictor.templates import detect_family, template_for
 from tabd.predictor.types import GenSettings, Interrupted, ModelLoadError
 
@@ -17,19 +18,19 @@ from support.predictor_cases import CODE, edits, same_tokens_over_edits
 
 @pytest.fixture(scope="module")
 def reuse():
-    return LocalBackend(kv_reuse=True, engine="fast", threads=1)
+    return LocalBackend(LocalSettings(kv_reuse=True, engine="fast", threads=1))
 
 
 @pytest.fixture(scope="module")
 def fresh():
-    # the plain transformers path: its forward, DynamicCache, the whole prompt every time
-    return LocalBackend(kv_reuse=False, engine="plain", threads=1)
+    # transformers' own forward (its older name, plain, still accepted), the whole prompt every time
+    return LocalBackend(LocalSettings(kv_reuse=False, engine="plain", threads=1))
 
 
 @pytest.fixture(scope="module")
 def chunked():
     # prefill in chunks of 16 tokens (the embedded model's default is one chunk of 2048)
-    return LocalBackend(kv_reuse=True, engine="fast", threads=1, prefill_chunk=16)
+    return LocalBackend(LocalSettings(kv_reuse=True, engine="fast", threads=1, prefill_chunk=16))
 
 
 
@@ -58,8 +59,8 @@ def test_greedy_with_kv_reuse_equals_full_recompute(reuse, fresh, chunked):
 
 
 def test_transformers_forward_with_the_in_place_cache_agrees():
-    hf = LocalBackend(kv_reuse=True, engine="hf", threads=1)
-    fast = LocalBackend(kv_reuse=True, engine="fast", threads=1)
+    hf = LocalBackend(LocalSettings(kv_reuse=True, engine="hf", threads=1))
+    fast = LocalBackend(LocalSettings(kv_reuse=True, engine="fast", threads=1))
     assert fast.engine_name == "fast" and hf.engine_name == "hf"
     settings = GenSettings(max_new_tokens=16)
     same_tokens_over_edits(hf, fast, settings, 6)
@@ -200,19 +201,19 @@ def test_teacher_forced_scores_equal_the_probabilities_recorded_while_decoding()
     """score_tokens over the greedy tokens gives back decode's own per-token probabilities (what gating cuts by)."""
     from tabd.predictor.engine import generate
 
-    backend = LocalBackend(DEFAULT_MODEL_DIR, device="cpu", threads=1)
+    backend = LocalBackend(LocalSettings(DEFAULT_MODEL_DIR, device="cpu", threads=1))
     prefix = "import os\n\n\ndef read(path):\n    with open(path) as fh:\n        return fh."
     layout = backend.layout(prefix, "\n", 16)
     cache = backend.pool.new_cache(len(layout.ids) + 32)
     logits = generate.prefill(backend.runner, layout.ids, cache)
-    probs: list[float] = []
-    tokens = generate.decode_n_tokens(backend.runner, logits.clone(), cache, 8, lambda t: True, lambda t: None,
-                                      backend._allowed_first(layout.heal), probs)
+    decoded = generate.decode_n_tokens(backend.runner, logits.clone(), cache,
+                                       generate.Rule(8, first_allowed=backend._allowed_first(layout.heal)))
+    tokens, probs = decoded.tokens, decoded.probs
     assert len(tokens) == len(probs) == 8 and all(0 < p <= 1 for p in probs)
     cache2 = backend.pool.new_cache(len(layout.ids) + 32)
     logits2 = generate.prefill(backend.runner, layout.ids, cache2)
     scored = generate.score_tokens(backend.runner, logits2, cache2, tokens, 0.0, backend._allowed_first(layout.heal))
-    assert [round(p, 4) for p in scored] == [round(p, 4) for p in probs]
+    assert [round(p, 4) for p in scored.probs] == [round(p, 4) for p in probs]
 
 
 def test_a_verified_copy_is_gated_on_the_model_s_own_probabilities(fixture_model):
@@ -222,7 +223,7 @@ def test_a_verified_copy_is_gated_on_the_model_s_own_probabilities(fixture_model
 
     from tabd.predictor.postprocess import gate
 
-    backend = LocalBackend(fixture_model, device="cpu", threads=1)
+    backend = LocalBackend(LocalSettings(fixture_model, device="cpu", threads=1))
     prefix = "    result = total() + 1\n    other = 2\n    result ="
     own = backend.predict(prefix, "\n", GenSettings(lookup_min_p=0.0))
     copy = backend.predict(prefix, "\n", GenSettings(lookup_min_p=0.001))
@@ -242,7 +243,7 @@ def test_a_copy_candidate_is_shown_as_far_as_the_model_verifies_it(fixture_model
     from tabd.predictor.lookup import copy_suggestion
     from tabd.predictor.postprocess import gate
 
-    backend = LocalBackend(fixture_model, device="cpu", threads=1)
+    backend = LocalBackend(LocalSettings(fixture_model, device="cpu", threads=1))
     on, off = GenSettings(lookup_min_p=0.001), GenSettings(lookup_min_p=0.0)
     # a copy the model agrees with as far as ` total()`: shown, verified that far
     prefix = "    result = total() + 1\n    other = 2\n    result ="
@@ -291,7 +292,7 @@ def test_where_a_marker_is_likeliest_the_next_best_text_is_shown_at_its_own_prob
     """The shipped model's logits with `<tabd_pre>` made the likeliest first token (by e^5 over the best other:
     what weights that learnt markers did at 35 of 400 probed places): the suggestion is the model's best text,
     not empty and no marker, and its first token keeps its small share, so the gate hides it."""
-    backend = LocalBackend(engine=engine, threads=1)
+    backend = LocalBackend(LocalSettings(engine=engine, threads=1))
     marker = backend.tokenizer.convert_tokens_to_ids("<tabd_pre>")
     real = backend._prefill
 
@@ -314,7 +315,7 @@ def test_the_shipped_model_never_shows_a_fim_marker():
 
     from tabd.predictor.fim import SPECIAL_TOKENS
 
-    backend = LocalBackend(str(Path(__file__).resolve().parents[2] / "predictor" / "model"), device="cpu", threads=1)
+    backend = LocalBackend(LocalSettings(str(Path(__file__).resolve().parents[2] / "predictor" / "model"), device="cpu", threads=1))
     ids = {t: backend.tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
     assert sorted(backend.marker_ids) == sorted(ids[t] for t in ("<tabd_pre>", "<tabd_suf>", "<tabd_mid>", "<tabd_pad>"))
     assert set(ids.values()) <= backend.stop_ids

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from tabd.predictor.prompt_text import fim_prompt, guess_template, parse_fim_prompt
+from tabd.predictor.settings import RemoteSettings
 from tabd.predictor.remote import RemoteBackend
 from tabd.predictor.templates import FAMILIES, template_for
 from tabd.predictor.types import ContextChunk, GenSettings, Interrupted
@@ -51,7 +52,7 @@ def test_templates_guessed_from_model_names():
 
 def test_server_down_is_fast_and_clear():
     url = f"http://127.0.0.1:{free_port()}"
-    remote = RemoteBackend(url, fim="tabd")  # construction does not need the server up
+    remote = RemoteBackend(RemoteSettings(url, fim="tabd"))  # construction does not need the server up
     t0 = time.monotonic()
     with pytest.raises(RemoteError, match=r"cannot reach .*connection refused.*running\?") as err:
         remote.predict("x = ", "", GenSettings(8))
@@ -95,7 +96,7 @@ def scripted():
 def test_http_500_is_retried_then_reported(scripted):
     handler, url = scripted
     handler.mode = "500"
-    remote = RemoteBackend(url, fim="tabd", retries=2)
+    remote = RemoteBackend(RemoteSettings(url, fim="tabd", retries=2))
     with pytest.raises(RemoteError, match=r"/v1/completions: HTTP 500: CUDA out of memory") as err:
         remote.predict("x = ", "", GenSettings(8))
     assert url in str(err.value)
@@ -105,7 +106,7 @@ def test_http_500_is_retried_then_reported(scripted):
 def test_http_404_route_is_not_retried(scripted):
     handler, url = scripted
     handler.mode = "404"
-    remote = RemoteBackend(url, fim="tabd")
+    remote = RemoteBackend(RemoteSettings(url, fim="tabd"))
     with pytest.raises(RemoteError, match=r"HTTP 404, no such route .*/v1/completions"):
         remote.predict("x = ", "", GenSettings(8))
     assert len(handler.hits) == 1
@@ -114,7 +115,7 @@ def test_http_404_route_is_not_retried(scripted):
 def test_a_silent_server_times_out_bounded(scripted):
     handler, url = scripted
     handler.mode = "sleep"
-    remote = RemoteBackend(url, fim="tabd", total_timeout=0.8)
+    remote = RemoteBackend(RemoteSettings(url, fim="tabd", total_timeout=0.8))
     t0 = time.monotonic()
     with pytest.raises(RemoteError, match=r"timeout"):
         remote.predict("x = ", "", GenSettings(8))
@@ -143,14 +144,20 @@ def test_the_timeout_option_bounds_a_silent_server(scripted):
 
 def test_no_template_known_says_what_to_pass(scripted):
     _, url = scripted
-    with pytest.raises(RemoteError, match=r"--fim"):
-        RemoteBackend(url, model="llama3")
+    from tabd.daemon.runtime.backends import make_backend
+    from tabd.daemon.runtime.config import Config
+
+    with pytest.raises(RemoteError, match=r"set the FIM template: FAMILY\[:LAYOUT\] \(tabd, .*\), or server") as err:
+        RemoteBackend(RemoteSettings(url, model="llama3"))
+    assert err.value.setting == "fim"  # the predictor names the setting; the daemon, which parses flags, the flag
+    with pytest.raises(RemoteError, match=r"or server for the server's own \(--fim\)$"):
+        make_backend(Config(backend="openai", url=url, remote_model="llama3"))
 
 
 def test_cancel_closes_the_server_side_stream(scripted):
     handler, url = scripted
     handler.mode = "stream"
-    remote = RemoteBackend(url, fim="tabd")
+    remote = RemoteBackend(RemoteSettings(url, fim="tabd"))
     flag = threading.Event()
     threading.Timer(0.35, flag.set).start()
     with pytest.raises(Interrupted):
@@ -163,7 +170,7 @@ def test_cancel_closes_the_server_side_stream(scripted):
 def test_stream_stops_by_the_local_rule(scripted):
     handler, url = scripted
     handler.mode = "infill"
-    remote = RemoteBackend(url, fim="server")
+    remote = RemoteBackend(RemoteSettings(url, fim="server"))
     assert remote.route == "suffix"  # no /props here: what an Ollama-style server gets
     remote.route, remote.info.infill = "infill", True  # as if /props had answered (llama-server)
     p = remote.predict("x = ", "\n", GenSettings(8))
@@ -174,7 +181,7 @@ def test_stream_stops_by_the_local_rule(scripted):
 def test_context_goes_to_llama_server_as_input_extra(scripted):
     handler, url = scripted
     handler.mode = "infill"
-    remote = RemoteBackend(url, fim="server")
+    remote = RemoteBackend(RemoteSettings(url, fim="server"))
     remote.route, remote.info.infill = "infill", True
     chunks = [ContextChunk("pkg/answer.py", "ANSWER = 42\n")]
     assert remote.predict("x = ", "\n", GenSettings(8), context=chunks).text == "42"
