@@ -13,7 +13,12 @@ import typing
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from tabd.predictor import engines
 from tabd.predictor.engines import CHOICES as ENGINES
+
+# the engines' one-line meanings are declared with their names (predictor/engines.py)
+ENGINE_HELP = ("; ".join(f"{name}: {engines.HELP[name]}" for name in engines.ENGINES) + "; the earlier names stay "
+               "accepted: " + ", ".join(f"{old} = {new}" for old, new in engines.ALIASES.items()))
 
 T = TypeVar("T")
 
@@ -99,11 +104,7 @@ class Config:
               "busy, else torch's choice",
         flag="--threads", metavar="N", init="threads", bounds=(1, 256), shown="adaptive")
     engine: str = setting(
-        "auto", "auto: native where it can run the model, else fast; native: the whole forward in native code, "
-                "without torch (a Llama-shaped model on the CPU, a C compiler); fast: hand-written forward, one-token "
-                "steps in native code (built with the system C compiler; torch where there is none); torch: the "
-                "hand-written forward in torch only; hf: transformers' forward; plain: transformers' forward with "
-                "transformers' own cache",
+        "auto", ENGINE_HELP,
         flag="--engine", choices=ENGINES, see="The engine")
     weights: str = setting(
         "auto", "how the fast engine holds the weights on the CPU: fp32, bf16 (fp32 sums), int8 (a scale per "
