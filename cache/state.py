@@ -5,10 +5,14 @@ cache key is made of. Its start is anchored to a coarse grid of absolute
 offsets (then snapped to a line start), so that typing at the cursor only
 appends to the window: the cache key of "state after Tab" can be computed
 ahead of time, and the model's kept KV sequence is extended, not rewritten.
+Its suffix leaves out the closers an editor put right after the cursor
+(cache/pairs.py), so an auto-closed `(` or a stepped-over `)` keeps it too.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from tabd.cache import pairs
 
 
 @dataclass(frozen=True)
@@ -38,16 +42,18 @@ class DocState:
         return self.offset - len(self.before)
 
     def insert(self, text: str) -> "DocState":
-        """The state after `text` is inserted at the cursor and the cursor moved past it."""
-        return DocState(self.offset + len(text), self.before + text, self.after)
+        """The state after `text` is accepted at the cursor, as an editor applies it (over the closers after the
+        cursor that it writes itself), and the cursor moved past it."""
+        before, after = pairs.apply(self.before, self.after, text)
+        return DocState(self.offset + len(text), before, after)
 
     def window(self, prefix_chars: int, suffix_chars: int) -> Window:
-        return Window(*prefix_window(self, prefix_chars), suffix_window(self.after, suffix_chars))
+        return Window(*prefix_window(self, prefix_chars), suffix_window(pairs.normalised_after(self.after), suffix_chars))
 
     def current_line(self) -> tuple[str, str]:
-        """(text of the cursor's line before the cursor, text of it after the cursor)."""
+        """(text of the cursor's line before the cursor, text of it after the cursor as the window has it)."""
         head = self.before.rsplit("\n", 1)[-1]
-        tail = self.after.split("\n", 1)[0]
+        tail = pairs.normalised_after(self.after).split("\n", 1)[0]
         return head, tail.rstrip("\r")
 
 
