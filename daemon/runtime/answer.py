@@ -14,7 +14,7 @@ class Answer:
     depth: int = 0
     key: str = ""
     latency_ms: float = 0.0
-    # characters after the cursor the suggestion replaces: the editor's closers it writes itself (cache/pairs.py),
+    # characters after the cursor the suggestion replaces: the editor's closers it writes itself (predictor/pairs.py),
     # so `foo(|)` with `x)` is shown and applied as `foo(x)|`
     replaces: int = 0
 

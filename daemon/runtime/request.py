@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from tabd.cache import pairs
+from tabd.predictor import pairs
 from tabd.cache.key import state_key
 from tabd.cache.state import DocState, Window
 from tabd.daemon.context.store import EMPTY, Snapshot

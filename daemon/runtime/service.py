@@ -22,7 +22,7 @@ import time
 from concurrent.futures import Future
 from typing import Any, Callable
 
-from tabd.cache import pairs
+from tabd.predictor import pairs
 from tabd.cache.state import DocState, Window
 from tabd.daemon.context.store import Snapshot, TextSource
 from tabd.daemon.runtime.activity import Listeners

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Callable
 
-from tabd.cache import pairs
+from tabd.predictor import pairs
 from tabd.cache.key import short_key
 from tabd.cache.state import DocState, Window
 from tabd.daemon.context.store import EMPTY, Snapshot

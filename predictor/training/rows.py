@@ -6,7 +6,7 @@ import random
 import re
 from typing import TYPE_CHECKING
 
-from tabd.predictor import prompt_ids
+from tabd.predictor import pairs, prompt_ids
 from tabd.predictor.fim import EOT, MID, PAD, PRE, SUF
 from tabd.predictor.templates import template_for
 from tabd.predictor.training.data import Source, line_spans
@@ -47,6 +47,7 @@ class Rows:
     def fim_sample(self, index: int, budget: int) -> list[int]:
         cfg, rng, text = self.cfg, self.rng, self.sources[index].text
         start, end = pick_middle(text, rng)
+        end += closers_after(text, end)  # as the daemon lays the prompt out: the middle writes them itself
         prefix = text[max(0, start - rng.randint(cfg.prefix_chars // 3, cfg.prefix_chars)):start]
         suffix = text[end:end + rng.randint(0, cfg.suffix_chars)]
         layout = "spm" if rng.random() < cfg.p_spm / (cfg.p_spm + cfg.p_psm) else "psm"
@@ -137,6 +138,13 @@ def identifiers(text: str) -> set[str]:
 
 def similarity(a: set[str], b: set[str]) -> float:
     return len(a & b) / max(1, len(a | b))
+
+
+def closers_after(text: str, end: int) -> int:
+    """The closers right after a middle on its line, which the daemon's prompt window leaves out of the suffix
+    (predictor/pairs.py): a row ends its middle after them, so the model learns to write them, as it is asked to."""
+    span = pairs.closer_span(text[end:end + 64])
+    return span.end if span.same_line else 0
 
 
 def pick_middle(text: str, rng: random.Random) -> tuple[int, int]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tabd.cache import pairs
+from tabd.predictor import pairs
 
 NEXT = "\n    return x\n"
 

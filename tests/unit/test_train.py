@@ -252,3 +252,16 @@ def test_a_paused_run_spends_no_training_budget():
     assert clock.tick() <= 30.0 + train.TrainClock.PAUSE_FACTOR
     now[0] += 1.0
     assert clock.tick() <= 31.0 + train.TrainClock.PAUSE_FACTOR
+
+
+def test_a_middle_ends_after_the_closers_the_daemon_leaves_out_of_the_suffix():
+    """Rows are laid out as the daemon lays its prompts out (predictor/pairs.py): a suffix never starts with a closer
+    on the middle's line, the middle writes it."""
+    from tabd.predictor import pairs
+    from tabd.predictor.training.rows import closers_after
+
+    text = "x = f(a, g(b))\nif ok:\n    y = \"s\"\n"
+    cut = text.index("b") + 1
+    assert closers_after(text, cut) == 2 and pairs.normalised_after(text[cut + 2:]) == text[cut + 2:]
+    assert closers_after(text, text.index("s") + 1) == 1
+    assert closers_after(text, text.index("a")) == 0
