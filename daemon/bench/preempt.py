@@ -194,7 +194,7 @@ def run_section(args: argparse.Namespace) -> dict:
     if args.weights:
         extra += ["--weights", args.weights]
     report = measure(model_dir, extra, args.preempt_rounds, args.preempt_chars, args.preempt_log)
-    report["shape"] = shape
+    report["shape"] = args.shape
     if "b_queue_ms" not in report:
         raise _partial("no round had background work prefilling to pre-empt", report)
     return report

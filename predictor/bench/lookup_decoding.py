@@ -47,7 +47,7 @@ def run_section(args: argparse.Namespace) -> dict:
     for name, every in (("line_ends", 0), ("keystrokes", KEYSTROKE_EVERY)):
         eng.lookup(1, every)  # warm-up: the native build, the slots' first prefills
         report[name] = eng.lookup(passes, every)
-    report.update({"shape": shape, "threads": threads, "weights": eng.backend.weights_why,
+    report.update({"shape": args.shape, "threads": threads, "weights": eng.backend.weights_why,
                    "tabd_engine": eng.backend.engine_name, "pass_costs": pass_costs(eng.runner)})
     return report
 
