@@ -30,6 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--replay-seed", type=int, default=7, help="typist seed (default 7)")
     g.add_argument("--replay-spans", type=int, default=2, help="spans retyped (default 2)")
     g.add_argument("--replay-max-chars", type=int, default=160, help="longest span retyped (default 160)")
+    g.add_argument("--replay-editor", choices=["plain", "vscode"], default="plain",
+                   help="how the typist's editor types: plain (default) or vscode (auto-closed pairs, overtype)")
     g.add_argument("--replay-speed", type=float, default=0.0,
                    help="replay speed (default 0: each keystroke waits for its answer)")
     g.add_argument("--replay-think-ms", type=float, default=250.0, help="pause before Tab (default 250)")
@@ -61,7 +63,8 @@ def _session_file(args: argparse.Namespace, workdir: Path) -> Path:
     sample = Path(getattr(args, "replay_sample", None) or default_sample())
     language, events = typed_session([str(sample)], seed=getattr(args, "replay_seed", 7),
                                      spans=getattr(args, "replay_spans", 2),
-                                     max_chars=getattr(args, "replay_max_chars", 160))
+                                     max_chars=getattr(args, "replay_max_chars", 160),
+                                     editor=getattr(args, "replay_editor", "plain"))
     path = workdir / "bench-replay.jsonl"
     write_session(path, events, language)
     return path
@@ -163,10 +166,11 @@ def run_section(args: argparse.Namespace) -> dict[str, Any]:
         except SessionError as exc:
             raise RuntimeError(str(exc)) from None
         report = _compare(session, args)
-        report["session"] = {"keystrokes": session.changes(), "seconds": round(session.duration, 1),
+        report["session"] = {"keystrokes": session.keystrokes(), "seconds": round(session.duration, 1),
                              "file": None if getattr(args, "replay_session", None) is None else str(path),
                              "seed": getattr(args, "replay_seed", 7), "rounds": max(1, getattr(args, "replay_rounds", 1)),
-                             "speed": getattr(args, "replay_speed", 0.0), "server_flags": _replay_flags(args)}
+                             "speed": getattr(args, "replay_speed", 0.0), "server_flags": _replay_flags(args),
+                             "editor": None if getattr(args, "replay_session", None) else getattr(args, "replay_editor", "plain")}
         if getattr(args, "replay_echo_rounds", 3) > 0:
             echo = _echo_session(args, Path(tmp))
             report["accepting"] = _compare(echo, args)

@@ -190,7 +190,7 @@ def format_table(summary: dict[str, Any]) -> str:
     ]
     reuse = summary.get("prompt_reuse", {}).get("keystroke")
     if reuse and reuse["requests"]:
-        rows.append(("prompt reuse, keystrokes (p50 / p10)",
+        rows.append(("keystroke prompt reuse p50 / p10",
                      f"{100 * reuse['p50']:.1f}% / {100 * reuse['p10']:.1f}% ({reuse['requests']} model runs,"
                      f" {reuse['prefill_tokens_p50']} tokens run each)"))
     lines = [f"{name:34} {value}" for name, value in rows]
