@@ -519,3 +519,22 @@ def test_the_tab_user_accepts_a_suggestion_across_a_pair_the_editor_closed(tmp_p
     assert s["full_accepts"] >= 1 and s["accepted_chars"] == len(" total()"), s
     assert s["typed_chars"] == len("def")
     assert s["keystrokes_saved"] == len(" total()") - 1  # 8 keys (the overtyping `)` among them) for one Tab
+
+
+def test_replay_asks_from_where_the_editor_leaves_the_cursor(tmp_path, fake_server, monkeypatch):
+    # The oracle suggests only where the text before the cursor is the file's: between `(` and the `)` VS Code
+    # inserted, not after the `)`. With accepts out of reach, every keystroke (overtypes too) gets its answer shown.
+    monkeypatch.setenv("FAKE_TARGET", str(SAMPLE))
+    language, events = typed_session([str(SAMPLE)], seed=3, spans=3, style=TypingStyle(typo_rate=0.0), editor="vscode")
+    path = tmp_path / "vscode.jsonl"
+    write_session(path, events, language)
+    session = read_session(path)
+    assert any("cursor" in e for e in session.events)
+    m = run_replay([session], ReplayOptions(speed=0, think_ms=0, progress=False, server_command=fake_server,
+                                            min_accept_chars=10**6, startup_timeout=60))
+    assert m.error is None, m.error
+    s = m.summary()
+    assert s["moves"] == sum(e["op"] == "move" for e in session.events) > 0
+    assert s["keystrokes"] == session.keystrokes() == s["requests"]
+    assert s["shown"] == s["answered"] == s["requests"]
+    assert s["prompt_reuse"]["keystroke"]["requests"] == 0  # the oracle keeps no log: nothing to read, and no error
