@@ -30,6 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--replay-seed", type=int, default=7, help="typist seed (default 7)")
     g.add_argument("--replay-spans", type=int, default=2, help="spans retyped (default 2)")
     g.add_argument("--replay-max-chars", type=int, default=160, help="longest span retyped (default 160)")
+    g.add_argument("--replay-editor", choices=["plain", "vscode"], default="plain",
+                   help="how the typist's editor types: plain (default) or vscode (auto-closed pairs, overtype)")
     g.add_argument("--replay-speed", type=float, default=0.0,
                    help="replay speed (default 0: each keystroke waits for its answer)")
     g.add_argument("--replay-think-ms", type=float, default=250.0, help="pause before Tab (default 250)")
@@ -59,7 +61,7 @@ def _session_file(args: argparse.Namespace, workdir: Path) -> Path:
 
     sample = Path(args.replay_sample or default_sample())
     language, events = typed_session([str(sample)], seed=args.replay_seed, spans=args.replay_spans,
-                                     max_chars=args.replay_max_chars)
+                                     max_chars=args.replay_max_chars, editor=args.replay_editor)
     path = workdir / "bench-replay.jsonl"
     write_session(path, events, language)
     return path
@@ -157,10 +159,11 @@ def run_section(args: argparse.Namespace) -> dict[str, Any]:
         except SessionError as exc:
             raise RuntimeError(str(exc)) from None
         report = _compare(session, args)
-        report["session"] = {"keystrokes": session.changes(), "seconds": round(session.duration, 1),
+        report["session"] = {"keystrokes": session.keystrokes(), "seconds": round(session.duration, 1),
                              "file": None if args.replay_session is None else str(path),
                              "seed": args.replay_seed, "rounds": max(1, args.replay_rounds),
-                             "speed": args.replay_speed, "server_flags": _replay_flags(args)}
+                             "speed": args.replay_speed, "server_flags": _replay_flags(args),
+                             "editor": None if args.replay_session else args.replay_editor}
         if args.replay_echo_rounds > 0:
             echo = _echo_session(args, Path(tmp))
             report["accepting"] = _compare(echo, args)

@@ -33,6 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--quality-seed", type=int, default=11, help="sample and typist seed (default 11)")
     g.add_argument("--quality-spans", type=int, default=3, help="spans typed per file (default 3)")
     g.add_argument("--quality-max-chars", type=int, default=400, help="longest span typed (default 400)")
+    g.add_argument("--quality-editor", choices=["plain", "vscode"], default="plain",
+                   help="how the typist's editor types: plain (default) or vscode (auto-closed pairs, overtype)")
     g.add_argument("--quality-cuts", type=int, default=120, help="held-out cuts for the model-level figures (default 120)")
     g.add_argument("--quality-thresholds", default="", metavar="T,T,...",
                    help="also replay the tab user at each --min-confidence (the calibration table)")
@@ -78,7 +80,7 @@ def make_session(files: list[str], args: argparse.Namespace, workdir: Path) -> P
     from tabd.daemon.sessions.typist import typed_session
 
     language, events = typed_session(files, seed=args.quality_seed, spans=args.quality_spans,
-                                     max_chars=args.quality_max_chars)
+                                     max_chars=args.quality_max_chars, editor=args.quality_editor)
     path = workdir / "quality.jsonl"
     write_session(path, events, language)
     return path
@@ -144,7 +146,7 @@ def run_section(args: argparse.Namespace) -> dict[str, Any]:
         workdir = Path(tmp)
         files = files_to_type(args, workdir)
         session = make_session(files, args, workdir)
-        out: dict[str, Any] = {"files": [Path(f).name for f in files]}
+        out: dict[str, Any] = {"files": [Path(f).name for f in files], "editor": args.quality_editor}
         out.update(engine_rows(session, flags, args))
         if not args.quality_no_baseline:
             base = without_backend(flags)

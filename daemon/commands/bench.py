@@ -1,4 +1,4 @@
-"""`tabd bench [kv|replay|remote|soak|engines|lookup|quality|start|bigdoc|preempt] [--json]`: side-by-side figures measured in one run.
+"""`tabd bench [kv|replay|remote|soak|engines|lookup|quality|start|bigdoc|preempt|editors] [--json]`: side-by-side figures measured in one run.
 
 Each section lives in its own module with `add_arguments(parser)` (optional) and
 `run_section(args) -> dict`; the dict is printed under the section's name.
@@ -21,6 +21,7 @@ SECTIONS: dict[str, str] = {
     "remote": "tabd.predictor.bench.remote_engines",
     "quality": "tabd.daemon.bench.quality",
     "start": "tabd.daemon.bench.start",
+    "editors": "tabd.daemon.bench.editors",
 }
 DEFAULT_ALL = ("kv", "replay", "remote")  # soak, engines, quality and bigdoc take long or are narrow; name them to run them
 

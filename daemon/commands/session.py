@@ -11,7 +11,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="session_command", metavar="ACTION")
     p = sub.add_parser("from-file", help="retype spans of real files keystroke by keystroke",
                        description="Remove spans (function bodies, blocks, lines) from each FILE and retype them "
-                                   "at a human rate, with pauses, typos fixed by backspace and auto-indent.")
+                                   "at a human rate, with pauses, typos fixed by backspace and auto-indent, in an editor that "
+                                   "auto-closes brackets and quotes as VS Code does (--editor plain: it does not).")
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("-o", "--output", required=True, metavar="SESSION.jsonl")
     p.add_argument("--seed", type=int, default=0, help="same files and seed give the same session (default 0)")
@@ -19,11 +20,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--spans", type=int, default=3, help="spans retyped per file (default 3)")
     p.add_argument("--max-span-chars", type=int, default=400, help="longest span retyped (default 400)")
     p.add_argument("--typo-rate", type=float, default=0.02, help="chance of a typo per letter (default 0.02)")
+    p.add_argument("--editor", choices=["vscode", "plain"], default="vscode",
+                   help="vscode (default): VS Code's auto-closed pairs, overtype and Enter between brackets, with "
+                        "cursor moves where it sends no change; plain: every character typed into a plain buffer")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.session_command != "from-file":
-        print("usage: tabd session from-file FILE... -o SESSION.jsonl [--seed N] [--cps 8] [--spans N]", file=sys.stderr)
+        print("usage: tabd session from-file FILE... -o SESSION.jsonl [--seed N] [--cps 8] [--spans N] "
+              "[--editor vscode|plain]", file=sys.stderr)
         return 2
     from tabd.daemon.sessions.typist import TypingStyle, typed_session
 
@@ -32,8 +37,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         language, events = typed_session(args.files, seed=args.seed, spans=args.spans, max_chars=args.max_span_chars,
-                                         style=TypingStyle(cps=args.cps, typo_rate=args.typo_rate))
-    except (OSError, UnicodeDecodeError) as exc:
+                                         style=TypingStyle(cps=args.cps, typo_rate=args.typo_rate), editor=args.editor)
+    except (OSError, UnicodeDecodeError, RuntimeError) as exc:  # RuntimeError: the editor typist lost step (a bug)
         print(f"tabd session: {exc}", file=sys.stderr)
         return 1
     try:
@@ -41,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"tabd session: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    changes = sum(1 for e in events if e["op"] == "change")
+    keys = sum(1 for e in events if e["op"] in ("change", "move"))
     duration = events[-1]["t"] if events else 0.0
-    print(f"{args.output}: {len(args.files)} file(s), {changes} keystrokes, {duration:.1f} s typed", file=sys.stderr)
+    print(f"{args.output}: {len(args.files)} file(s), {keys} keystrokes ({args.editor}), {duration:.1f} s typed",
+          file=sys.stderr)
     return 0

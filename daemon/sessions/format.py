@@ -4,10 +4,17 @@ A session is a header line `{"tabd_session": 1, "language": "python"}` followed 
 event per line, in time order:
 
     {"t": 0.0, "op": "open", "uri": ..., "language": ..., "text": ...}
-    {"t": 0.1, "op": "change", "uri": ..., "range": {start, end}, "text": ...}
+    {"t": 0.1, "op": "change", "uri": ..., "range": {start, end}, "text": ..., "cursor": {line, character}}
+    {"t": 0.3, "op": "move", "uri": ..., "position": {line, character}}
     {"t": 2.0, "op": "accept", "uri": ..., "id": ..., "chars": n, "partial": false}
     {"t": 2.5, "op": "dismiss", "uri": ..., "id": ...}
     {"t": 9.0, "op": "close", "uri": ...}
+
+A change's "cursor" (optional) is where the editor leaves the cursor when that is not
+the end of the inserted text: an auto-closed pair `()` leaves it between. A "move" is the
+cursor moving with no change to the text: an editor that overtypes the `)` it inserted
+sends the server nothing, and the next request comes from the new place. Readers that
+predate them skip a move with a warning and ignore "cursor".
 
 Positions are LSP positions in UTF-16 code units. Sessions are written by processes
 that may die mid-line, so the reader drops a torn last line with a warning; anything
@@ -25,7 +32,8 @@ from typing import Any, Iterable
 from tabd.lsp import positions
 
 FORMAT_VERSION = 1
-OPS = ("open", "change", "close", "accept", "dismiss")
+OPS = ("open", "change", "move", "close", "accept", "dismiss")
+KEYSTROKES = ("change", "move")  # what the person pressed a key for
 
 
 class SessionError(ValueError):
@@ -45,6 +53,10 @@ class Session:
 
     def changes(self) -> int:
         return sum(1 for e in self.events if e["op"] == "change")
+
+    def keystrokes(self) -> int:
+        """Changes and cursor moves (an overtyped closer): the keys the person pressed."""
+        return sum(1 for e in self.events if e["op"] in KEYSTROKES)
 
 
 # ---------------------------------------------------------------- positions (LSP dicts over lsp/positions.py)
@@ -103,6 +115,15 @@ def _check_header(path: str, header: Any) -> str:
     return str(header.get("language") or "plaintext")
 
 
+def _inside(text: str, position: Any) -> bool:
+    """Whether `position` is an LSP position within `text` (not past a line's end, not inside a surrogate pair)."""
+    try:
+        offset_at(text, position)
+    except (KeyError, TypeError, ValueError):
+        return False
+    return True
+
+
 def _event_problem(event: Any, docs: dict[str, str]) -> str | None:
     """Why the event cannot be used (None when it can); updates `docs` when it can."""
     if not isinstance(event, dict):
@@ -135,6 +156,11 @@ def _event_problem(event: Any, docs: dict[str, str]) -> str | None:
             docs[uri] = apply_change(docs[uri], rng, event["text"])
         except (KeyError, TypeError, ValueError) as exc:
             return f"range outside the document ({exc})"
+    elif op == "move":
+        if uri not in docs:
+            return f"move in {uri}, which is not open"
+        if not _inside(docs[uri], event.get("position")):
+            return f"position outside the document ({event.get('position')!r})"
     elif op == "close":
         if docs.pop(uri, None) is None:
             return f"close of {uri}, which is not open"
@@ -171,6 +197,9 @@ def parse_session(lines: Iterable[str], path: str = "<session>") -> Session:
         if problem:
             warnings.append(f"{path}:{lineno}: {event.get('op', '?') if isinstance(event, dict) else '?'} event skipped: {problem}")
             continue
+        if event["op"] == "change" and "cursor" in event and not _inside(docs[event["uri"]], event["cursor"]):
+            # the change stands; replay asks at the end of its text, as it does for a change without one
+            warnings.append(f"{path}:{lineno}: cursor {event.pop('cursor')!r} ignored: outside the document")
         if event["t"] < last_t:  # clocks go backwards only in hand-edited files; keep order, clamp time
             warnings.append(f"{path}:{lineno}: time {event['t']} goes backwards; clamped to {last_t}")
             event["t"] = last_t

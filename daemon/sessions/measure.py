@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from tabd.daemon.sessions.serverlog import ModelRun
 from tabd.daemon.telemetry.host import CpuTicks, host_summary
 
 SOURCES = ("cache", "typed", "inflight", "model", "none")
@@ -15,21 +16,33 @@ SOURCES = ("cache", "typed", "inflight", "model", "none")
 MEMORY_SOURCES = ("cache", "typed")
 
 
+def rank(ordered: Sequence[float], q: float) -> float:
+    """The nearest-rank q-quantile of sorted values."""
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
 def percentiles(values: Sequence[float]) -> dict[str, float]:
     if not values:
         return {"p50": 0, "p95": 0, "p99": 0}
     ordered = sorted(values)
+    return {"p50": round(rank(ordered, 0.50), 3), "p95": round(rank(ordered, 0.95), 3), "p99": round(rank(ordered, 0.99), 3)}
 
-    def rank(q: float) -> float:
-        return round(ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))], 3)
 
-    return {"p50": rank(0.50), "p95": rank(0.95), "p99": rank(0.99)}
+def reuse_figures(runs: Sequence[ModelRun]) -> dict[str, Any]:
+    """The share of the prompt kept from before over keystroke model runs: median, the low tail (p10), tokens run."""
+    if not runs:
+        return {"p50": 0.0, "p10": 0.0, "requests": 0, "prefill_tokens": 0, "prefill_tokens_p50": 0}
+    shares = sorted(r.reuse for r in runs)
+    prefill = sorted(r.prefill_tokens for r in runs)
+    return {"p50": round(rank(shares, 0.5), 4), "p10": round(rank(shares, 0.1), 4), "requests": len(runs),
+            "prefill_tokens": sum(prefill), "prefill_tokens_p50": rank(prefill, 0.5)}
 
 
 @dataclass
 class Measurements:
     sessions: int = 0
     keystrokes: int = 0
+    moves: int = 0  # of those, cursor moves with no change (an editor's overtype)
     requests: int = 0
     answered: int = 0
     shown: int = 0  # answers with a suggestion
@@ -57,6 +70,7 @@ class Measurements:
     after_accept_ms: list[float] = field(default_factory=list)
     after_accept_memory_ms: list[float] = field(default_factory=list)  # those answered from memory (cache, typed)
     model_ms: list[float] = field(default_factory=list)
+    keystroke_runs: list[ModelRun] = field(default_factory=list)  # from the server's log (serverlog.py)
     sources: collections.Counter = field(default_factory=collections.Counter)
     after_accept_sources: collections.Counter = field(default_factory=collections.Counter)
     # answers from memory by the speculation depth that computed them (0: the user's own request, typed into)
@@ -112,6 +126,8 @@ class Measurements:
                 "after_accept_from_memory": percentiles(self.after_accept_memory_ms),
                 "model": percentiles(self.model_ms),
             },
+            # keystroke requests that ran the model: how much of each prompt's KV was kept (the server's log)
+            "prompt_reuse": {"keystroke": reuse_figures(self.keystroke_runs)},
             "sources": {name: self.sources.get(name, 0) for name in SOURCES},
             "saved_share": round(self.accepted_chars / total_chars, 4) if total_chars else 0.0,
             "full_accepts": self.accepted - self.partial_accepts,
@@ -134,6 +150,8 @@ class Measurements:
         host = host_summary(self.host)
         if host is not None:
             out["host"] = host
+        if self.moves:
+            out["moves"] = self.moves
         if self.truncated:
             out["truncated"] = True
         if self.sync_checked:
@@ -170,6 +188,11 @@ def format_table(summary: dict[str, Any]) -> str:
         ("  served from cache", f"{aa['from_cache']} ({100 * aa['hit_rate']:.0f}%)"),
         ("sources", "  ".join(f"{k}={v}" for k, v in summary["sources"].items())),
     ]
+    reuse = summary.get("prompt_reuse", {}).get("keystroke")
+    if reuse and reuse["requests"]:
+        rows.append(("keystroke prompt reuse p50 / p10",
+                     f"{100 * reuse['p50']:.1f}% / {100 * reuse['p10']:.1f}% ({reuse['requests']} model runs,"
+                     f" {reuse['prefill_tokens_p50']} tokens run each)"))
     lines = [f"{name:34} {value}" for name, value in rows]
     lines.append(f"{'latency (ms)':34} {'p50':>9} {'p95':>9} {'p99':>9}")
     for name in ("all", "after_accept", "model"):

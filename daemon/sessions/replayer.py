@@ -8,7 +8,10 @@ keystroke boundary), the user thinks for a moment, accepts it as one edit plus
 `tabd.accept`, skips those keystrokes and asks again (an "after-accept" request).
 When only its first words match, those words are accepted (a partial accept).
 Accepting only exact recorded text keeps the simulated document equal to the
-recorded one, so later recorded ranges stay valid.
+recorded one, so later recorded ranges stay valid. A recorded `move` (an editor that
+overtyped the closer it inserted: no change) is a keystroke too: no didChange, and
+the request comes from the new place; a change's "cursor" (an auto-closed pair
+leaves it between) is where its request comes from.
 
 Latency is measured here, from request sent to response read: from just before the
 request's frame is built and written to the moment its response frame has been read
@@ -23,17 +26,20 @@ import asyncio
 import dataclasses
 import gc
 import logging
+import os
 import re
 import signal
 import sys
+import tempfile
 import time
 from typing import Any, Sequence
 
 from tabd.daemon.sessions.driver import DaemonDied, Driver, Pending, ReplayError, ReplayOptions
-from tabd.daemon.sessions.format import Session, advance, position_at
+from tabd.daemon.sessions.format import KEYSTROKES, Session, advance, position_at
 from tabd.lsp.client import Suggestion
 from tabd.lsp.positions import offset_at
 from tabd.daemon.sessions.measure import Measurements
+from tabd.daemon.sessions.serverlog import keystroke_runs, log_in, size_of
 from tabd.daemon.telemetry.host import read_ticks
 
 WORD = re.compile(r"\s*(?:\w+|[^\w\s]+)|\s+")
@@ -42,14 +48,32 @@ WORD = re.compile(r"\s*(?:\w+|[^\w\s]+)|\s+")
 # ---------------------------------------------------------------- what the user would accept
 
 
+def cursor_after(event: dict[str, Any]) -> dict[str, int]:
+    """Where a change leaves the cursor: its "cursor" (an auto-closed pair's middle), else the end of its text."""
+    return event.get("cursor") or advance(event["range"]["start"], event["text"])
+
+
+def _split_at(start: dict[str, int], text: str, cursor: dict[str, int]) -> int | None:
+    """The index in `text`, inserted at `start`, that the position `cursor` falls at (None: not inside it)."""
+    for j in range(len(text), -1, -1):
+        if advance(start, text[:j]) == cursor:
+            return j
+    return None
+
+
 def typed_ahead(events: Sequence[dict[str, Any]], start: int, uri: str, cursor: dict[str, int],
                 limit: int = 2000) -> tuple[str, dict[int, int]]:
     """The text the recorded person types next at `cursor`, and {chars so far: index after that keystroke}.
 
     It follows consecutive insertions at the moving cursor, stepping over accept and
     dismiss markers, and stops at anything else (a deletion, a jump, another file).
+    What an editor puts after the cursor on the way (the `)` of an auto-closed `(`) is
+    held back until the person's cursor passes it (an overtype: a move) or deletes it;
+    only where none is held back does the document equal the text typed so far at the
+    start cursor, so only there is a boundary: an accept of that text is exact.
     """
     text = ""
+    held = ""  # inserted after the cursor by these events, not passed yet
     boundaries: dict[int, int] = {}
     i = start
     while i < len(events) and len(text) < limit:
@@ -57,14 +81,30 @@ def typed_ahead(events: Sequence[dict[str, Any]], start: int, uri: str, cursor: 
         if e["op"] in ("accept", "dismiss"):
             i += 1
             continue
-        rng = e.get("range")
-        if e["op"] != "change" or e["uri"] != uri or rng is None or rng["start"] != rng["end"] \
-                or rng["start"] != cursor or not e["text"]:
+        if e["op"] not in ("change", "move") or e.get("uri") != uri:
             break
-        text += e["text"]
-        cursor = advance(cursor, e["text"])
+        if e["op"] == "move":
+            passed = _split_at(cursor, held, e["position"])
+            if not passed:
+                break
+            text, held, cursor = text + held[:passed], held[passed:], e["position"]
+        else:
+            rng = e.get("range")
+            if rng is None or rng["start"] != cursor:
+                break
+            if rng["start"] == rng["end"] and e["text"]:
+                at = _split_at(cursor, e["text"], cursor_after(e))
+                if at is None:
+                    break
+                text, held, cursor = text + e["text"][:at], e["text"][at:] + held, cursor_after(e)
+            else:  # a deletion after the cursor of what the editor put there (Delete)
+                deleted = _split_at(cursor, held, rng["end"]) if not e["text"] else None
+                if not deleted:
+                    break
+                held = held[deleted:]
         i += 1
-        boundaries[len(text)] = i
+        if not held:
+            boundaries[len(text)] = i
     return text, boundaries
 
 
@@ -138,9 +178,13 @@ class Replayer(Driver):
                 self.m.keystrokes += 1
                 self.m.typed_chars += len(e["text"])
                 self._progress(1)
-                rng = e.get("range")
-                if rng is not None:
-                    self._request_completion(uri, advance(rng["start"], e["text"]), after_accept=False)
+                if e.get("range") is not None:
+                    self._request_completion(uri, cursor_after(e), after_accept=False)
+            elif op == "move" and uri in self.docs:  # an overtype: the editor sends no change, only asks again
+                self.m.keystrokes += 1
+                self.m.moves += 1
+                self._progress(1)
+                self._request_completion(uri, e["position"], after_accept=False)
             last_t = e["t"]
             anchor = max(due, time.monotonic()) if not opts.fast else time.monotonic()
             i += 1
@@ -176,7 +220,7 @@ class Replayer(Driver):
         self.m.partial_accepts += int(partial)
         self.m.accepted_chars += len(text)
         nxt = boundaries[chars]
-        skipped = sum(1 for e in events[i:nxt] if e["op"] == "change")
+        skipped = sum(1 for e in events[i:nxt] if e["op"] in KEYSTROKES)
         self.m.keystrokes_skipped += skipped
         self.m.keystrokes_saved += skipped - 1  # the accepting key is a keystroke too
         if not partial:
@@ -187,12 +231,28 @@ class Replayer(Driver):
 
 
 async def replay_sessions(sessions: Sequence[Session], options: ReplayOptions) -> Measurements:
-    """Replay `sessions` in turn through one server child; `m.error` says why it stopped early, if it did."""
+    """Replay `sessions` in turn through one server child; `m.error` says why it stopped early, if it did.
+
+    The prompt reuse of the keystroke requests comes from the child's log: the one its
+    flags name, else a temporary one.
+    """
+    with tempfile.TemporaryDirectory(prefix="tabd-replay-") as tmp:
+        log = log_in(options.server_args)
+        if log is None:
+            log = os.path.join(tmp, "serve.jsonl")
+            options = dataclasses.replace(options, server_args=[*options.server_args, "--log", log])
+        start = size_of(log)
+        m = await _replay_through(sessions, options)
+        m.keystroke_runs = keystroke_runs(log, start)
+    return m
+
+
+async def _replay_through(sessions: Sequence[Session], options: ReplayOptions) -> Measurements:
     bar = None
     if options.progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=sum(s.changes() for s in sessions), unit="key", desc="replay", file=sys.stderr,
+        bar = tqdm(total=sum(s.keystrokes() for s in sessions), unit="key", desc="replay", file=sys.stderr,
                    dynamic_ncols=True, leave=False)
     logging.getLogger("pygls").setLevel(logging.CRITICAL)
     replayer = Replayer(options, progress=bar.update if bar is not None else None)

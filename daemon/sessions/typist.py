@@ -6,6 +6,8 @@ opens the document without them, and retypes each one keystroke by keystroke at 
 human rate: jittered intervals, pauses at line ends and before each span, an
 occasional typo fixed with backspace, and newline-plus-indent typed as one change as
 an editor's auto-indent would. The same files and seed give the same session.
+That is the plain buffer; `editor="vscode"` types the same spans through VS Code's
+auto-closing pairs, overtype and Enter between brackets (vscode_typist.py).
 """
 from __future__ import annotations
 
@@ -228,9 +230,19 @@ def writing_events(text: str, uri: str, language: str, start: int, end: int, rng
     return events, typist.t
 
 
+EDITORS = ("plain", "vscode")
+
+
 def typed_session(files: Iterable[str], seed: int = 0, cps: float = 8.0, spans: int = 3,
-                  max_chars: int = 400, style: TypingStyle | None = None) -> tuple[str, list[dict[str, Any]]]:
-    """(language, events) of a session that retypes `spans` spans of each file, deterministic for `seed`."""
+                  max_chars: int = 400, style: TypingStyle | None = None,
+                  editor: str = "plain") -> tuple[str, list[dict[str, Any]]]:
+    """(language, events) of a session that retypes `spans` spans of each file, deterministic for `seed`.
+
+    `editor`: "plain" types every character into a plain buffer; "vscode" types through VS Code's
+    default auto-closing, overtype and Enter rules (vscode_typist.py). Both pick the same spans.
+    """
+    if editor not in EDITORS:
+        raise ValueError(f"unknown editor {editor!r}: use {' or '.join(EDITORS)}")
     style = style or TypingStyle(cps=cps)
     rng = random.Random(seed)
     events: list[dict[str, Any]] = []
@@ -242,7 +254,19 @@ def typed_session(files: Iterable[str], seed: int = 0, cps: float = 8.0, spans: 
         language = language_of(str(path))
         languages.append(language)
         chosen = choose_spans(candidate_spans(text, str(path), max_chars=max_chars), spans, rng)
-        file_evts, t = file_events(text, path.resolve().as_uri(), language, chosen, rng, style, t)
+        uri = path.resolve().as_uri()
+        if editor == "vscode":
+            from tabd.daemon.sessions.vscode_typist import file_events as vscode_file_events
+
+            raw = path.read_bytes().decode("utf-8")  # the file's own line breaks: VS Code keeps CRLF
+            at_vscode = random.Random()
+            at_vscode.setstate(rng.getstate())
+            file_evts, t_end = vscode_file_events(raw, uri, language, chosen, at_vscode, style, t)
+            # the plain typist's draws move the shared generator on, so the next file's spans are plain's too
+            file_events(text, uri, language, chosen, rng, style, t)
+            t = t_end
+        else:
+            file_evts, t = file_events(text, uri, language, chosen, rng, style, t)
         events.extend(file_evts)
         t += 0.5
     return (languages[0] if languages else "plaintext"), events

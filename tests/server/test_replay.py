@@ -445,3 +445,95 @@ def test_typing_through_a_suggestion_counts_it_once_among_distinct_suggestions(t
     assert s["accepted"] == 0 and s["sources"]["typed"] >= 4, s  # " ", "t", "o", "t", "a" typed into it
     assert s["distinct_shown"] == s["shown"] - s["sources"]["typed"] and s["distinct_shown"] >= 1
     assert s["acceptance_rate_distinct"] == 0.0
+
+
+# ---------------------------------------------------------------- sessions typed as VS Code types
+
+
+def _vscode_session(tmp_path: Path, source: Path, seed: int = 1, spans: int = 2, max_chars: int = 120) -> Path:
+    language, events = typed_session([str(source)], seed=seed, spans=spans, max_chars=max_chars, editor="vscode")
+    out = tmp_path / f"{source.stem}-vscode.jsonl"
+    write_session(out, events, language)
+    return out
+
+
+@pytest.mark.slow
+@needs_server
+def test_vscode_sessions_stay_in_sync_with_the_server_and_report_prompt_reuse(tmp_path):
+    body = ('def greet(name):\n    msg = "see (it) \'here\'"\n    return (msg, {"🎉": [name, f"{name!r}"]})\n\n\n'
+            'def other():\n    return greet("x")\n')
+    crlf, mixed, eof = tmp_path / "crlf.py", tmp_path / "mixed.py", tmp_path / "eof.py"
+    crlf.write_bytes(body.replace("\n", "\r\n").encode())
+    mixed.write_bytes(body.replace("\n", "\r\n", 3).encode())
+    eof.write_bytes(b'x = 1\nprint(x, "end")')  # the pair closes at the very end of the file
+    sessions = [_vscode_session(tmp_path, p, spans=s) for p, s in ((crlf, 2), (mixed, 2), (eof, 1))]
+    uri = "file:///w/hand.py"  # by hand: moves where no closer is, and one past the line's end (skipped)
+    hand = [{"t": 0.0, "op": "open", "uri": uri, "language": "python", "text": "x = \n"},
+            {"t": 0.1, "op": "change", "uri": uri, "range": {"start": {"line": 0, "character": 4},
+                                                             "end": {"line": 0, "character": 4}},
+             "text": "()", "cursor": {"line": 0, "character": 5}},
+            {"t": 0.2, "op": "move", "uri": uri, "position": {"line": 1, "character": 0}},
+            {"t": 0.3, "op": "move", "uri": uri, "position": {"line": 0, "character": 40}},
+            {"t": 0.4, "op": "move", "uri": uri, "position": {"line": 0, "character": 6}},
+            {"t": 0.5, "op": "close", "uri": uri}]
+    write_session(tmp_path / "hand.jsonl", hand)
+    sessions.append(tmp_path / "hand.jsonl")
+    proc = subprocess.run([sys.executable, "-m", "tabd.daemon", "replay", *map(str, sessions), "--json", "--speed", "0",
+                           "--check-sync", "--no-progress", *SERVE_FLAGS], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    s = json.loads(proc.stdout.strip().splitlines()[-1])
+    check_counts(s)
+    assert s["sync"] == {"checked": 4, "mismatches": 0}, s.get("sync")
+    assert s["moves"] >= 3  # the hand-written two and the typists' overtypes
+    assert "move event skipped: position outside the document" in proc.stderr
+    reuse = s["prompt_reuse"]["keystroke"]
+    assert reuse["requests"] > 0 and 0 <= reuse["p10"] <= reuse["p50"] <= 1
+    assert reuse["requests"] <= s["sources"]["model"] + s["sources"]["none"]  # a model run may end with nothing shown
+
+
+@pytest.mark.slow
+@needs_server
+def test_the_tab_user_accepts_a_suggestion_across_a_pair_the_editor_closed(tmp_path, fixture_model):
+    # The fixture model suggests ` total()` after "def"; the person types `def total()` in VS Code, where `(`
+    # inserts `()` and `)` overtypes it: the suggestion is what they type next, accepted whole, and the
+    # document stays the recorded one.
+    from tabd.daemon.sessions.editor import Buffer
+
+    source = repeating_file(tmp_path)
+    text = source.read_text()
+    uri = source.resolve().as_uri()
+    b = Buffer(text, cursor=len(text))
+    events = [{"t": 0.0, "op": "open", "uri": uri, "language": "python", "text": text}]
+    for k, ch in enumerate("def total()"):
+        events.append(b.type(ch).event(round(0.1 * (k + 1), 3), uri))
+    events.append({"t": 2.0, "op": "close", "uri": uri})
+    assert [e["op"] for e in events].count("move") == 1
+    path = tmp_path / "pair.jsonl"
+    write_session(path, events)
+    flags = SERVE_FLAGS + ["--model", fixture_model, "--lookup-min-p", "0", "--min-confidence", "0"]
+    m = run_replay([read_session(path)], serve_options(think_ms=3000, accept="tab", server_args=flags))
+    assert m.error is None, m.error
+    s = m.summary()
+    assert s["sync"] == {"checked": 1, "mismatches": 0}
+    assert s["full_accepts"] >= 1 and s["accepted_chars"] == len(" total()"), s
+    assert s["typed_chars"] == len("def")
+    assert s["keystrokes_saved"] == len(" total()") - 1  # 8 keys (the overtyping `)` among them) for one Tab
+
+
+def test_replay_asks_from_where_the_editor_leaves_the_cursor(tmp_path, fake_server, monkeypatch):
+    # The oracle suggests only where the text before the cursor is the file's: between `(` and the `)` VS Code
+    # inserted, not after the `)`. With accepts out of reach, every keystroke (overtypes too) gets its answer shown.
+    monkeypatch.setenv("FAKE_TARGET", str(SAMPLE))
+    language, events = typed_session([str(SAMPLE)], seed=3, spans=3, style=TypingStyle(typo_rate=0.0), editor="vscode")
+    path = tmp_path / "vscode.jsonl"
+    write_session(path, events, language)
+    session = read_session(path)
+    assert any("cursor" in e for e in session.events)
+    m = run_replay([session], ReplayOptions(speed=0, think_ms=0, progress=False, server_command=fake_server,
+                                            min_accept_chars=10**6, startup_timeout=60))
+    assert m.error is None, m.error
+    s = m.summary()
+    assert s["moves"] == sum(e["op"] == "move" for e in session.events) > 0
+    assert s["keystrokes"] == session.keystrokes() == s["requests"]
+    assert s["shown"] == s["answered"] == s["requests"]
+    assert s["prompt_reuse"]["keystroke"]["requests"] == 0  # the oracle keeps no log: nothing to read, and no error

@@ -215,3 +215,53 @@ def test_utf16_positions_in_typed_session(tmp_path):
     s = read_session(path)
     assert not s.warnings
     assert _final_text(s)[src.resolve().as_uri()] == src.read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------- editors: cursor moves and auto-closed pairs
+
+
+def test_move_events_and_change_cursors_round_trip_and_bad_ones_are_skipped(tmp_path):
+    pair = dict(_change(0.1, 0, 4, "()"), cursor={"line": 0, "character": 5})
+    events = [{"t": 0.0, "op": "open", "uri": URI, "language": "python", "text": "x = \n"}, pair,
+              _change(0.2, 0, 5, "a"), {"t": 0.3, "op": "move", "uri": URI, "position": {"line": 0, "character": 7}},
+              {"t": 0.4, "op": "close", "uri": URI}]
+    path = tmp_path / "s.jsonl"
+    write_session(path, events)
+    s = read_session(path)
+    assert s.events == events and not s.warnings
+    assert s.keystrokes() == 3 and s.changes() == 2
+
+    lines = [json.dumps(o) + "\n" for o in [
+        {"tabd_session": 1, "language": "python"},
+        {"t": 0, "op": "open", "uri": URI, "text": "s = 😀\n"},
+        {"t": 0.1, "op": "move", "uri": URI, "position": {"line": 0, "character": 5}},   # inside the emoji
+        {"t": 0.2, "op": "move", "uri": URI, "position": {"line": 4, "character": 0}},   # no such line
+        {"t": 0.3, "op": "move", "uri": "file:///other", "position": {"line": 0, "character": 0}},
+        {"t": 0.4, "op": "move", "uri": URI},
+        dict(_change(0.5, 0, 6, "()"), cursor={"line": 0, "character": 9}),             # past the line's end
+        {"t": 0.6, "op": "move", "uri": URI, "position": {"line": 0, "character": 6}},   # fine: after the emoji
+    ]]
+    s = parse_session(lines, "mem")
+    assert [e["op"] for e in s.events] == ["open", "change", "move"]
+    assert "cursor" not in s.events[1]  # the change stands without its cursor
+    assert len(s.warnings) == 5 and all("skipped" in w or "ignored" in w for w in s.warnings)
+    assert _final_text(s)[URI] == "s = 😀()\n"
+
+
+def test_from_file_types_as_vscode_by_default_and_plain_on_request(tmp_path):
+    src = tmp_path / "calls.py"
+    src.write_text('def f(a):\n    return g(a, [1, 2], {"k": (a,)})\n\n\nx = f(1)\n', encoding="utf-8")
+    out = {}
+    for editor in (None, "plain"):
+        path = tmp_path / f"{editor}.jsonl"
+        cmd = [sys.executable, "-m", "tabd.daemon", "session", "from-file", str(src), "-o", str(path), "--spans", "2"]
+        proc = subprocess.run(cmd + (["--editor", editor] if editor else []), capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        out[editor] = read_session(path)
+        assert not out[editor].warnings and _final_text(out[editor])[src.resolve().as_uri()] == src.read_text()
+    assert any(e["op"] == "move" for e in out[None].events)
+    assert any(e.get("text") == "()" and "cursor" in e for e in out[None].events)
+    plain_ops = {e["op"] for e in out["plain"].events}
+    assert "move" not in plain_ops and not any("cursor" in e for e in out["plain"].events)
+    _, expected = typed_session([str(src)], seed=0, spans=2)  # plain is what the typist always wrote
+    assert out["plain"].events == expected
