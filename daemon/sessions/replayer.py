@@ -38,6 +38,7 @@ from tabd.daemon.sessions.driver import DaemonDied, Driver, Pending, ReplayError
 from tabd.daemon.sessions.format import KEYSTROKES, Session, advance, position_at
 from tabd.lsp.client import Suggestion
 from tabd.lsp.positions import offset_at
+from tabd.predictor import pairs
 from tabd.daemon.sessions.measure import Measurements
 from tabd.daemon.sessions.serverlog import keystroke_runs, log_in, size_of
 from tabd.daemon.telemetry.host import read_ticks
@@ -62,7 +63,7 @@ def _split_at(start: dict[str, int], text: str, cursor: dict[str, int]) -> int |
 
 
 def typed_ahead(events: Sequence[dict[str, Any]], start: int, uri: str, cursor: dict[str, int],
-                limit: int = 2000) -> tuple[str, dict[int, int]]:
+                limit: int = 2000, held: str = "") -> tuple[str, dict[int, int]]:
     """The text the recorded person types next at `cursor`, and {chars so far: index after that keystroke}.
 
     It follows consecutive insertions at the moving cursor, stepping over accept and
@@ -70,10 +71,10 @@ def typed_ahead(events: Sequence[dict[str, Any]], start: int, uri: str, cursor: 
     What an editor puts after the cursor on the way (the `)` of an auto-closed `(`) is
     held back until the person's cursor passes it (an overtype: a move) or deletes it;
     only where none is held back does the document equal the text typed so far at the
-    start cursor, so only there is a boundary: an accept of that text is exact.
+    start cursor, so only there is a boundary: an accept of that text is exact. `held`: what the editor put
+    after the cursor before `start` (the closers a replacing suggestion covers).
     """
-    text = ""
-    held = ""  # inserted after the cursor by these events, not passed yet
+    text = ""  # `held`: inserted after the cursor by the editor, not passed yet
     boundaries: dict[int, int] = {}
     i = start
     while i < len(events) and len(text) < limit:
@@ -198,9 +199,11 @@ class Replayer(Driver):
                             p: Pending) -> int | None:
         """Accept (part of) `item` when it is what the person types next; the index of the next event, or None."""
         suggestion = item.text
-        if item.range is not None and (item.range["start"] != item.range["end"] or item.range["start"] != p.cursor):
-            return None  # a replacing suggestion cannot equal pure typing
-        ahead, boundaries = typed_ahead(events, i, p.uri, p.cursor)
+        covered = self._covered(p, item)
+        if covered is None:
+            return None  # a suggestion elsewhere, or replacing what the person typed: it cannot equal their typing
+        # a suggestion that replaces the editor's closers after the cursor equals typing through them
+        ahead, boundaries = typed_ahead(events, i, p.uri, p.cursor, held=covered)
         chars, partial = acceptable(suggestion, ahead, boundaries, self.options.min_accept_chars,
                                     words=self.options.accept != "tab")
         item_id = item.item_id
@@ -213,7 +216,9 @@ class Replayer(Driver):
         if self.died():
             raise DaemonDied(self.death_message())
         text = suggestion[:chars]
-        self._did_change(p.uri, {"start": p.cursor, "end": p.cursor}, text)
+        # Tab, as the editor applies the item: over the closers of its range that the accepted text writes itself
+        end = dict(p.cursor, character=p.cursor["character"] + pairs.consumed(text, covered)) if covered else p.cursor
+        self._did_change(p.uri, {"start": p.cursor, "end": end}, text)
         if item_id is not None:
             self._execute("tabd.accept", [item_id, {"chars": chars, "partial": partial}])
         self.m.accepted += 1
@@ -228,6 +233,20 @@ class Replayer(Driver):
         self._progress(skipped)
         self._request_completion(p.uri, advance(p.cursor, text), after_accept=True)
         return nxt
+
+
+    def _covered(self, p: Pending, item: Suggestion) -> str | None:
+        """The text after the cursor an item replaces ("" for an insertion at the cursor); None for an item that
+        does not start at the cursor or reaches past its line."""
+        if item.range is None:
+            return ""
+        start, end = item.range["start"], item.range["end"]
+        if start != p.cursor or end["line"] != start["line"] or end["character"] < start["character"]:
+            return None
+        if end == start:
+            return ""
+        text = self.docs[p.uri].text
+        return text[offset_at(text, start["line"], start["character"]):offset_at(text, end["line"], end["character"])]
 
 
 async def replay_sessions(sessions: Sequence[Session], options: ReplayOptions) -> Measurements:
