@@ -1,6 +1,6 @@
 """The runner factory: which engine serves a model here, and why, returned as data (EngineChoice).
 
-Engines by name (predictor/engines.py): torch-free where boot.py can serve the model (auto and torch-free),
+Engines by name (predictor/engine_names.py): torch-free where boot.py can serve the model (auto and torch-free),
 else the hand-written forward (model.py: FastLlama) with its decode steps in native code (torch+native) or in
 torch (torch, or torch+native without a C compiler), else transformers' own forward for what FastLlama does not
 run. `why` and `weights_why` are what tabd/stats reports. The hand-over after a torch-free start is another
@@ -14,8 +14,8 @@ from typing import Any
 
 from tabd.predictor import loader
 from tabd.predictor.engine.runner import Runner
-from tabd.predictor.engines import AUTO, REPORTED, TORCH, TORCH_FREE, TORCH_NATIVE, TRANSFORMERS, canonical
-from tabd.predictor.settings import LocalSettings
+from tabd.predictor.engine_names import AUTO, REPORTED, TORCH, TORCH_FREE, TORCH_NATIVE, TRANSFORMERS, canonical
+from tabd.predictor.backend_settings import LocalSettings
 from tabd.predictor.threads import AdaptiveThreads
 from tabd.predictor.types import ModelLoadError
 

@@ -21,7 +21,7 @@ from tabd.predictor.engine.slots import SlotPool
 from tabd.predictor.engine_choice import EngineChoice, after_hand_over, choose
 from tabd.predictor.fim import PAD
 from tabd.predictor.names import KnownNames
-from tabd.predictor.settings import LocalSettings
+from tabd.predictor.backend_settings import LocalSettings
 from tabd.predictor.templates import FimTemplate, detect_family, template_for
 from tabd.predictor.threads import AdaptiveThreads
 from tabd.predictor.types import Backend, ContextChunk, GenSettings, Interrupted, ModelLoadError, Prediction, prompt_chunks

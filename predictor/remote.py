@@ -28,7 +28,7 @@ from tabd.predictor import postprocess
 from tabd.predictor.prompt_text import fim_prompt, guess_template
 from tabd.predictor.templates import FimTemplate, template_for
 from tabd.predictor.fim import FAMILIES, chunk_text
-from tabd.predictor.settings import RemoteSettings
+from tabd.predictor.backend_settings import RemoteSettings
 from tabd.predictor.types import Backend, ContextChunk, GenSettings, Interrupted, Prediction, prompt_chunks
 from tabd.predictor.wire import Call, RemoteError, Retry, error_message, one_line
 

@@ -65,7 +65,7 @@ def cross_file_cases(count: int = 4, seed: int = 11, root: Path | None = None, m
 
 def new_code_lines(text: str, chars: int) -> tuple[int, int]:
     """(first, last) line of the code right after `text`'s import block, about `chars` characters of it."""
-    from tabd.daemon.context.store import import_block
+    from tabd.daemon.context.chunk_store import import_block
 
     lines = text.split("\n")
     block = import_block(text)

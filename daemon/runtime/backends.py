@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from tabd.daemon.runtime.config import Config
-from tabd.predictor.settings import LocalSettings, RemoteSettings
+from tabd.predictor.backend_settings import LocalSettings, RemoteSettings
 from tabd.predictor.types import Backend, BackendError
 
 # LocalSettings / RemoteSettings field -> the flag that sets it

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tabd.cache.state import DocState, Window
-from tabd.daemon.context.store import EMPTY, Snapshot
+from tabd.daemon.context.chunk_store import EMPTY, Snapshot
 from tabd.daemon.runtime.scheduler import Job
 from tabd.predictor.types import GenSettings
 

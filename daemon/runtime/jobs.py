@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from tabd.cache.state import Window
-from tabd.daemon.context.store import EMPTY, Snapshot
-from tabd.daemon.runtime.model import Model
+from tabd.daemon.context.chunk_store import EMPTY, Snapshot
+from tabd.daemon.runtime.loaded_model import Model
 from tabd.daemon.runtime.scheduler import Job, Scheduler
 from tabd.predictor.types import Backend, ContextChunk, GenSettings, Interrupted, Prediction
 

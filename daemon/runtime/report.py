@@ -20,7 +20,7 @@ from tabd.daemon.runtime.debounce import Debounce, Waits
 from tabd.daemon.runtime.fields import engine_fields, prediction_fields
 from tabd.daemon.runtime.handover import HandOver
 from tabd.daemon.runtime.memory import Memory
-from tabd.daemon.runtime.model import Model
+from tabd.daemon.runtime.loaded_model import Model
 from tabd.daemon.runtime.priority import nice_of_thread
 from tabd.daemon.runtime.request import Request
 from tabd.daemon.runtime.scheduler import Scheduler

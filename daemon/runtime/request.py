@@ -16,9 +16,9 @@ from typing import Callable, Sequence
 from tabd.predictor import pairs
 from tabd.cache.key import state_key
 from tabd.cache.state import DocState, Window
-from tabd.daemon.context.store import EMPTY, Snapshot
+from tabd.daemon.context.chunk_store import EMPTY, Snapshot
 from tabd.daemon.runtime.config import Config
-from tabd.daemon.runtime.model import Model
+from tabd.daemon.runtime.loaded_model import Model
 from tabd.daemon.runtime.workspace import Workspace
 from tabd.predictor.postprocess import gate, wants_multiline
 from tabd.predictor.types import GenSettings

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from tabd.predictor import pairs
 from tabd.cache.state import DocState, Window
-from tabd.daemon.context.store import Snapshot, TextSource
+from tabd.daemon.context.chunk_store import Snapshot, TextSource
 from tabd.daemon.runtime.activity import Listeners
 from tabd.daemon.runtime.answer import Answer, Outcome
 from tabd.daemon.runtime.computation import Computation
@@ -36,7 +36,7 @@ from tabd.daemon.runtime.handover import HandOver
 from tabd.daemon.runtime.heap import settle_heap
 from tabd.daemon.runtime.jobs import ModelJobs
 from tabd.daemon.runtime.memory import Memory
-from tabd.daemon.runtime.model import Model
+from tabd.daemon.runtime.loaded_model import Model
 from tabd.daemon.runtime.report import Reporter
 from tabd.daemon.runtime.request import Request, RequestBuilder
 from tabd.daemon.runtime.scheduler import FOREGROUND, Cancelled, Scheduler

@@ -13,10 +13,10 @@ import typing
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tabd.predictor import engines
-from tabd.predictor.engines import CHOICES as ENGINES
+from tabd.predictor import engine_names as engines
+from tabd.predictor.engine_names import CHOICES as ENGINES
 
-# the engines' one-line meanings are declared with their names (predictor/engines.py)
+# the engines' one-line meanings are declared with their names (predictor/engine_names.py)
 ENGINE_HELP = ("; ".join(f"{name}: {engines.HELP[name]}" for name in engines.ENGINES) + "; the earlier names stay "
                "accepted: " + ", ".join(f"{old} = {new}" for old, new in engines.ALIASES.items()))
 

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from tabd.predictor import pairs
 from tabd.cache.key import short_key
 from tabd.cache.state import DocState, Window
-from tabd.daemon.context.store import EMPTY, Snapshot
+from tabd.daemon.context.chunk_store import EMPTY, Snapshot
 from tabd.daemon.runtime.accepts import Accept, AcceptTracker
 from tabd.daemon.runtime.computation import Computation
 from tabd.daemon.runtime.computations import Computations

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable
 
 from tabd.cache.state import Window
-from tabd.daemon.context.store import Snapshot
+from tabd.daemon.context.chunk_store import Snapshot
 from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime.jobs import ModelCall, ModelJobs, Tally
 from tabd.daemon.runtime.fields import warmup_fields

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from tabd.cache.state import DocState, Window
-from tabd.daemon.context.store import EMPTY, ContextOptions, ContextStore, Snapshot, TextSource
+from tabd.daemon.context.chunk_store import EMPTY, ContextOptions, ContextStore, Snapshot, TextSource
 from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime.jobs import Tally
 

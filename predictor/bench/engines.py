@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-from tabd.predictor.engines import TORCH, TORCH_NATIVE
+from tabd.predictor.engine_names import TORCH, TORCH_NATIVE
 
 CONTEXT = 2048
 DECODE = 16
@@ -133,7 +133,7 @@ class TabdEngine:
         import torch
 
         from tabd.predictor.local import LocalBackend
-        from tabd.predictor.settings import LocalSettings
+        from tabd.predictor.backend_settings import LocalSettings
 
         self.backend = LocalBackend(LocalSettings(model_dir, device="cpu", threads=threads, engine=engine, weights=weights))
         torch.set_num_threads(threads)

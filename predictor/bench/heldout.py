@@ -60,7 +60,7 @@ def figures_backend(args: argparse.Namespace):
         raise RuntimeError(f"model-level figures need --backend local or copy, not {kind} "
                            "(pass --quality-no-model-figures to measure a remote engine's users only)")
     from tabd.predictor.local import LocalBackend
-    from tabd.predictor.settings import LocalSettings
+    from tabd.predictor.backend_settings import LocalSettings
 
     return LocalBackend(LocalSettings(args.model, device=args.device, fim=args.fim, threads=args.threads,
                                       engine=batch_engine(args.engine)))
@@ -69,7 +69,7 @@ def figures_backend(args: argparse.Namespace):
 def batch_engine(asked: str | None) -> str:
     """The engine for a batch run: auto's torch-free start is for a daemon's first answer; a batch of long
     prompts runs faster on torch+native (the same tokens)."""
-    from tabd.predictor.engines import AUTO, TORCH_NATIVE
+    from tabd.predictor.engine_names import AUTO, TORCH_NATIVE
 
     return TORCH_NATIVE if asked in (None, "", AUTO) else asked
 

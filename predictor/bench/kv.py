@@ -98,7 +98,7 @@ def run_section(args: argparse.Namespace) -> dict:
     import torch
 
     from tabd.predictor.local import LocalBackend
-    from tabd.predictor.settings import LocalSettings
+    from tabd.predictor.backend_settings import LocalSettings
 
     backend = LocalBackend(LocalSettings(args.model, device=args.device, threads=args.threads))
     context = min(args.kv_context, backend.context)

@@ -22,7 +22,7 @@ from tabd.daemon.runtime import handover
 from tabd.predictor.engine import boot, native
 from tabd.predictor.loader import DEFAULT_MODEL_DIR
 from tabd.predictor.local import LocalBackend
-from tabd.predictor.settings import LocalSettings
+from tabd.predictor.backend_settings import LocalSettings
 from tabd.predictor.types import GenSettings, ModelLoadError
 
 from support.predictor_cases import CODE, edits, same_tokens_over_edits

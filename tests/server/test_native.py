@@ -15,7 +15,7 @@ import torch
 from tabd.predictor.engine import generate, native
 from tabd.predictor.loader import DEFAULT_MODEL_DIR
 from tabd.predictor.local import LocalBackend
-from tabd.predictor.settings import LocalSettings
+from tabd.predictor.backend_settings import LocalSettings
 from tabd.predictor.types import GenSettings
 
 from support.predictor_cases import CODE, edits, same_tokens_over_edits
@@ -121,7 +121,7 @@ RUNNERS = {"native": "TorchFreeRunner", "fast": "FastLlama", "torch": "FastLlama
     ("torch-free", "native"), ("native", "native"), ("auto", "native"), ("torch+native", "fast"), ("fast", "fast"),
     ("torch", "torch"), ("transformers", "hf"), ("hf", "hf"), ("plain", "hf")])
 def test_each_engine_name_old_or_new_builds_the_engine_it_names_reported_as_before(asked, reported):
-    """--engine takes the names that say what runs (predictor/engines.py) and the older ones for the same
+    """--engine takes the names that say what runs (predictor/engine_names.py) and the older ones for the same
     engines; tabd/stats and the log keep reporting the older names, which other tools read."""
     b = LocalBackend(LocalSettings(engine=asked, threads=1))
     assert b.engine_name == reported and type(b.runner).__name__ == RUNNERS[reported]
@@ -167,7 +167,7 @@ def run_child(code: str, env: dict) -> subprocess.CompletedProcess:
 
 CHILD = """
     from tabd.predictor.local import LocalBackend
-    from tabd.predictor.settings import LocalSettings
+    from tabd.predictor.backend_settings import LocalSettings
     from tabd.predictor.types import GenSettings
     fast = LocalBackend(LocalSettings(engine="torch+native", threads=1))
     reference = LocalBackend(LocalSettings(engine="transformers", threads=1))

@@ -22,7 +22,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 from support.lspclient import change, init_params, inline, open_doc, stats
 from support.ports import free_port
 from tabd.predictor.remote import RemoteBackend
-from tabd.predictor.settings import RemoteSettings
+from tabd.predictor.backend_settings import RemoteSettings
 from tabd.predictor.wire import RemoteError
 from tabd.predictor.types import ContextChunk, GenSettings, Interrupted
 

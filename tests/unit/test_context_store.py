@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tabd.daemon.context.store import ContextOptions, ContextStore, enclosing_headers, import_block, unusable
+from tabd.daemon.context.chunk_store import ContextOptions, ContextStore, enclosing_headers, import_block, unusable
 from tabd.daemon.runtime.config import Config, apply_client_options
 from tabd.daemon.runtime.workspace import context_options
 from tabd.predictor.prompt_text import fim_prompt, parse_fim_prompt, split_context

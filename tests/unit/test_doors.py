@@ -231,8 +231,19 @@ def rule_heavy_packages_stay_in_their_folders() -> list[str]:
             if i.module.split(".")[0] in HEAVY and m.split(".")[1] not in HEAVY[i.module.split(".")[0]]]
 
 
+def rule_module_names_are_unique() -> list[str]:
+    """A module's name says what it holds, so no two modules share one (a reader finds a line's home by name)."""
+    by_name: dict[str, list[str]] = {}
+    for m in MODULES:
+        name = m.rsplit(".", 1)[-1]
+        if name not in ("__init__", "__main__") and not MODULES[m].name.startswith("__init__"):
+            by_name.setdefault(name, []).append(m)
+    return [f"{name}.py: {', '.join(sorted(ms))} (module names are unique)"
+            for name, ms in sorted(by_name.items()) if len(ms) > 1]
+
+
 RULES = [rule_lsp_door, rule_predictor_stands_alone, rule_cache_knows_neither_lsp_nor_torch, rule_serving_path_is_lean,
-         rule_no_private_name_crosses_a_module, rule_heavy_packages_stay_in_their_folders]
+         rule_no_private_name_crosses_a_module, rule_heavy_packages_stay_in_their_folders, rule_module_names_are_unique]
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.__name__.removeprefix("rule_"))

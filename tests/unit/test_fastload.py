@@ -9,7 +9,7 @@ import torch
 
 from tabd.predictor import fastload, loader
 from tabd.predictor.local import LocalBackend
-from tabd.predictor.settings import LocalSettings
+from tabd.predictor.backend_settings import LocalSettings
 from tabd.predictor.types import GenSettings, ModelLoadError
 
 from support.predictor_cases import CODE, same_tokens_over_edits

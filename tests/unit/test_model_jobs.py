@@ -7,11 +7,11 @@ import threading
 
 from support.fakes import FakeBackend
 from tabd.cache.state import Window
-from tabd.daemon.context.store import EMPTY, Chunk, Snapshot
+from tabd.daemon.context.chunk_store import EMPTY, Chunk, Snapshot
 from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime.jobs import ModelCall, ModelJobs, Tally
-from tabd.daemon.runtime.model import Model
+from tabd.daemon.runtime.loaded_model import Model
 from tabd.daemon.runtime.scheduler import FOREGROUND, Scheduler
 from tabd.daemon.runtime.warmer import Warmer
 from tabd.predictor.types import GenSettings, Prediction

@@ -8,7 +8,7 @@ import pytest
 
 from tabd.predictor.loader import DEFAULT_MODEL_DIR, check_model_dir
 from tabd.predictor.local import LocalBackend
-from tabd.predictor.settings import LocalSettings
+from tabd.predictor.backend_settings import LocalSettings
 from tabd.predictor.templates import detect_family, template_for
 from tabd.predictor.types import GenSettings, Interrupted, ModelLoadError
 

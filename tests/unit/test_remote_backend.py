@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tabd.predictor.prompt_text import fim_prompt, guess_template, parse_fim_prompt
-from tabd.predictor.settings import RemoteSettings
+from tabd.predictor.backend_settings import RemoteSettings
 from tabd.predictor.remote import RemoteBackend
 from tabd.predictor.templates import FAMILIES, template_for
 from tabd.predictor.types import ContextChunk, GenSettings, Interrupted

@@ -8,7 +8,7 @@ from support.fakes import FakeBackend
 from tabd.cache.state import DocState
 from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime.events import EventLog
-from tabd.daemon.runtime.model import Model
+from tabd.daemon.runtime.loaded_model import Model
 from tabd.daemon.runtime.request import RequestBuilder, shown_part
 from tabd.daemon.runtime.scheduler import Scheduler
 from tabd.daemon.runtime.workspace import Workspace, context_options

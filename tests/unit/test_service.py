@@ -9,7 +9,7 @@ from tabd.cache.state import DocState
 from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime.handover import HandOver
-from tabd.daemon.runtime.model import Model
+from tabd.daemon.runtime.loaded_model import Model
 from tabd.daemon.runtime.scheduler import Scheduler
 from tabd.daemon.runtime.service import CompletionService
 

@@ -16,7 +16,7 @@ from tabd.daemon.runtime.config import CLIENT_OPTIONS, Config, ConfigError, appl
 from tabd.daemon.runtime.options import CLI_SETTINGS, config_from_args, flags_of
 from tabd.daemon.runtime.readme_tables import with_tables
 from tabd.daemon.runtime.settings import BY_NAME, SETTINGS, Setting
-from tabd.predictor import engines
+from tabd.predictor import engine_names as engines
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 MINIMAL = {"serve": [], "complete": ["a.py", "--line", "0", "--character", "0"], "serve-model": [], "bench": [],
@@ -132,7 +132,7 @@ def test_unknown_options_are_named_with_the_known_ones():
 
 
 def test_context_options_restate_no_default():
-    from tabd.daemon.context.store import ContextOptions
+    from tabd.daemon.context.chunk_store import ContextOptions
 
     user = {f.name for f in dataclasses.fields(ContextOptions) if f.name != "max_edits"}
     assert all(f.default is dataclasses.MISSING for f in dataclasses.fields(ContextOptions) if f.name in user)

@@ -6,13 +6,13 @@ import asyncio
 
 from support.fakes import FakeBackend
 from tabd.cache.state import DocState
-from tabd.daemon.context.store import Snapshot
+from tabd.daemon.context.chunk_store import Snapshot
 from tabd.daemon.runtime.computations import Computations
 from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime.jobs import ModelJobs
 from tabd.daemon.runtime.memory import Memory
-from tabd.daemon.runtime.model import Model
+from tabd.daemon.runtime.loaded_model import Model
 from tabd.daemon.runtime.request import RequestBuilder
 from tabd.daemon.runtime.scheduler import Scheduler
 from tabd.daemon.runtime.speculator import RecentKeys, Speculator

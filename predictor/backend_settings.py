@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tabd.predictor.engines import TORCH_NATIVE
+from tabd.predictor.engine_names import TORCH_NATIVE
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class LocalSettings:
     model_dir: str | None = None  # a Hugging Face model directory; None: the embedded model
     device: str = "auto"  # auto, cpu or cuda
     fim: str | None = None  # "family[:layout]"; None: the template the tokenizer's special tokens say
-    engine: str = TORCH_NATIVE  # a name predictor/engines.py accepts (an alias too)
+    engine: str = TORCH_NATIVE  # a name predictor/engine_names.py accepts (an alias too)
     weights: str = "auto"  # how the engine holds the weights: auto, fp32, bf16 or int8
     threads: int | None = None  # model threads; None: adapted to the machine's load (predictor/threads.py)
     trust_remote_code: bool = False  # let a model directory run its own Python code
