@@ -1,8 +1,9 @@
 """`tabd demo`: the mechanism on a sample file, through a real LSP connection to `tabd serve`.
 
-1. ask for a suggestion at a position in the sample (a model call),
-2. press Tab (insert it, run tabd.accept),
-3. ask again: the answer was pre-fetched while we "read" the first one,
+1. type the start of a line of the sample as VS Code does (an opener with its closer after the cursor) and ask
+   for a suggestion (a model call),
+2. press Tab (the item applied over the editor's closer it writes, tabd.accept),
+3. ask again: the answer was pre-fetched while we "read" the first one; Tab again while there is one,
 then type a session from the same file (tabd session from-file) and replay it
 through a fresh `tabd serve` (tabd replay), printing its summary. The replay is
 bounded by --max-seconds so that `make demo` stays within a few minutes.
@@ -11,11 +12,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sys
 import time
 from pathlib import Path
 
 from tabd.lsp import positions
+from tabd.lsp.client import suggestions
 
 SAMPLES = Path(__file__).resolve().parents[2] / "predictor" / "samples"
 
@@ -32,83 +35,125 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the replay summary as JSON")
 
 
-def _cursor_after(text: str, marker: str) -> int:
-    at = text.find(marker)
-    return at + len(marker) if at >= 0 else len(text) // 2
-
-
 def _position(text: str, offset: int) -> dict[str, int]:
     line, character = positions.position_at(text, offset)
     return {"line": line, "character": character}
 
 
-# where the demo asks, in order: the first place the model has something to say (the sample's own markers;
-# another file falls back to its middle)
-PLACES = ("        item = self.get(sku)\n        item.", "    def value(self) -> float:\n        return ",
-          "    def needs_reorder(self) -> bool:\n        return ")
+CHAINS = 2  # places where the demo shows a suggestion, Tab and the next one from memory
+TABS = 3  # at most this many Tabs in a row at one place
+WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*[(.\[]?")
+CLOSER = {"(": ")", "[": "]", "{": "}"}
+
+
+def places(source: str):
+    """(text, cursor) states a user typing the file reaches, as VS Code types: each line's start typed up to a word
+    (and an opener, with the closer VS Code puts after the cursor), the line's rest not written yet."""
+    offset = 0
+    for line in source.split("\n"):
+        content = line.lstrip()
+        start = offset + len(line) - len(content)
+        end = offset + len(line)
+        offset = end + 1
+        if len(content) < 12 or content.startswith(("#", "\"\"\"", "def ", "class ", "@", "import ", "from ")):
+            continue
+        for m in list(WORD.finditer(content))[:3]:
+            cursor = start + m.end()
+            closer = CLOSER.get(source[cursor - 1], "")
+            yield source[:cursor] + closer + source[end:], cursor
+
+
+class Demo:
+    """The chain on one document of a real `tabd serve`: ask, read, Tab as the editor applies the item, ask again."""
+
+    def __init__(self, client, uri: str) -> None:
+        self.client, self.uri, self.version = client, uri, 0
+        self.text, self.cursor = "", 0
+
+    def open(self, text: str, cursor: int) -> None:
+        if self.version:
+            self.client.close(self.uri)
+        self.version, self.text, self.cursor = 1, text, cursor
+        self.client.open(self.uri, "python", 1, text)
+
+    async def ask(self):
+        t0 = time.perf_counter()
+        future = self.client.inline_completion(self.uri, _position(self.text, self.cursor))
+        items = suggestions(await asyncio.wrap_future(future))
+        ms = (time.perf_counter() - t0) * 1000
+        return (items[0] if items else None), ms, (await self.stats())["last"]["source"]
+
+    async def stats(self) -> dict:
+        return await self.client.call("tabd/stats", {})
+
+    async def read(self) -> None:
+        """The user reads the ghost text (0.4 s at least, 3 s at most); the daemon pre-fetches meanwhile."""
+        before = (await self.stats())["prefetch"]["finished"]
+        t0 = time.monotonic()
+        await asyncio.sleep(0.4)
+        while (await self.stats())["prefetch"]["finished"] == before and time.monotonic() - t0 < 3.0:
+            await asyncio.sleep(0.05)
+
+    async def tab(self, item) -> None:
+        """Tab: the item's range (the editor's closers it writes itself) replaced by its text, then tabd.accept."""
+        start = positions.offset_at(self.text, item.range["start"]["line"], item.range["start"]["character"])
+        end = positions.offset_at(self.text, item.range["end"]["line"], item.range["end"]["character"])
+        self.version += 1
+        self.client.change(self.uri, self.version, item.range, item.text)
+        await asyncio.wrap_future(self.client.execute_command("tabd.accept", [item.item_id]))
+        self.text = self.text[:start] + item.text + self.text[end:]
+        self.cursor = start + len(item.text)
 
 
 async def mechanism(path: Path) -> int:
-    from tabd.lsp.client import Client, suggestions
+    from tabd.lsp.client import Client
 
-    source = path.read_text(encoding="utf-8")
-    uri = path.resolve().as_uri()
     client = Client("tabd-demo")
     await client.start([sys.executable, "-m", "tabd.daemon", "serve"])
     await client.initialize()
-    text, offset = "", 0
-
-    async def ask(at: int, invoked: bool = False):
-        t0 = time.perf_counter()
-        items = suggestions(await asyncio.wrap_future(client.inline_completion(uri, _position(text, at), invoked=invoked)))
-        return items, (time.perf_counter() - t0) * 1000
-
-    async def stats() -> dict:
-        return await client.call("tabd/stats", {})
-
-    status = 0
+    demo = Demo(client, path.resolve().as_uri())
+    shown_chains, lines_shown = 0, set()
     try:
-        while (await stats()).get("model") == "loading":  # time the model, not its loading
+        while (await demo.stats()).get("model") == "loading":  # time the model, not its loading
             await asyncio.sleep(0.1)
-        items, shown, first_ms = [], "", 0.0
-        for n, marker in enumerate(PLACES):
-            offset = _cursor_after(source, marker)
-            text = source[:offset] + source[source.find("\n", offset):]  # the line's end removed: the model writes it
-            if n:
-                client.close(uri)
-            client.open(uri, "python", 1, text)
-            items, first_ms = await ask(offset)
-            shown = items[0].text if items else ""
-            print(f"{path.name}:{_position(text, offset)['line'] + 1}  first suggestion  {first_ms:8.1f} ms  (model)   {shown!r}")
-            if not shown:  # gated: the model is unsure here. Ask as a user does who wants its guess anyway (Alt+\\)
-                items, invoked_ms = await ask(offset, invoked=True)
-                shown = items[0].text if items else ""
-                print(f"{' ' * len(path.name)}   hidden (unsure); invoked (Alt+\\) {invoked_ms:6.1f} ms   {shown!r}")
-            if shown:
+        for text, cursor in places(path.read_text(encoding="utf-8")):
+            if _position(text, cursor)["line"] in lines_shown:
+                continue  # one chain a line
+            demo.open(text, cursor)
+            item, first_ms, _ = await demo.ask()
+            if item is None:
+                continue  # unsure here (gated): a user sees nothing and types on
+            chain = [(item, first_ms, "model")]
+            while len(chain) <= TABS:
+                await demo.read()
+                await demo.tab(chain[-1][0])
+                nxt, ms, source = await demo.ask()
+                if nxt is None:
+                    break
+                chain.append((nxt, ms, source))
+            if len(chain) < 2:
+                continue
+            shown_chains += 1
+            lines_shown.add(_position(text, cursor)["line"])
+            line = _position(text, cursor)["line"] + 1
+            print(f"{path.name}:{line}  typed {text[text.rfind(chr(10), 0, cursor) + 1:cursor].strip()!r}, as VS Code "
+                  "types it")
+            for n, (it, ms, source) in enumerate(chain):
+                what = "suggestion" if n == 0 else f"Tab {n}, next"
+                print(f"    {what:<14} {ms:8.1f} ms  ({source:6}) {it.text!r}")
+            memory = [ms for _, ms, source in chain[1:] if source in ("cache", "typed")]
+            if memory:
+                print(f"    after Tab the next suggestion came from memory, {first_ms / max(max(memory), 1e-3):.0f}x "
+                      "faster than the first")
+            if shown_chains == CHAINS:
                 break
-        if not shown:
-            print("the model had nothing to suggest at any of the demo's places; nothing to accept")
+        if shown_chains < CHAINS:
+            print(f"the model showed {shown_chains} chain(s) of a suggestion, Tab and a next one; {CHAINS} expected")
             return 1
-        # the user reads the ghost text (at least 0.4 s, at most 3 s); the daemon pre-fetches meanwhile
-        before = (await stats())["prefetch"]["finished"]
-        t_read = time.monotonic()
-        await asyncio.sleep(0.4)
-        while (await stats())["prefetch"]["finished"] == before and time.monotonic() - t_read < 3.0:
-            await asyncio.sleep(0.05)
-        at = _position(text, offset)
-        client.change(uri, 2, {"start": at, "end": at}, shown)
-        await asyncio.wrap_future(client.execute_command("tabd.accept", [items[0].item_id]))
-        text = text[:offset] + shown + text[offset:]
-        offset += len(shown)
-        items, next_ms = await ask(offset)
-        source = (await stats())["last"]["source"]
-        nxt = items[0].text if items else ""
-        print(f"{' ' * len(path.name)}   Tab, then next    {next_ms:8.1f} ms  ({source})   {nxt!r}")
-        print(f"after accept the next suggestion came {first_ms / max(next_ms, 1e-3):.0f}x faster")
     finally:
         await client.shutdown()
         await client.stop()
-    return status
+    return 0
 
 
 def replay_demo(path: Path, args: argparse.Namespace) -> int:
