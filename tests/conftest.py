@@ -17,6 +17,14 @@ def fixture_model():
     shutil.rmtree(MODEL_DIR, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def pairs_model(tmp_path_factory):
+    """The fixture model that also closes an open `(` with `x)` (support.fixture_model.PAIR_SUGGESTION)."""
+    from support.fixture_model import build
+
+    return str(build(tmp_path_factory.mktemp("pairs-model"), pairs=True))
+
+
 def pytest_collection_modifyitems(config, items):
     """Each test carries its tier's marker (the folder it lives in): `-m unit` runs the in-process tier alone."""
     for item in items:

@@ -22,16 +22,20 @@ SHIPPED = Path(__file__).resolve().parents[2] / "predictor" / "model"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 CHAIN = (4274, 306, 203)  # " total", "()", "\n" in the project's tokenizer (checked in build)
 SUGGESTION = " total()"
+# with pairs=True it also writes `x)` after an open `(`: a suggestion that closes the bracket the cursor is in
+PAIRS = (12, 92, 13)  # "(", "x", ")"
+PAIR_SUGGESTION = "x)"
 # Where the session's fixture builds it: known at import, so a pytest-lsp server command can name it.
 MODEL_DIR = Path(tempfile.gettempdir()) / f"tabd-fixture-model-{os.getpid()}"
 
 
-def build(out: Path, layers: int = 4, hidden: int = 256) -> Path:
+def build(out: Path, layers: int = 4, hidden: int = 256, pairs: bool = False) -> Path:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     tok = PreTrainedTokenizerFast(tokenizer_file=str(SHIPPED / "tokenizer.json"))
     assert [tok.decode([i]) for i in CHAIN] == [" total", "()", "\n"], "the tokenizer changed: pick the chain again"
+    assert [tok.decode([i]) for i in PAIRS] == ["(", "x", ")"], "the tokenizer changed: pick the pairs again"
     config = LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=4 * hidden, num_hidden_layers=layers,
                          num_attention_heads=hidden // 32, num_key_value_heads=2, head_dim=32,
                          max_position_embeddings=2048, tie_word_embeddings=False, bos_token_id=0, eos_token_id=0,
@@ -54,6 +58,13 @@ def build(out: Path, layers: int = 4, hidden: int = 256) -> Path:
         head[CHAIN[1], 1] = 1.0  # after " total": "()"
         head[CHAIN[2], 2] = 1.0  # after "()": a newline
         head[CHAIN[0], 3] = 1.0  # after a newline: " total"
+        if pairs:  # after "(": "x", after "x": ")", after ")": a newline
+            for n, token in enumerate(PAIRS, 4):
+                embed[token] = 0.0
+                embed[token, n] = 1.0
+            head[PAIRS[1], 4] = 1.0
+            head[PAIRS[2], 5] = 1.0
+            head[CHAIN[2], 6] = 1.0
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     for name in TOKENIZER_FILES:
