@@ -127,6 +127,64 @@ local function split_lines(text)
   return vim.split(text, "\n", { plain = true })
 end
 
+local function utf8_chars(text)
+  local out = {}
+  for ch in text:gmatch("[%z\1-\127\192-\255][\128-\191]*") do
+    out[#out + 1] = ch
+  end
+  return out
+end
+
+-- The text after the cursor that the suggestion replaces, when its range ends later on the cursor's line
+-- (tabd: the editor's own closers, `foo(|)` + `x)` over the `)`), else "".
+local function covered_text(state)
+  if state.end_row ~= state.row or state.end_col <= state.col then
+    return ""
+  end
+  return line_text(state.buf, state.row):sub(state.col + 1, state.end_col)
+end
+
+-- Where the suggestion writes the covered characters itself: the byte index in `text` of each, in order (the
+-- leftmost fit, on its first line), or nil when it does not write them all. Any fit draws the same: the
+-- pieces of `text` between them, drawn around the characters already there, read as `text` does.
+local function covered_at(text, covered)
+  local first = split_lines(text)[1]
+  local at, from = {}, 1
+  for _, ch in ipairs(utf8_chars(covered)) do
+    local j = first:find(ch, from, true)
+    if not j then
+      return nil
+    end
+    at[#at + 1] = j
+    from = j + #ch
+  end
+  return at
+end
+
+-- The first line of `text` cut around the covered characters: {col, piece} for each piece to draw
+-- before the buffer column col (the cursor's, then just after each covered character), empty ones left out;
+-- nil when `text` does not write the covered characters.
+local function pieces_around(text, covered, col)
+  local at = covered_at(text, covered)
+  if not at then
+    return nil
+  end
+  local first = split_lines(text)[1]
+  local out, from, bcol = {}, 1, col
+  local chars = utf8_chars(covered)
+  for k = 1, #at + 1 do
+    local stop = at[k] and at[k] - 1 or #first
+    if stop >= from then
+      out[#out + 1] = { bcol, first:sub(from, stop) }
+    end
+    if at[k] then
+      from = at[k] + #chars[k]
+      bcol = bcol + #chars[k]
+    end
+  end
+  return out
+end
+
 function M.clear()
   if shown and api.nvim_buf_is_valid(shown.buf) then
     api.nvim_buf_clear_namespace(shown.buf, ns, 0, -1)
@@ -150,43 +208,81 @@ local function stop_timer()
   end
 end
 
+-- The first line's pieces when the suggestion replaces text after the cursor that it writes itself
+-- ({col, piece} each), else nil: it is drawn whole at the cursor.
+local function covering_pieces(state)
+  local covered = covered_text(state)
+  return covered ~= "" and pieces_around(state.text, covered, state.col) or nil
+end
+
+-- Whether anything of the suggestion would be drawn: one that only writes the closers already there is not.
+local function has_visible_text(state)
+  local pieces = covering_pieces(state)
+  return state.text:find("\n", 1, true) ~= nil or (pieces and #pieces > 0) or (not pieces and state.text ~= "")
+end
+
+-- The extmarks of the first line: {col, opts} each.
+local function first_line_marks(state, first, line, hl)
+  local pieces = covering_pieces(state)
+  if pieces and HAS_INLINE_VIRT_TEXT then
+    -- Drawn around the covered characters, so `foo(|)` + `x)` reads `foo(x)`, as Tab will leave it.
+    local marks = {}
+    for _, p in ipairs(pieces) do
+      marks[#marks + 1] = { p[1], { virt_text = { { p[2], hl } }, virt_text_pos = "inline" } }
+    end
+    return marks
+  end
+  if first == "" then
+    return {}
+  end
+  local pos
+  if HAS_INLINE_VIRT_TEXT then
+    pos = "inline"
+  elseif state.col >= #line or (pieces and state.end_col >= #line) then
+    -- Before 0.10: over the covered closers that end the line, the suggestion drawn over them reads the same.
+    pos = "overlay"
+  else
+    pos = "eol"
+  end
+  return { { state.col, { virt_text = { { first, hl } }, virt_text_pos = pos } } }
+end
+
 local function render(state)
   local lines = split_lines(state.text)
   local hl = M.config.hl_group
-  local opts = { hl_mode = "combine" }
   local line = line_text(state.buf, state.row)
-  if lines[1] ~= "" then
-    if HAS_INLINE_VIRT_TEXT then
-      opts.virt_text_pos = "inline"
-    elseif state.col >= #line then
-      opts.virt_text_pos = "overlay"
-    else
-      opts.virt_text_pos = "eol"
-    end
-    opts.virt_text = { { lines[1], hl } }
-  end
+  state.line_len = #line
+  local marks = first_line_marks(state, lines[1], line, hl)
   if #lines > 1 then
     local extra = {}
     for i = 2, #lines do
       -- An empty chunk list draws nothing; keep blank lines visible as blank.
       table.insert(extra, { { lines[i] == "" and " " or lines[i], hl } })
     end
-    opts.virt_lines = extra
+    if #marks == 0 then
+      marks[1] = { state.col, {} }
+    end
+    marks[1][2].virt_lines = extra
   end
   api.nvim_buf_clear_namespace(state.buf, ns, 0, -1)
-  state.extmark = api.nvim_buf_set_extmark(state.buf, ns, state.row, state.col, opts)
+  for _, mark in ipairs(marks) do
+    mark[2].hl_mode = "combine"
+    api.nvim_buf_set_extmark(state.buf, ns, state.row, mark[1], mark[2])
+  end
 end
 
 function M.is_visible()
   return shown ~= nil
 end
 
--- The suggestion on screen: {text, row, col, item} or nil (for tests and statuslines).
+-- The suggestion on screen: {text, row, col, end_row, end_col, item} or nil (for tests and statuslines).
+-- Tab puts `text` over row,col .. end_row,end_col: past the cursor when it writes the closers there itself.
 function M.current()
   if not shown then
     return nil
   end
-  return { text = shown.text, row = shown.row, col = shown.col, item = shown.item }
+  return { text = shown.text, row = shown.row, col = shown.col, end_row = shown.end_row, end_col = shown.end_col,
+    item = shown.item }
 end
 
 -- Responses ---------------------------------------------------------------
@@ -220,10 +316,11 @@ local function ghost_from_item(item, buf, row, col, encoding)
     end
     text = text:sub(#typed + 1)
   end
-  if text == "" then
+  local ghost = { buf = buf, row = row, col = col, text = text, end_row = end_row, end_col = end_col }
+  if text == "" or not has_visible_text(ghost) then
     return nil
   end
-  return { text = text, end_row = end_row, end_col = end_col }
+  return ghost
 end
 
 local function cursor()
@@ -417,14 +514,6 @@ for cp = 0x2000, 0x200a do
   UNICODE_SPACE[vim.fn.nr2char(cp)] = true
 end
 
-local function utf8_chars(text)
-  local out = {}
-  for ch in text:gmatch("[%z\1-\127\192-\255][\128-\191]*") do
-    out[#out + 1] = ch
-  end
-  return out
-end
-
 local function is_space(ch)
   return ch:find("^[ \t\n\v\f\r]$") ~= nil or UNICODE_SPACE[ch] == true
 end
@@ -493,6 +582,23 @@ function M.first_line(text)
   return nl and text:sub(1, nl) or text
 end
 
+-- How many bytes of the covered text after the cursor `part` (a prefix of the suggestion) writes itself.
+local function covered_by(state, part)
+  local covered = covered_text(state)
+  local at = covered ~= "" and covered_at(state.text, covered) or nil
+  if not at then
+    return 0
+  end
+  local chars, n = utf8_chars(covered), 0
+  for k, j in ipairs(at) do
+    if j > #part then
+      break
+    end
+    n = n + #chars[k]
+  end
+  return n
+end
+
 -- Accept `part` (a prefix of the ghost text) or all of it.
 local function accept(part)
   local state = shown
@@ -512,16 +618,22 @@ local function accept(part)
     M.request(2)
     return true
   end
-  local new_row, new_col = insert_text(buf, state.row, state.col, state.row, state.col, part)
+  -- A part that writes covered closers goes over them, as the whole would.
+  local over = covered_by(state, part)
+  local new_row, new_col = insert_text(buf, state.row, state.col, state.row, state.col + over, part)
   run_item_command(state, part, true)
   -- The range end moves with the inserted text.
   if state.end_row == state.row then
-    state.end_col = new_col + (state.end_col - state.col)
+    state.end_col = new_col + (state.end_col - state.col - over)
   end
   state.end_row = state.end_row + (new_row - state.row)
   state.row, state.col = new_row, new_col
   state.text = state.text:sub(#part + 1)
   state.tick = api.nvim_buf_get_changedtick(buf)
+  if not has_visible_text(state) then
+    M.clear() -- what is left only writes the closers already there
+    return true
+  end
   render(state)
   return true
 end
@@ -624,18 +736,50 @@ function follow_typing(buf)
   if row ~= state.row or col < state.col then
     return false
   end
-  local typed = line_text(buf, row):sub(state.col + 1, col)
+  local line = line_text(buf, row)
+  local typed = line:sub(state.col + 1, col)
   if typed == "" or #typed >= #state.text or state.text:sub(1, #typed) ~= typed then
     return false
   end
-  if state.end_row == row then
+  if tick == state.tick then
+    -- No change: the cursor stepped over closers the suggestion writes itself (an autopairs overtype).
+    if state.end_row ~= row or col > state.end_col or #line ~= state.line_len then
+      return false
+    end
+  elseif #line ~= state.line_len + #typed then
+    return false -- more than the typed text changed (an autopairs `(` also put its `)` there)
+  elseif state.end_row == row then
     state.end_col = state.end_col + #typed
   end
   state.col = col
   state.text = state.text:sub(#typed + 1)
   state.tick = tick
+  if not has_visible_text(state) then
+    return false -- what is left only writes the closers already there
+  end
   render(state)
   return true
+end
+
+-- Per buffer, {row, col, tick} at the last insert-mode event: a step right over a closer with no change since
+-- is an autopairs overtype of `)`, which changes no text, so no TextChangedI asks for the next suggestion.
+local last_seen = {}
+local CLOSER_CHARS = ")]}\"'`"
+
+local function note_position(buf)
+  local row, col = cursor()
+  last_seen[buf] = { row, col, api.nvim_buf_get_changedtick(buf) }
+end
+
+local function stepped_over_closer(buf)
+  local seen = last_seen[buf]
+  note_position(buf)
+  local now = last_seen[buf]
+  if not seen or seen[3] ~= now[3] or seen[1] ~= now[1] or now[2] ~= seen[2] + 1 then
+    return false
+  end
+  local ch = line_text(buf, now[1]):sub(now[2], now[2])
+  return ch ~= "" and CLOSER_CHARS:find(ch, 1, true) ~= nil
 end
 
 -- Client -------------------------------------------------------------------
@@ -668,15 +812,27 @@ local function on_attach(client, buf)
     group = group,
     buffer = buf,
     callback = function()
+      local overtype = stepped_over_closer(buf)
       if shown and not follow_typing(buf) then
         M.clear()
       end
+      if overtype then
+        M.schedule_request(2) -- the suggestion after the `)`, as after any keystroke
+      end
+    end,
+  })
+  api.nvim_create_autocmd("InsertEnter", {
+    group = group,
+    buffer = buf,
+    callback = function()
+      note_position(buf)
     end,
   })
   api.nvim_create_autocmd("TextChangedI", {
     group = group,
     buffer = buf,
     callback = function()
+      note_position(buf)
       if own_tick[buf] == api.nvim_buf_get_changedtick(buf) then
         return
       end
@@ -701,6 +857,7 @@ local function on_attach(client, buf)
     callback = function()
       attached[buf] = nil
       own_tick[buf] = nil
+      last_seen[buf] = nil
     end,
   })
 end
