@@ -97,8 +97,11 @@ async def inline(ls, params: types.InlineCompletionParams):
         # Typed-through: the user typed the start of the last suggestion; answer the rest.
         stats["sources"]["typed"] += 1
         rest = (shown_before[0] + shown_before[1])[len(prefix):]
+        # the editor's `)` after the cursor, when the rest writes it: covered, as tabd does
+        covers = doc.source[len(prefix):].startswith(")") and ")" in rest
+        end = types.Position(params.position.line, params.position.character + covers)
         return types.InlineCompletionList(items=[types.InlineCompletionItem(
-            insert_text=rest, range=types.Range(start=params.position, end=params.position),
+            insert_text=rest, range=types.Range(start=params.position, end=end),
             command=types.Command(title="accept", command="tabd.accept", arguments=["t%d" % next(ids)]))])
     source = "cache" if prefix in prefetched else "model"
     stats["sources"][source] += 1
@@ -109,6 +112,15 @@ async def inline(ls, params: types.InlineCompletionParams):
         aa["requests"] += 1
         aa["from_cache"] += source == "cache"
         aa["hit_rate"] = aa["from_cache"] / aa["requests"]
+    if prefix.endswith("(") and doc.source[len(prefix):].startswith(")"):
+        # The editor's own `)` after the cursor: like tabd, the suggestion writes it and its range covers it.
+        text = "a, b) -> int:"
+        prefetched.add(prefix + text)
+        stats["_last"] = (prefix, text)
+        end = types.Position(params.position.line, params.position.character + 1)
+        return types.InlineCompletionList(items=[types.InlineCompletionItem(
+            insert_text=text, range=types.Range(start=params.position, end=end),
+            command=types.Command(title="accept", command="tabd.accept", arguments=["i%d" % next(ids)]))])
     if prefix.endswith("="):
         text = " x + 1\n    return z"
     elif prefix.endswith("\u00e9"):
@@ -181,7 +193,7 @@ class Editor:
     """One headless Neovim with the plugin, and helpers that poll with deadlines."""
 
     def __init__(self, nvim_bin: str, cmd: list[str], tmp: Path, hard_limit_s: float = 120,
-                 init_options: dict | None = None):
+                 init_options: dict | None = None, extra_init: str = ""):
         init = tmp / "init.lua"
         init.write_text(textwrap.dedent(f"""
             vim.opt.runtimepath:prepend({json.dumps(str(PLUGIN))})
@@ -195,7 +207,7 @@ class Editor:
               debounce_ms = 30,
               init_options = vim.fn.json_decode({json.dumps(json.dumps(init_options or {}))}),
             }})
-        """))
+        """) + extra_init)
         self.nvim = pynvim.attach("child", argv=[nvim_bin, "--embed", "--headless", "--clean", "-u", str(init)])
         self.pid = self.nvim.call("getpid")
         self.version = self.nvim.exec_lua("return vim.version().minor")
@@ -264,6 +276,43 @@ class Editor:
 
     def mode(self) -> str:
         return self.nvim.api.get_mode()["mode"]
+
+    def screen_line(self, lnum: int) -> str:
+        """What the screen shows for buffer line `lnum` (1-based), ghost text included, as the user reads it."""
+        return self.lua("""
+            vim.cmd("redraw!")
+            local row = vim.fn.screenpos(0, ..., 1).row
+            local out = {}
+            for col = 1, vim.o.columns do
+              out[#out + 1] = vim.fn.screenstring(row, col)
+            end
+            return (table.concat(out):gsub("%s+$", ""))
+        """, lnum)
+
+    def cursor(self) -> tuple[int, int]:
+        return tuple(self.nvim.current.window.cursor)
+
+
+# An autopairs-style set-up, as plugins like nvim-autopairs behave: `(` inserts `()` with the cursor between, `)`
+# steps over a `)` already there (no change to the text), and Enter between brackets opens a line between them.
+# BUFFER: true for the current buffer's mappings, false for global ones.
+AUTOPAIRS_LUA = """
+local function char_at(delta)
+  local col = vim.fn.col(".") + delta
+  return vim.fn.getline("."):sub(col, col)
+end
+vim.keymap.set("i", "(", "()<Left>", { buffer = BUFFER })
+vim.keymap.set("i", ")", function()
+  return char_at(0) == ")" and "<Right>" or ")"
+end, { buffer = BUFFER, expr = true })
+vim.keymap.set("i", "<CR>", function()
+  return (char_at(-1) == "(" and char_at(0) == ")") and "<CR><Up><End><CR>" or "<CR>"
+end, { buffer = BUFFER, expr = true })
+"""
+
+
+def autopairs(buffer: bool) -> str:
+    return AUTOPAIRS_LUA.replace("BUFFER", "true" if buffer else "false")
 
 
 @pytest.fixture(scope="module")
@@ -426,6 +475,69 @@ def test_ghost_text_in_the_middle_of_a_line(fake_editor):
     assert mark[3]["virt_text_pos"] == ("inline" if ed.version >= 10 else "eol")
     ed.nvim.input("<Tab>")
     ed.wait_for(lambda: ed.lines()[1] == "    y = quietx", 5, "accepted mid-line")
+
+
+def _covering_marks(ed: Editor, col: int, text: str, pieces: list[tuple[int, str]]):
+    """The extmarks of a suggestion that covers closers: 0.10+ draws its pieces inline around them; before 0.10 the
+    whole text over them (overlay), which reads the same when they end the line."""
+    marks = [(m[2], m[3]["virt_text"][0][0], m[3]["virt_text_pos"]) for m in ed.extmarks()]
+    if ed.version >= 10:
+        assert marks == [(c, piece, "inline") for c, piece in pieces]
+    else:
+        assert marks == [(col, text, "overlay")]
+
+
+def test_suggestion_over_the_editors_closer(fake_editor):
+    """`def f(|)` from an autopairs `(`, and a suggestion that writes the `)` itself, its range covering it."""
+    ed = fake_editor
+    ed.lua(autopairs(buffer=True))
+    ed.nvim.input("Go<C-u>def f(")
+    ed.wait_for(lambda: ed.lines()[-1] == "def f()", 5, "the pair")
+    assert _ghost_text(ed) == "a, b) -> int:"
+    lnum = len(ed.lines())
+    # Drawn around the `)` already there: the line reads as Tab will leave it, never `def f(a, b) -> int:)`.
+    assert ed.screen_line(lnum) == "def f(a, b) -> int:"
+    _covering_marks(ed, 6, "a, b) -> int:", [(6, "a, b"), (7, " -> int:")])
+    for _ in range(3):  # a, ", ", b
+        ed.nvim.input("<C-Right>")
+    ed.wait_for(lambda: ed.lines()[-1] == "def f(a, b)", 5, "three words accepted")
+    assert ed.ghost()["text"] == ") -> int:"
+    assert ed.screen_line(lnum) == "def f(a, b) -> int:"
+    # The next word writes the `)`: it goes over the editor's, not before it.
+    ed.nvim.input("<C-Right>")
+    ed.wait_for(lambda: ed.lines()[-1] == "def f(a, b) ", 5, "the word over the closer")
+    assert ed.cursor() == (lnum, len("def f(a, b) "))
+    assert ed.ghost()["text"] == "-> int:"
+    ed.nvim.input("<Tab>")
+    ed.wait_for(lambda: ed.lines()[-1] == "def f(a, b) -> int:", 5, "the rest accepted")
+    assert ed.cursor() == (lnum, len("def f(a, b) -> int:"))
+    accepts = ed.wait_for(lambda: len(ed.stats()["accepts"]) == 5 and ed.stats()["accepts"], 5, "5 accepts")
+    assert [a[1]["chars"] for a in accepts] == [1, 2, 1, 2, len("-> int:")]
+
+
+def test_overtyping_the_closer_keeps_the_suggestion_and_asks_again(fake_editor):
+    ed = fake_editor
+    ed.lua(autopairs(buffer=True))
+    ed.nvim.input("Go<C-u>def g(")
+    assert _ghost_text(ed) == "a, b) -> int:"
+    lnum = len(ed.lines())
+    ed.nvim.input("a, b")  # typed as the suggestion says: it stays on screen
+    ed.wait_for(lambda: ed.lines()[-1] == "def g(a, b)" and ed.cursor() == (lnum, 10), 5, "typing inside the pair")
+    assert ed.ghost()["text"] == ") -> int:"
+    # The request for the last keystroke has gone (the plugin's own debounce timer is not still running).
+    ed.wait_for(lambda: ed.stats()["requests"][-1]["character"] == 10, 5, "the request after `b`")
+    asked = len(ed.stats()["requests"])
+    ed.nvim.input(")")  # the autopairs overtype: the cursor steps over the `)`, the text does not change
+    ed.wait_for(lambda: ed.cursor() == (lnum, 11), 5, "the overtype")
+    assert ed.lines()[-1] == "def g(a, b)"
+    assert ed.ghost()["text"] == " -> int:"
+    assert ed.screen_line(lnum) == "def g(a, b) -> int:"
+    # No TextChangedI follows a move; the plugin asks from after the `)` all the same.
+    req = ed.wait_for(lambda: len(ed.stats()["requests"]) > asked and ed.stats()["requests"][-1], 5, "a request")
+    assert (req["line"], req["character"]) == (lnum - 1, 11)
+    ed.nvim.input("<Tab>")
+    ed.wait_for(lambda: ed.lines()[-1] == "def g(a, b) -> int:", 5, "accepted after the overtype")
+    assert ed.cursor() == (lnum, len("def g(a, b) -> int:"))
 
 
 def test_typing_the_suggestion_keeps_the_rest_shown(fake_editor):
