@@ -689,3 +689,57 @@ def test_real_daemon_next_suggestion_from_cache(nvim_bin, tmp_path):
         assert "accept" in events and "completion" in events, events
     finally:
         ed.close()
+
+
+def _pairs_editor(nvim_bin: str, tmp: Path, model: str, *extra: str) -> tuple[Editor, Path]:
+    """Neovim with the autopairs mappings in its init, and `tabd serve` on the fixture model that closes an open `(`
+    with `x)`; minConfidence 0: the fixture's probabilities are tiny, and gating is not what is tested."""
+    log = tmp / "tabd.jsonl"
+    cmd = [*_tabd_cmd(), "--model", model, "--min-confidence", "0", "--log", str(log), *extra]
+    return Editor(nvim_bin, cmd, tmp, hard_limit_s=300, extra_init=autopairs(buffer=False)), log
+
+
+def _type(ed: Editor, keys: str):
+    """One key at a time, as a person types: each goes through the insert mappings on its own."""
+    for key in keys:
+        ed.nvim.input("<lt>" if key == "<" else key)
+
+
+def _completion_after_accept(log: Path) -> dict:
+    events = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    accepted = next(i for i, e in enumerate(events) if e["event"] == "accept")
+    return next(e for e in events[accepted:] if e["event"] == "completion")
+
+
+@pytest.mark.skipif(not _real_server_available(), reason="tabd serve is not available in this build")
+def test_real_daemon_inside_an_autopairs_pair(nvim_bin, tmp_path, pairs_model):
+    """`def read_config(` with an autopairs `(`: the suggestion `x)` shows as `x` inside the pair, Tab gives exactly
+    `def read_config(x)` with the cursor after the `)`, and the next suggestion comes from memory."""
+    ed, log = _pairs_editor(nvim_bin, tmp_path, pairs_model)
+    try:
+        src = tmp_path / "pairs.py"
+        src.write_text("import os\n\n")
+        ed.open(src, timeout=90)
+        ed.nvim.input("Go")
+        _type(ed, "def read_config(")
+        lnum = 3
+        ed.wait_for(lambda: ed.lines()[-1] == "def read_config()" and ed.cursor() == (lnum, 16), 5, "the pair")
+        ghost = ed.wait_for(ed.ghost, 120, "ghost text inside the pair")
+        assert (ghost["text"], ghost["col"], ghost["end_col"]) == ("x)", 16, 17), ghost
+        assert ed.screen_line(lnum) == "def read_config(x)"
+        _covering_marks(ed, 16, "x)", [(16, "x")])
+        # As a person reading the suggestion would, give the prefetch of the state after the accept time to finish.
+        ed.wait_for(lambda: ed.stats()["prefetch"]["finished"] >= 1, 90, "the prefetch to finish")
+        ed.nvim.input("<Tab>")
+        ed.wait_for(lambda: ed.lines()[-1] != "def read_config()", 10, "accept")
+        assert ed.lines()[-1] == "def read_config(x)"
+        assert ed.cursor() == (lnum, len("def read_config(x)"))
+        ghost2 = ed.wait_for(ed.ghost, 10, "the next ghost text")
+        assert ghost2["text"] and (ghost2["row"], ghost2["col"]) == (lnum - 1, len("def read_config(x)"))
+        stats = ed.stats()
+        assert stats["last"]["source"] in ("cache", "typed", "inflight"), stats
+        assert stats["after_accept"]["requests"] == 1, stats
+        after = _completion_after_accept(log)
+        assert after["after_accept"] and after["source"] in ("cache", "typed", "inflight"), after
+    finally:
+        ed.close()
