@@ -743,3 +743,66 @@ def test_real_daemon_inside_an_autopairs_pair(nvim_bin, tmp_path, pairs_model):
         assert after["after_accept"] and after["source"] in ("cache", "typed", "inflight"), after
     finally:
         ed.close()
+
+
+def _recorded_text(session_file: Path, uri: str) -> str | None:
+    """The document's text at the end of a `--record` session: its open text with every recorded change applied."""
+    from tabd.daemon.sessions.format import apply_change, read_session
+
+    if not session_file.exists():
+        return None
+    text = None
+    for e in read_session(str(session_file)).events:
+        if e.get("uri") != uri:
+            continue
+        if e["op"] == "open":
+            text = e["text"]
+        elif e["op"] == "change" and text is not None:
+            text = apply_change(text, e["range"], e["text"]) if e.get("range") else e["text"]
+    return text
+
+
+@pytest.mark.skipif(not _real_server_available(), reason="tabd serve is not available in this build")
+def test_recorded_autopairs_session_replays_in_sync(nvim_bin, tmp_path, pairs_model):
+    """`tabd serve --record` under the plugin and an autopairs mapping (pairs, an accept over the `)`, text inside
+    a pair, an overtype of `)`, Enter between brackets): the session ends on the buffer's text, and `tabd replay
+    --check-sync` keeps a server in step with it to the end."""
+    import subprocess
+
+    session = tmp_path / "session.jsonl"
+    ed, _ = _pairs_editor(nvim_bin, tmp_path, pairs_model, "--record", str(session))
+    try:
+        src = tmp_path / "rec.py"
+        src.write_text("import os\n\n")
+        ed.open(src, timeout=90)
+        uri = ed.lua("return vim.uri_from_bufnr(0)")
+        ed.nvim.input("Go")
+        _type(ed, "def read_config(")
+        ed.wait_for(lambda: (ed.ghost() or {}).get("text") == "x)", 120, "x) inside the pair")
+        ed.nvim.input("<Tab>")
+        ed.wait_for(lambda: ed.lines()[-1] == "def read_config(x)", 10, "the accept over the `)`")
+        _type(ed, ":")
+        ed.nvim.input("<CR>")
+        _type(ed, "path = os.path.join(base)")  # the `)` steps over the one the `(` put there
+        ed.nvim.input("<CR>")
+        _type(ed, "return open(")
+        ed.nvim.input("<CR>")  # between the brackets: a line between them
+        _type(ed, "path")
+        ed.nvim.input("<Esc>")
+        ed.wait_for(lambda: ed.mode() == "n", 5, "normal mode")
+        lines = ed.lines()
+        assert lines[2:4] == ["def read_config(x):", "    path = os.path.join(base)"], lines
+        assert lines[4].strip() == "return open(" and lines[5].strip() == "path" and lines[6].strip() == ")", lines
+        final = "\n".join(lines) + "\n"
+        # didChange goes out after the client's own short debounce; the recording follows it.
+        ed.wait_for(lambda: _recorded_text(session, uri) == final, 10, "the recording to reach the buffer's text")
+    finally:
+        ed.close()
+    assert _recorded_text(session, uri) == final
+    out = subprocess.run(
+        [sys.executable, "-m", "tabd.daemon", "replay", str(session), "--check-sync", "--json", "--backend", "copy",
+         "--speed", "0", "--no-progress"], capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout)
+    assert report["sync"]["checked"] >= 1 and report["sync"]["mismatches"] == 0, report
+    assert not report.get("error"), report
