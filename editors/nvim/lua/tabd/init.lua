@@ -631,7 +631,9 @@ local function accept(part)
   state.text = state.text:sub(#part + 1)
   state.tick = api.nvim_buf_get_changedtick(buf)
   if not has_visible_text(state) then
-    M.clear() -- what is left only writes the closers already there
+    -- What is left only writes the closers already there: ask for what comes next, as after a whole accept.
+    M.clear()
+    M.request(2)
     return true
   end
   render(state)
@@ -756,6 +758,9 @@ function follow_typing(buf)
   state.tick = tick
   if not has_visible_text(state) then
     return false -- what is left only writes the closers already there
+  end
+  if covered_text(state) ~= "" and not covering_pieces(state) then
+    return false -- a covered closer typed again instead of stepped over: the range no longer fits, ask anew
   end
   render(state)
   return true
