@@ -9,7 +9,10 @@ Two servers:
   dismiss, positions in both encodings, fallback Tab, :checkhealth) are tested
   exactly and fast.
 - `tabd serve`: the real daemon and its default model, for the end-to-end
-  claim: after Tab, the next ghost text comes from the cache.
+  claim: after Tab, the next ghost text comes from the cache; and with the
+  fixture model that closes an open `(` with `x)` (tests/support/fixture_model),
+  under an autopairs-style mapping: Tab inside `()` replaces the editor's `)`,
+  and a `--record`ed session replays in sync.
 
 No test can hang the suite: every wait polls against a deadline, and a
 watchdog kills Neovim (and so its server, whose stdin closes) past a hard limit.
