@@ -293,38 +293,44 @@ def test_code_server_ghost_text_tab_and_cache(tmp_path):
 
 @pytest.mark.slow
 def test_code_server_suggestion_inside_an_auto_closed_pair(tmp_path, pairs_model):
-    """`def read_config(` in VS Code as shipped is `def read_config(|)`. The fixture model closes
-    the open `(` with `x)`: the ghost text `x` shows inside the pair, Tab writes the suggestion
-    over the editor's `)` (never `x))`), the cursor ends after it, and the next suggestion is
-    served from memory."""
+    """In VS Code as shipped, `def read_config(` is `def read_config(|)`, and `print(len(` is
+    `print(len(|))`. The fixture model closes the open `(` with `x)`: the ghost text `x` shows
+    inside the pair, Tab writes the suggestion over the editor's first `)` (never `x))`), and
+    the cursor ends after it. At the end of a line VS Code's default range would cover the `)`
+    too; before another `)` only the item's range (the cursor through the one closer it
+    writes) gives `print(len(x))`. After the first Tab the next suggestion is served from memory."""
     tabd = _tabd_executable()
     if not tabd.exists():
         pytest.skip(f"tabd is missing at {tabd} (make venv)")
-    opener = "def read_config("
+    openers = ["def read_config(", "print(len("]
     # The fixture's probabilities are tiny: gating off, or nothing would show.
-    result, err, _ = _code_server_run(tmp_path, tabd, "pair", typed=opener,
+    result, err, _ = _code_server_run(tmp_path, tabd, "pair", typed="\\n".join(openers),
                                       args=["--model", pairs_model, "--min-confidence", "0"])
     events = _read_log(tmp_path / "tabd.jsonl")
-    keys = ("lineBeforeTab", "ghost1", "cursorBeforeTab", "lineAfterTab", "cursorAfterTab", "ghost2", "ghost2Triggered")
-    print("e2e:", json.dumps({k: result.get(k) for k in keys}))
+    pairs = result.get("pairs") or []
+    print("e2e:", json.dumps(pairs))
     print("driver:", err[-3000:])
     context = (f"\nresult: {json.dumps(result, indent=1)[-4000:]}\ndriver: {err[-3000:]}"
                f"\nlog events: {[(e.get('event'), e.get('source')) for e in events][-40:]}"
                f"\nshots: {tmp_path / 'shots'}")
-    accepted = opener + PAIR_SUGGESTION  # def read_config(x)
+    assert len(pairs) == len(openers), "the driver stopped early" + context
 
-    # VS Code closed the `(` itself, and shows the suggestion inside the pair, before its `)`.
-    before = result.get("lineBeforeTab") or {}
-    assert before.get("text") == opener + ")", "VS Code did not auto-close the (" + context
-    assert result.get("ghost1") == PAIR_SUGGESTION[:-1], "not the suggestion's ghost text" + context
-    assert before.get("withGhost") == accepted, "the ghost text is not inside the pair" + context
+    for opener, pair in zip(openers, pairs):
+        closers = ")" * opener.count("(")
+        accepted = opener + PAIR_SUGGESTION  # def read_config(x) / print(len(x)
+        # VS Code closed the `(` itself, and shows the suggestion inside the pair, before its `)`.
+        before = pair.get("lineBeforeTab") or {}
+        assert before.get("text") == opener + closers, f"VS Code did not auto-close {opener}" + context
+        assert pair.get("ghost1") == PAIR_SUGGESTION[:-1], "not the suggestion's ghost text" + context
+        assert before.get("withGhost") == accepted + closers[1:], "the ghost text is not inside the pair" + context
+        # Tab replaced the editor's `)` with the suggestion's: no `)` doubled, the cursor after it.
+        after = (pair.get("lineAfterTab") or {}).get("text")
+        assert after == accepted + closers[1:], f"Tab after {opener} gave {after!r}" + context
+        cursor = pair.get("cursorBeforeTab") or {}
+        assert pair.get("cursorAfterTab") == {"line": cursor.get("line"), "column": len(accepted) + 1}, context
 
-    # Tab replaced the editor's `)` with the suggestion's: one `)`, the cursor after it.
-    assert (result.get("lineAfterTab") or {}).get("text") == accepted, "Tab did not give one )" + context
-    cursor = result.get("cursorBeforeTab") or {}
-    assert result.get("cursorAfterTab") == {"line": cursor.get("line"), "column": len(accepted) + 1}, context
-
-    # The next suggestion shows, and came from memory (speculation applied the accept the same way).
-    assert (result.get("ghost2") or "").strip(), "no ghost text after Tab" + context
-    assert not result.get("ghost2Triggered"), "the next suggestion needed an explicit trigger" + context
-    _assert_next_from_memory(events, result.get("tabAt"), context)
+    # The next suggestion shows after the first Tab, and came from memory (speculation applied the accept
+    # the same way).
+    assert (pairs[0].get("ghost2") or "").strip(), "no ghost text after Tab" + context
+    assert not pairs[0].get("ghost2Triggered"), "the next suggestion needed an explicit trigger" + context
+    _assert_next_from_memory(events, pairs[0].get("tabAt"), context)

@@ -299,61 +299,76 @@ async function tabScenario(page) {
   result.ok = Boolean(ghost1 && ghost2);
 }
 
-// `--type` is an opener VS Code closes itself (`def read_config(`): the ghost text shows
-// inside the pair, Tab writes the suggestion over the editor's closer, and the cursor
-// ends after it; then the next ghost text.
+// `--type` holds openers VS Code closes itself, one line each (`def read_config(`,
+// `print(len(`): for each, on a line of its own, the ghost text shows inside the pair,
+// Tab writes the suggestion over the editor's closer, and the cursor ends after it; then
+// the next ghost text. One record per opener in result.pairs.
 async function pairScenario(page) {
   await waitForDaemon(page);
   await shot(page, "1-opened");
-  const prefix = typed.split("\\n")[0];
-  await page.keyboard.type(prefix, { delay: 60 });
-  step("typed", { text: prefix });
+  result.pairs = [];
+  const openers = typed.split("\\n");
+  for (const [n, opener] of openers.entries()) {
+    if (n > 0) {
+      await page.keyboard.press("Escape");
+      await page.keyboard.press("End");
+      await page.keyboard.press("Enter");
+    }
+    const pair = { opener };
+    result.pairs.push(pair);
+    await typeIntoPair(page, pair, n === 0 ? firstGhostTimeout : ghostTimeout);
+    await shot(page, `${n + 2}-pair-after-tab`);
+  }
+  result.ok = result.pairs.every((p) => p.lineAfterTab && p.ghost2);
+}
+
+async function typeIntoPair(page, pair, firstTimeout) {
+  const opener = pair.opener;
+  await page.keyboard.type(opener, { delay: 60 });
+  step("typed", { text: opener });
   // The ghost text the user sees at the cursor: inline in the line, so the line reads
   // differently with it than without it.
   const inPair = async () => {
-    const line = await lineStartingWith(page, prefix);
+    const line = await lineStartingWith(page, opener);
     return line && line.withGhost !== line.text && (await ghostText(page)).trim() ? line : null;
   };
-  let line = await waitFor(inPair, firstGhostTimeout);
+  let line = await waitFor(inPair, firstTimeout);
   if (!line) {
     await trigger(page);
     step("no ghost text after typing: triggered");
     line = await waitFor(inPair, ghostTimeout);
   }
-  result.lineBeforeTab = line ?? (await lineStartingWith(page, prefix));
-  result.ghost1 = await ghostText(page);
-  result.cursorBeforeTab = await cursorPosition(page);
-  step("ghost text", { line: result.lineBeforeTab, ghost: result.ghost1, cursor: result.cursorBeforeTab });
-  await shot(page, "2-ghost-in-pair");
-  if (!line) throw new Error("no ghost text inside the pair");
+  pair.lineBeforeTab = line ?? (await lineStartingWith(page, opener));
+  pair.ghost1 = await ghostText(page);
+  pair.cursorBeforeTab = await cursorPosition(page);
+  step("ghost text", { line: pair.lineBeforeTab, ghost: pair.ghost1, cursor: pair.cursorBeforeTab });
+  if (!line) throw new Error(`no ghost text inside the pair after ${opener}`);
 
   await sleep(readMs);
   await pressTab(page);
+  pair.tabAt = result.tabAt;
   const before = line.text;
-  result.lineAfterTab = await waitFor(async () => {
-    const now = await lineStartingWith(page, prefix);
+  pair.lineAfterTab = await waitFor(async () => {
+    const now = await lineStartingWith(page, opener);
     return now && now.text !== before ? now : null;
   }, 3000, 20);
   // The status bar follows the cursor a moment later.
-  const was = JSON.stringify(result.cursorBeforeTab);
-  result.cursorAfterTab = await waitFor(async () => {
+  const was = JSON.stringify(pair.cursorBeforeTab);
+  pair.cursorAfterTab = await waitFor(async () => {
     const now = await cursorPosition(page);
     return now && JSON.stringify(now) !== was ? now : null;
   }, 3000, 20) ?? (await cursorPosition(page));
-  step("after Tab", { line: result.lineAfterTab, cursor: result.cursorAfterTab });
+  step("after Tab", { line: pair.lineAfterTab, cursor: pair.cursorAfterTab });
 
-  let ghost2 = await waitFor(someGhost(page), 20000, 50);
-  result.ghost2Triggered = false;
-  if (!ghost2) {
+  pair.ghost2 = await waitFor(someGhost(page), 20000, 50);
+  pair.ghost2Triggered = false;
+  if (!pair.ghost2) {
     await trigger(page);
-    result.ghost2Triggered = true;
+    pair.ghost2Triggered = true;
     step("no ghost text after Tab: triggered");
-    ghost2 = await waitFor(someGhost(page), 15000, 50);
+    pair.ghost2 = await waitFor(someGhost(page), 15000, 50);
   }
-  result.ghost2 = ghost2;
-  step("ghost text after Tab", { ghost: ghost2 });
-  await shot(page, "3-after-tab");
-  result.ok = Boolean(result.lineAfterTab && ghost2);
+  step("ghost text after Tab", { ghost: pair.ghost2 });
 }
 
 const SCENARIOS = { tab: tabScenario, pair: pairScenario, "not-found": notFoundScenario };
