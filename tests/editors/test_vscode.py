@@ -1,5 +1,6 @@
 """The VS Code extension: its unit tests (node --test), its .vsix, and an end-to-end run in
-real VS Code (code-server 4.100.3) driven by headless Chromium through puppeteer-core.
+real VS Code (code-server 4.100.3) driven by headless Chromium through puppeteer-core, with
+VS Code's editor settings as shipped (auto-closing brackets and quotes on).
 
 .ci/setup.d/40-vscode.sh installs what these need (make test runs it first); when a piece
 is missing the test is skipped and says which.
@@ -27,6 +28,8 @@ CODE_SERVER_HOME = Path(os.environ.get("TABD_CODE_SERVER_HOME", REPO / ".cache" 
 CODE_SERVER = CODE_SERVER_HOME / "node_modules" / "code-server" / "out" / "node" / "entry.js"
 CHROMIUM = os.environ.get("TABD_CHROMIUM", "/usr/bin/chromium")
 SETUP = ".ci/setup.d/40-vscode.sh"
+
+from support.fixture_model import PAIR_SUGGESTION
 
 pytestmark = pytest.mark.editors
 
@@ -139,9 +142,32 @@ def _read_log(path: Path) -> list[dict]:
     return events
 
 
-def _code_server_run(tmp_path: Path, tabd: Path, scenario: str) -> tuple[dict, str, Path]:
+def _accept_at_tab(events: list[dict], tab_at: float | None) -> int | None:
+    """The index of the accept the driver's Tab made: the first logged at or after it (both
+    clocks are this machine's). Typing a suggestion's last characters is an accept too, and
+    with auto-closing a stepped-over `)` can be one, so the first accept need not be Tab's."""
+    if tab_at is None:
+        return None
+    return next((i for i, e in enumerate(events) if e.get("event") == "accept" and e.get("ts", 0) >= tab_at), None)
+
+
+def _assert_next_from_memory(events: list[dict], tab_at: float | None, context: str) -> dict:
+    """The daemon saw the Tab's accept, and answered the request after it without a model call."""
+    accept = _accept_at_tab(events, tab_at)
+    assert accept is not None, "no accept event in the daemon log after Tab" + context
+    after = [e for e in events[accept + 1:] if e.get("event") == "completion"]
+    assert after, "no completion after the accept" + context
+    assert after[0].get("source") in {"cache", "typed", "inflight"}, "post-Tab completion not from cache" + context
+    print("post-Tab completion:", json.dumps(after[0]))
+    return after[0]
+
+
+def _code_server_run(tmp_path: Path, tabd: Path, scenario: str, typed: str = TYPED,
+                     args: list[str] | None = None) -> tuple[dict, str, Path]:
     """Installs the .vsix into a fresh code-server, opens main.py in Chromium and runs one
-    scenario of drive.mjs. Returns (the driver's result, its stderr, the user data dir)."""
+    scenario of drive.mjs, typing `typed`; `args` go after `tabd serve` (default: the
+    TABD_E2E_ARGS environment variable). Returns (the driver's result, its stderr, the user
+    data dir)."""
     node = _node()
     vsix = EXT / "tabd.vsix"
     for what, path in [("code-server", CODE_SERVER), ("chromium", Path(CHROMIUM)), ("tabd.vsix", vsix),
@@ -160,15 +186,14 @@ def _code_server_run(tmp_path: Path, tabd: Path, scenario: str) -> tuple[dict, s
         "tabd.log": str(tmp_path / "tabd.jsonl"),
         "tabd.statsInterval": 500,
         "tabd.trace.server": os.environ.get("TABD_E2E_TRACE", "off"),
-        "tabd.args": os.environ.get("TABD_E2E_ARGS", "").split(),
+        "tabd.args": os.environ.get("TABD_E2E_ARGS", "").split() if args is None else args,
         "editor.inlineSuggest.enabled": True,
         # Nothing else may take Tab or cover the ghost text.
         "editor.quickSuggestions": {"other": False, "comments": False, "strings": False},
         "editor.suggestOnTriggerCharacters": False,
         "editor.wordBasedSuggestions": "off",
         "editor.acceptSuggestionOnEnter": "off",
-        "editor.autoClosingBrackets": "never",
-        "editor.autoClosingQuotes": "never",
+        # editor.autoClosingBrackets / autoClosingQuotes stay VS Code's defaults: `(` gives `(|)`.
         "editor.tabCompletion": "off",
         "editor.minimap.enabled": False,
         "workbench.startupEditor": "none",
@@ -202,7 +227,7 @@ def _code_server_run(tmp_path: Path, tabd: Path, scenario: str) -> tuple[dict, s
     try:
         assert _wait_http(f"http://127.0.0.1:{port}/healthz", 90), (tmp_path / "code-server.log").read_text()
         cmd = [node, str(DRIVER / "drive.mjs"), "--url", f"http://127.0.0.1:{port}/?folder={ws}",
-               "--scenario", scenario, "--file", "main.py", "--type", TYPED, "--chromium", CHROMIUM,
+               "--scenario", scenario, "--file", "main.py", "--type", typed, "--chromium", CHROMIUM,
                "--profile", str(tmp_path / "chromium"), "--shots", str(tmp_path / "shots"),
                "--deadline", "300000", "--ghost-timeout", "30000"]
         driver = subprocess.Popen(cmd, cwd=DRIVER, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -251,14 +276,8 @@ def test_code_server_ghost_text_tab_and_cache(tmp_path):
     assert (result.get("ghost1") or "").strip(), "no ghost text after typing" + context
     assert result.get("ok"), "no ghost text after Tab" + context
 
-    # The daemon saw the accept (tabd.accept through workspace/executeCommand) ...
-    accepts = [i for i, e in enumerate(events) if e.get("event") == "accept"]
-    assert accepts, "no accept event in the daemon log" + context
-    # ... and answered the request after it without a model call.
-    after = [e for e in events[accepts[0] + 1:] if e.get("event") == "completion"]
-    assert after, "no completion after the accept" + context
-    assert after[0].get("source") in {"cache", "typed", "inflight"}, "post-Tab completion not from cache" + context
-    print("post-Tab completion:", json.dumps(after[0]))
+    # The daemon saw Tab's accept and answered the request after it from memory.
+    _assert_next_from_memory(events, result.get("tabAt"), context)
 
     # Ctrl+Right took a word of the next suggestion.
     assert (result.get("wordAccept") or {}).get("inserted"), "word accept inserted nothing" + context
@@ -270,3 +289,48 @@ def test_code_server_ghost_text_tab_and_cache(tmp_path):
     # a second registration by the extension would fail in the extension host.
     host_logs = "\n".join(p.read_text(errors="replace") for p in (user_data / "logs").rglob("*.log"))
     assert "tabd.accept' already exists" not in host_logs and "tabd.dismiss' already exists" not in host_logs
+
+
+@pytest.mark.slow
+def test_code_server_suggestion_inside_an_auto_closed_pair(tmp_path, pairs_model):
+    """In VS Code as shipped, `def read_config(` is `def read_config(|)`, and `print(len(` is
+    `print(len(|))`. The fixture model closes the open `(` with `x)`: the ghost text `x` shows
+    inside the pair, Tab writes the suggestion over the editor's first `)` (never `x))`), and
+    the cursor ends after it. At the end of a line VS Code's default range would cover the `)`
+    too; before another `)` only the item's range (the cursor through the one closer it
+    writes) gives `print(len(x))`. After the first Tab the next suggestion is served from memory."""
+    tabd = _tabd_executable()
+    if not tabd.exists():
+        pytest.skip(f"tabd is missing at {tabd} (make venv)")
+    openers = ["def read_config(", "print(len("]
+    # The fixture's probabilities are tiny: gating off, or nothing would show.
+    result, err, _ = _code_server_run(tmp_path, tabd, "pair", typed="\\n".join(openers),
+                                      args=["--model", pairs_model, "--min-confidence", "0"])
+    events = _read_log(tmp_path / "tabd.jsonl")
+    pairs = result.get("pairs") or []
+    print("e2e:", json.dumps(pairs))
+    print("driver:", err[-3000:])
+    context = (f"\nresult: {json.dumps(result, indent=1)[-4000:]}\ndriver: {err[-3000:]}"
+               f"\nlog events: {[(e.get('event'), e.get('source')) for e in events][-40:]}"
+               f"\nshots: {tmp_path / 'shots'}")
+    assert len(pairs) == len(openers), "the driver stopped early" + context
+
+    for opener, pair in zip(openers, pairs):
+        closers = ")" * opener.count("(")
+        accepted = opener + PAIR_SUGGESTION  # def read_config(x) / print(len(x)
+        # VS Code closed the `(` itself, and shows the suggestion inside the pair, before its `)`.
+        before = pair.get("lineBeforeTab") or {}
+        assert before.get("text") == opener + closers, f"VS Code did not auto-close {opener}" + context
+        assert pair.get("ghost1") == PAIR_SUGGESTION[:-1], "not the suggestion's ghost text" + context
+        assert before.get("withGhost") == accepted + closers[1:], "the ghost text is not inside the pair" + context
+        # Tab replaced the editor's `)` with the suggestion's: no `)` doubled, the cursor after it.
+        after = (pair.get("lineAfterTab") or {}).get("text")
+        assert after == accepted + closers[1:], f"Tab after {opener} gave {after!r}" + context
+        cursor = pair.get("cursorBeforeTab") or {}
+        assert pair.get("cursorAfterTab") == {"line": cursor.get("line"), "column": len(accepted) + 1}, context
+
+    # The next suggestion shows after the first Tab, and came from memory (speculation applied the accept
+    # the same way).
+    assert (pairs[0].get("ghost2") or "").strip(), "no ghost text after Tab" + context
+    assert not pairs[0].get("ghost2Triggered"), "the next suggestion needed an explicit trigger" + context
+    _assert_next_from_memory(events, pairs[0].get("tabAt"), context)

@@ -6,6 +6,11 @@
 // carries goes back to the daemon through workspace/executeCommand, registered by
 // the client from the server's executeCommandProvider. This file must therefore not
 // register `tabd.accept` or `tabd.dismiss` itself: the second registration would fail.
+// Nor may it rebuild the items: an item's range runs from the cursor through the
+// editor's closers the suggestion writes itself (`foo(|)` + `x)`), and the client hands
+// it to VS Code as it is. Without it VS Code's default range (to the line's end) gives
+// the same line at a line's end, but nothing inside `print(len(|))`
+// (tests/editors/test_vscode.py, the pair scenario).
 
 import * as vscode from "vscode";
 import { LanguageClient, LanguageClientOptions, ServerOptions, State } from "vscode-languageclient/node";

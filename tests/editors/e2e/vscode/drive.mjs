@@ -1,11 +1,17 @@
-// Drives a running code-server (VS Code in the browser) with headless Chromium:
-// open a Python file, type, wait for ghost text, press Tab, wait for the next ghost
-// text, read the tabd status bar item. Prints one JSON object on stdout; the test
-// (tests/editors/test_vscode.py) checks it against the daemon's log.
+// Drives a running code-server (VS Code in the browser, its settings as shipped:
+// auto-closing on) with headless Chromium: open a Python file, type, wait for ghost
+// text, press Tab, wait for the next ghost text, read the tabd status bar item. Prints
+// one JSON object on stdout; the test (tests/editors/test_vscode.py) checks it against
+// the daemon's log.
+//
+// Scenarios: tab (type lines, Tab, the next ghost text, a word with Ctrl+Right, the
+// status bar), pair (type an opener VS Code closes itself, `foo(` giving `foo(|)`: the
+// ghost text inside the pair, Tab, the line and the cursor after it, the next ghost
+// text), not-found (tabd.path names nothing).
 //
 // node drive.mjs --url URL --file NAME [--type TEXT] [--chromium PATH] [--profile DIR]
 //                [--shots DIR] [--ghost-timeout MS] [--deadline MS] [--warmup 0|1]
-//                [--first-ghost-timeout MS] [--read-ms MS] [--scenario tab|not-found]
+//                [--first-ghost-timeout MS] [--read-ms MS] [--scenario tab|pair|not-found]
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -79,6 +85,35 @@ async function editorLines(page) {
       return { top: parseFloat(line.style.top || "0"), text: (copy.textContent ?? "").replace(/\u00a0/g, " ") };
     });
     return lines.sort((a, b) => a.top - b.top).map((l) => l.text);
+  });
+}
+
+// The editor line that starts with `prefix`, as the user sees it: its text (ghost text
+// left out) and, with the ghost text where VS Code renders it inside the line, withGhost.
+async function lineStartingWith(page, prefix) {
+  return page.evaluate((prefix) => {
+    const editor = document.querySelector(".editor-instance .monaco-editor .view-lines")
+      ?? document.querySelector(".monaco-editor .view-lines");
+    for (const line of editor ? editor.querySelectorAll(":scope > .view-line") : []) {
+      const copy = line.cloneNode(true);
+      copy.querySelectorAll('[class*="ghost-text"]').forEach((g) => g.remove());
+      const text = (copy.textContent ?? "").replace(/\u00a0/g, " ");
+      if (text.startsWith(prefix)) {
+        return { text, withGhost: (line.textContent ?? "").replace(/\u00a0/g, " ") };
+      }
+    }
+    return null;
+  }, prefix);
+}
+
+// The cursor as the status bar shows it ("Ln 11, Col 19"): 1-based line and column.
+async function cursorPosition(page) {
+  return page.evaluate(() => {
+    for (const item of document.querySelectorAll(".statusbar-item")) {
+      const m = /Ln (\d+), Col (\d+)/.exec(item.textContent ?? "");
+      if (m) return { line: Number(m[1]), column: Number(m[2]) };
+    }
+    return null;
   });
 }
 
@@ -161,14 +196,27 @@ async function notFoundScenario(page) {
   result.ok = Boolean(result.notFoundMessage);
 }
 
-// Type, see ghost text, Tab, see the next ghost text, take a word of it, read the status bar.
-async function tabScenario(page) {
-  // Wait for the extension to have started the daemon (its first tabd/stats answer) before typing.
+// Wait for the extension to have started the daemon (its first tabd/stats answer) before typing.
+async function waitForDaemon(page) {
   result.statusBeforeTyping = await waitFor(async () => {
     const s = await statusBarText(page);
     return s && /no accepts|hit/.test(s) ? s : null;
   }, 120000, 250) ?? (await statusBarText(page));
   step("status bar", { text: result.statusBeforeTyping });
+}
+
+const someGhost = (page) => async () => (await ghostText(page)).trim() ? ghostText(page) : null;
+
+// Tab, noting when (epoch seconds, the daemon log's clock) so the test finds the accept it made.
+async function pressTab(page) {
+  result.tabAt = Date.now() / 1000;
+  await page.keyboard.press("Tab");
+  step("Tab", { afterMs: readMs });
+}
+
+// Type, see ghost text, Tab, see the next ghost text, take a word of it, read the status bar.
+async function tabScenario(page) {
+  await waitForDaemon(page);
 
   // Optional warm-up (--warmup 1): the daemon loads its model on the first request; ask
   // once explicitly and let it finish before typing. Off by default: typing straight
@@ -208,8 +256,7 @@ async function tabScenario(page) {
   await sleep(readMs);
   ghost1 = (await ghostText(page)) || ghost1;
   result.ghost1 = ghost1;
-  await page.keyboard.press("Tab");
-  step("Tab", { afterMs: readMs });
+  await pressTab(page);
   // The accepted text is now in the document; the next suggestion should follow on its own.
   await waitFor(async () => !(await ghostText(page)).trim() || (await ghostText(page)) !== ghost1, 1500, 20);
   result.linesAfterTab = await editorLines(page);
@@ -252,6 +299,80 @@ async function tabScenario(page) {
   result.ok = Boolean(ghost1 && ghost2);
 }
 
+// `--type` holds openers VS Code closes itself, one line each (`def read_config(`,
+// `print(len(`): for each, on a line of its own, the ghost text shows inside the pair,
+// Tab writes the suggestion over the editor's closer, and the cursor ends after it; then
+// the next ghost text. One record per opener in result.pairs.
+async function pairScenario(page) {
+  await waitForDaemon(page);
+  await shot(page, "1-opened");
+  result.pairs = [];
+  const openers = typed.split("\\n");
+  for (const [n, opener] of openers.entries()) {
+    if (n > 0) {
+      await page.keyboard.press("Escape");
+      await page.keyboard.press("End");
+      await page.keyboard.press("Enter");
+    }
+    const pair = { opener };
+    result.pairs.push(pair);
+    await typeIntoPair(page, pair, n === 0 ? firstGhostTimeout : ghostTimeout);
+    await shot(page, `${n + 2}-pair-after-tab`);
+  }
+  result.ok = result.pairs.every((p) => p.lineAfterTab && p.ghost2);
+}
+
+async function typeIntoPair(page, pair, firstTimeout) {
+  const opener = pair.opener;
+  await page.keyboard.type(opener, { delay: 60 });
+  step("typed", { text: opener });
+  // The ghost text the user sees at the cursor: inline in the line, so the line reads
+  // differently with it than without it.
+  const inPair = async () => {
+    const line = await lineStartingWith(page, opener);
+    return line && line.withGhost !== line.text && (await ghostText(page)).trim() ? line : null;
+  };
+  let line = await waitFor(inPair, firstTimeout);
+  if (!line) {
+    await trigger(page);
+    step("no ghost text after typing: triggered");
+    line = await waitFor(inPair, ghostTimeout);
+  }
+  pair.lineBeforeTab = line ?? (await lineStartingWith(page, opener));
+  pair.ghost1 = await ghostText(page);
+  pair.cursorBeforeTab = await cursorPosition(page);
+  step("ghost text", { line: pair.lineBeforeTab, ghost: pair.ghost1, cursor: pair.cursorBeforeTab });
+  if (!line) throw new Error(`no ghost text inside the pair after ${opener}`);
+
+  await sleep(readMs);
+  await pressTab(page);
+  pair.tabAt = result.tabAt;
+  const before = line.text;
+  pair.lineAfterTab = await waitFor(async () => {
+    const now = await lineStartingWith(page, opener);
+    return now && now.text !== before ? now : null;
+  }, 3000, 20);
+  // The status bar follows the cursor a moment later.
+  const was = JSON.stringify(pair.cursorBeforeTab);
+  pair.cursorAfterTab = await waitFor(async () => {
+    const now = await cursorPosition(page);
+    return now && JSON.stringify(now) !== was ? now : null;
+  }, 3000, 20) ?? (await cursorPosition(page));
+  step("after Tab", { line: pair.lineAfterTab, cursor: pair.cursorAfterTab });
+
+  pair.ghost2 = await waitFor(someGhost(page), 20000, 50);
+  pair.ghost2Triggered = false;
+  if (!pair.ghost2) {
+    await trigger(page);
+    pair.ghost2Triggered = true;
+    step("no ghost text after Tab: triggered");
+    pair.ghost2 = await waitFor(someGhost(page), 15000, 50);
+  }
+  step("ghost text after Tab", { ghost: pair.ghost2 });
+}
+
+const SCENARIOS = { tab: tabScenario, pair: pairScenario, "not-found": notFoundScenario };
+
 let browser;
 let page;
 try {
@@ -289,7 +410,8 @@ try {
   await page.keyboard.press("End");
   await page.keyboard.up("Control");
 
-  await (scenario === "not-found" ? notFoundScenario(page) : tabScenario(page));
+  if (!SCENARIOS[scenario]) throw new Error(`unknown scenario ${scenario}`);
+  await SCENARIOS[scenario](page);
 } catch (err) {
   result.error = String(err && err.stack ? err.stack : err);
   step("error", { error: String(err) });
