@@ -61,6 +61,7 @@ class TabdServer(LanguageServer):
         self.parent_watch: asyncio.Task | None = None
         self.roots: list[str] = []  # workspace folder paths, for the `# path` lines of context chunks
         self.commands = {ACCEPT: self.accept_command, DISMISS: self.dismiss_command}  # both paths run these
+        self.cursors: dict[str, int] = {}  # uri -> where its last edit (or request) left the cursor, for --record
 
     def start_io(self, stdin=None, stdout=None) -> int:  # type: ignore[override]
         """Serve on stdio with our transport (see lsp/transport.py); the process exit code."""
@@ -119,6 +120,13 @@ class TabdServer(LanguageServer):
                 pass
         self.closers.clear()
 
+    def moved_to(self, uri: str, offset: int, position: dict[str, int]) -> None:
+        """A request away from where the last edit left the cursor: the editor moved it without an edit (a closer
+        stepped over, an arrow key), which a recorded session keeps as a `move` so replay asks where the user did."""
+        if self.recorder is not None and self.cursors.get(uri, offset) != offset:
+            self.record("move", uri=uri, position=position)
+        self.cursors[uri] = offset
+
     def record(self, op: str, **fields) -> None:
         if self.recorder is None:
             return
@@ -163,6 +171,7 @@ class TabdServer(LanguageServer):
             doc, version, state, offset = self.state_at(uri, types.Position(line=line, character=character))
         except DocumentError:
             return NOT_PLAIN
+        self.moved_to(uri, offset, {"line": line, "character": character})
         answer = self.service.lookup(doc, version, state, invoked)
         if answer is None:
             return NOT_PLAIN
@@ -213,6 +222,8 @@ class TabdServer(LanguageServer):
             if self.service is not None and text:  # an accept by a client that never runs tabd.accept?
                 self.service.document_edited(doc_id(uri), cursor - len(text), int(start != end), text)
         doc.version = version
+        if cursor is not None:
+            self.cursors[uri] = cursor
         if self.service is not None:
             state = self.state_of(doc, cursor) if cursor is not None else None
             self.service.document_changed(doc_id(uri), state, lambda: doc.text, cursor)  # joined only when a pick reads it
@@ -227,6 +238,7 @@ class TabdServer(LanguageServer):
             raise JsonRpcInvalidParams(str(exc)) from None
         if self.service is None:
             raise JsonRpcInvalidParams("the server is not initialized")
+        self.moved_to(uri, offset, {"line": position.line, "character": position.character})
         answer = self.service.lookup(doc, version, state, invoked)  # from memory: answered with no await at all
         if answer is not None:
             return answer, *self.span_of(uri, offset, answer)
@@ -294,6 +306,7 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
     def did_close(ls: TabdServer, params: types.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
         ls.documents.close(uri)
+        ls.cursors.pop(uri, None)
         ls.record("close", uri=uri)
         if ls.service is not None:
             ls.service.document_closed(doc_id(uri))

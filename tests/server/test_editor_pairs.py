@@ -140,3 +140,30 @@ async def document_of(client, uri: str) -> str:
     from support.lspclient import document_text
 
     return await document_text(client, uri)
+
+
+RECORD = Path(tempfile.gettempdir()) / f"tabd-pairs-record-{os.getpid()}.jsonl"
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=[*COPY, "--record", str(RECORD)]))
+async def recording_client(lsp_client: LanguageClient):
+    RECORD.unlink(missing_ok=True)
+    await lsp_client.initialize_session(init_params({"debounceMs": 0}))
+    yield
+    await lsp_client.shutdown_session()
+    RECORD.unlink(missing_ok=True)
+
+
+async def test_a_recorded_session_keeps_the_cursor_the_editor_moved_without_an_edit(recording_client: LanguageClient):
+    uri = "file:///w/r.py"
+    open_doc(recording_client, uri, LINE + "total = compute_total")
+    change(recording_client, uri, 2, 1, 21, "()")  # the auto-closed pair: the edit ends after `)`, the cursor is inside
+    await inline(recording_client, uri, 1, 22)
+    change(recording_client, uri, 3, 1, 22, "x")
+    await inline(recording_client, uri, 1, 23)  # where the edit left it: no move
+    await inline(recording_client, uri, 1, 24)  # `)` stepped over: the editor sent no change
+    await stats(recording_client)  # the notifications before it are handled
+    events = [e for e in read_log(RECORD)[1:] if e.get("uri") == uri]
+    assert [(e["op"], e.get("position")) for e in events if e["op"] in ("change", "move")] == [
+        ("change", None), ("move", {"line": 1, "character": 22}), ("change", None),
+        ("move", {"line": 1, "character": 24})]
