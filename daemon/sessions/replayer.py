@@ -38,7 +38,6 @@ from tabd.daemon.sessions.driver import DaemonDied, Driver, Pending, ReplayError
 from tabd.daemon.sessions.format import KEYSTROKES, Session, advance, position_at
 from tabd.lsp.client import Suggestion
 from tabd.lsp.positions import offset_at
-from tabd.predictor import pairs
 from tabd.daemon.sessions.measure import Measurements
 from tabd.daemon.sessions.serverlog import keystroke_runs, log_in, size_of
 from tabd.daemon.telemetry.host import read_ticks
@@ -54,6 +53,16 @@ def cursor_after(event: dict[str, Any]) -> dict[str, int]:
     return event.get("cursor") or advance(event["range"]["start"], event["text"])
 
 
+def typed_by_hand(event: dict[str, Any]) -> int:
+    """The characters of a change the person typed: an auto-closed pair's closer, after its cursor, is the
+    editor's (the person types it later, over the editor's, or never)."""
+    cursor, rng = event.get("cursor"), event.get("range")
+    if cursor is None or rng is None:
+        return len(event["text"])
+    at = _split_at(rng["start"], event["text"], cursor)
+    return len(event["text"]) if at is None else at
+
+
 def _split_at(start: dict[str, int], text: str, cursor: dict[str, int]) -> int | None:
     """The index in `text`, inserted at `start`, that the position `cursor` falls at (None: not inside it)."""
     for j in range(len(text), -1, -1):
@@ -64,7 +73,16 @@ def _split_at(start: dict[str, int], text: str, cursor: dict[str, int]) -> int |
 
 def typed_ahead(events: Sequence[dict[str, Any]], start: int, uri: str, cursor: dict[str, int],
                 limit: int = 2000, held: str = "") -> tuple[str, dict[int, int]]:
-    """The text the recorded person types next at `cursor`, and {chars so far: index after that keystroke}.
+    """The text the recorded person types next at `cursor`, and {chars so far: index after that keystroke}
+    where nothing the editor put after the cursor is held back (ahead_with_held has every keystroke)."""
+    text, stops = ahead_with_held(events, start, uri, cursor, limit, held)
+    return text, {n: i for n, (i, pending) in stops.items() if not pending}
+
+
+def ahead_with_held(events: Sequence[dict[str, Any]], start: int, uri: str, cursor: dict[str, int],
+                    limit: int = 2000, held: str = "") -> tuple[str, dict[int, tuple[int, str]]]:
+    """The text the recorded person types next at `cursor`, and {chars so far: (index after that keystroke,
+    what the editor holds after the cursor then)}.
 
     It follows consecutive insertions at the moving cursor, stepping over accept and
     dismiss markers, and stops at anything else (a deletion, a jump, another file).
@@ -75,7 +93,7 @@ def typed_ahead(events: Sequence[dict[str, Any]], start: int, uri: str, cursor: 
     after the cursor before `start` (the closers a replacing suggestion covers).
     """
     text = ""  # `held`: inserted after the cursor by the editor, not passed yet
-    boundaries: dict[int, int] = {}
+    stops: dict[int, tuple[int, str]] = {}
     i = start
     while i < len(events) and len(text) < limit:
         e = events[i]
@@ -104,9 +122,8 @@ def typed_ahead(events: Sequence[dict[str, Any]], start: int, uri: str, cursor: 
                     break
                 held = held[deleted:]
         i += 1
-        if not held:
-            boundaries[len(text)] = i
-    return text, boundaries
+        stops[len(text)] = (i, held)
+    return text, stops
 
 
 def acceptable(suggestion: str, ahead: str, boundaries: dict[int, int], min_chars: int = 2,
@@ -140,6 +157,7 @@ class Replayer(Driver):
         opts = self.options
         self.m.sessions += 1
         self.m.warnings.extend(session.warnings)
+        cursors: dict[str, dict[str, int]] = {}  # uri -> where the last change or move left the cursor
         i = 0
         last_t = events[0]["t"] if events else 0.0
         anchor = time.monotonic()
@@ -177,13 +195,18 @@ class Replayer(Driver):
             elif op == "change" and uri in self.docs:
                 self._did_change(uri, e.get("range"), e["text"])
                 self.m.keystrokes += 1
-                self.m.typed_chars += len(e["text"])
+                self.m.typed_chars += typed_by_hand(e)
                 self._progress(1)
                 if e.get("range") is not None:
-                    self._request_completion(uri, cursor_after(e), after_accept=False)
+                    cursors[uri] = cursor_after(e)
+                    self._request_completion(uri, cursors[uri], after_accept=False)
             elif op == "move" and uri in self.docs:  # an overtype: the editor sends no change, only asks again
                 self.m.keystrokes += 1
                 self.m.moves += 1
+                before = cursors.get(uri)
+                if before is not None and e["position"] == dict(before, character=before["character"] + 1):
+                    self.m.typed_chars += 1  # the closer typed over: one character typed by hand
+                cursors[uri] = e["position"]
                 self._progress(1)
                 self._request_completion(uri, e["position"], after_accept=False)
             last_t = e["t"]
@@ -203,7 +226,8 @@ class Replayer(Driver):
         if covered is None:
             return None  # a suggestion elsewhere, or replacing what the person typed: it cannot equal their typing
         # a suggestion that replaces the editor's closers after the cursor equals typing through them
-        ahead, boundaries = typed_ahead(events, i, p.uri, p.cursor, held=covered)
+        ahead, stops = ahead_with_held(events, i, p.uri, p.cursor, held=covered)
+        boundaries = {n: index for n, (index, _) in stops.items()}
         chars, partial = acceptable(suggestion, ahead, boundaries, self.options.min_accept_chars,
                                     words=self.options.accept != "tab")
         item_id = item.item_id
@@ -216,15 +240,20 @@ class Replayer(Driver):
         if self.died():
             raise DaemonDied(self.death_message())
         text = suggestion[:chars]
-        # Tab, as the editor applies the item: over the closers of its range that the accepted text writes itself
-        end = dict(p.cursor, character=p.cursor["character"] + pairs.consumed(text, covered)) if covered else p.cursor
-        self._did_change(p.uri, {"start": p.cursor, "end": end}, text)
+        # Tab, as the editor applies the item (over its range: the editor's closers after the cursor). What the
+        # editor would still hold after the cursor at this point of the recorded typing (the `)` of a `(` the
+        # suggestion wrote) stays in the document, after the cursor: an editor does not auto-close an accepted
+        # suggestion, so the person types that `)` later where the recording steps over it, one key either way,
+        # and the document stays the recorded one.
+        pending = stops[chars][1]
+        end = dict(p.cursor, character=p.cursor["character"] + len(covered)) if covered else p.cursor
+        self._did_change(p.uri, {"start": p.cursor, "end": end}, text + pending)
         if item_id is not None:
             self._execute("tabd.accept", [item_id, {"chars": chars, "partial": partial}])
         self.m.accepted += 1
         self.m.partial_accepts += int(partial)
         self.m.accepted_chars += len(text)
-        nxt = boundaries[chars]
+        nxt = stops[chars][0]
         skipped = sum(1 for e in events[i:nxt] if e["op"] in KEYSTROKES)
         self.m.keystrokes_skipped += skipped
         self.m.keystrokes_saved += skipped - 1  # the accepting key is a keystroke too

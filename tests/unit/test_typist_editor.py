@@ -323,3 +323,18 @@ def test_session_text_with_moves_and_cursors_parses_and_replays_to_the_file():
     session = parse_session(lines, "mem")
     assert not session.warnings and session.events == events
     assert session.keystrokes() == sum(e["op"] in ("change", "move") for e in events) > session.changes()
+
+
+def test_every_keystroke_is_a_place_to_accept_with_what_the_editor_holds_after_the_cursor():
+    """The simulated user may take a suggestion that ends inside a pair the editor would have closed: the replay keeps
+    the editor's `)` after the cursor, so the document stays the recorded one and the `)` costs the key it cost."""
+    from tabd.daemon.sessions.replayer import ahead_with_held
+
+    events = snippet_events("x = 1\ny = f(a)\n", [Span(1, 1, "line")])
+    keys = [e for e in events if e["op"] in ("change", "move")]
+    ahead, stops = ahead_with_held(keys, 0, URI, {"line": 0, "character": 5})
+    assert ahead == "\ny = f(a)"
+    assert stops[len("\ny = f(")][1] == ")" and stops[len("\ny = f(a")][1] == ")"
+    assert stops[len(ahead)] == (len(keys), "")
+    strict = typed_ahead(keys, 0, URI, {"line": 0, "character": 5})[1]
+    assert strict == {n: i for n, (i, held) in stops.items() if not held}
