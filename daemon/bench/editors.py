@@ -38,21 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def files_to_type(args: argparse.Namespace, workdir: Path) -> list[str]:
-    # FILES is the bench command's one positional list, declared by the quality section
-    given = list(args.quality_files or [])
-    for path in given:
-        if not Path(path).is_file():
-            raise RuntimeError(f"{path}: no such file")
-    if given:
-        return given
-    from tabd.daemon.bench.quality import held_out_sample
+    from tabd.daemon.bench import quality
 
-    out = []
-    for name, text in held_out_sample(args.editors_count, args.editors_seed):
-        path = workdir / name.replace("/", "__")
-        path.write_text(text, encoding="utf-8")
-        out.append(str(path))
-    return out
+    return quality.files_to_type(args, workdir, args.editors_count, args.editors_seed)
 
 
 def server_flags(args: argparse.Namespace) -> list[str]:

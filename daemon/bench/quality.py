@@ -60,15 +60,19 @@ def held_out_sample(count: int, seed: int, min_chars: int = 2_000, max_chars: in
     return [(s.path, s.text) for s in rng.sample(fitting, min(count, len(fitting)))]
 
 
-def files_to_type(args: argparse.Namespace, workdir: Path) -> list[str]:
-    given = list(args.quality_files)
+def files_to_type(args: argparse.Namespace, workdir: Path, count: int | None = None,
+                  seed: int | None = None) -> list[str]:
+    """FILES (the bench command's one positional list), else `count` held-out stdlib files written to workdir
+    (--quality-count and --quality-seed by default)."""
+    given = list(args.quality_files or [])
     for path in given:
         if not Path(path).is_file():
             raise RuntimeError(f"{path}: no such file")
     if given:
         return given
     out = []
-    for name, text in held_out_sample(args.quality_count, args.quality_seed):
+    for name, text in held_out_sample(args.quality_count if count is None else count,
+                                      args.quality_seed if seed is None else seed):
         path = workdir / name.replace("/", "__")
         path.write_text(text, encoding="utf-8")
         out.append(str(path))

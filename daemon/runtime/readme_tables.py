@@ -57,13 +57,13 @@ def flag_rows(group: str) -> list[str]:
 
 
 def init_default(row: Setting) -> str:
-    if row.spec.shown is not None:
-        return row.spec.shown
-    if row.default is None:
-        return "none"
-    if row.type is bool:
-        return "`true`" if row.default else "`false`"
-    return f'`"{row.default}"`' if row.type is str else row.shown_default
+    """The default as JSON writes it, where it has one of its own (else as --help says it)."""
+    if row.spec.shown is None and row.default is not None:
+        if row.type is bool:
+            return "`true`" if row.default else "`false`"
+        if row.type is str:
+            return f'`"{row.default}"`'
+    return row.shown_default
 
 
 def init_rows() -> list[str]:

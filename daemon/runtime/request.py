@@ -82,9 +82,10 @@ class RequestBuilder:
     def key_for(self, window: Window, settings: GenSettings, context: Snapshot) -> str:
         return state_key(self.model.model_id, settings.tag(), window, context.digest)
 
-    def shown(self, text: str, confidence: Confidence) -> str:
-        """What an automatic request would show of a suggestion (speculation plans from it)."""
-        return shown_part(text, confidence, self.config.min_confidence, self.config.min_chars)
+    def shown(self, text: str, confidence: Confidence, after: str = "") -> str:
+        """What an automatic request would show of a suggestion with `after` after the cursor (speculation plans
+        from it): gated, and without the closers a following line holds."""
+        return pairs.shown(shown_part(text, confidence, self.config.min_confidence, self.config.min_chars), after)
 
     def hold(self, doc: str, version: int, state: DocState, invoked: bool) -> Request:
         """The request for a state with a loaded model, kept until take() or another state in the document."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Callable
 
-from tabd.predictor import pairs
 from tabd.cache.key import short_key
 from tabd.cache.state import DocState, Window
 from tabd.daemon.context.chunk_store import EMPTY, Snapshot
@@ -87,7 +86,7 @@ class Speculator:
     def prefetched_answer(self, comp: Computation, prediction: Prediction) -> None:
         """A prefetch finished: what it would show is typed-through material, and the next step's plan."""
         # speculation plans from what is shown
-        shown = pairs.shown(self.requests.shown(prediction.text, prediction.confidence), comp.state.after)
+        shown = self.requests.shown(prediction.text, prediction.confidence, comp.state.after)
         if shown and self.memory.enabled:
             self.memory.shown(comp.window, shown, comp.key, comp.depth)
             self.prefetch_after(comp.doc, comp.state, shown, comp.depth, comp.root, comp.chain, comp.context,

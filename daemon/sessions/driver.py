@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from tabd.daemon.sessions.format import apply_change
-from tabd.lsp.client import Client, Suggestion, plain, suggestions
+from tabd.lsp.client import METHOD_NOT_FOUND, Client, ResponseError, Suggestion, plain, suggestions
 from tabd.daemon.sessions.measure import MEMORY_SOURCES, SOURCES, Measurements
 
 
@@ -211,9 +211,16 @@ class Driver:
             raise
         except TimeoutError:  # a stalled answer costs this one attribution, not the rest
             return None
-        except Exception:
-            self.stats_supported = False
-            self.m.warnings.append("the server does not answer tabd/stats: sources are not attributed")
+        except ResponseError as exc:
+            if exc.code == METHOD_NOT_FOUND:  # a server without tabd/stats: no attribution at all
+                self.stats_supported = False
+                self.m.warnings.append("the server does not answer tabd/stats: sources are not attributed")
+            elif len(self.m.warnings) < 20:  # one failed call costs this one attribution, not the rest
+                self.m.warnings.append(f"tabd/stats failed: {exc}")
+            return None
+        except Exception as exc:  # the connection going, say: this answer is not attributed
+            if len(self.m.warnings) < 20:
+                self.m.warnings.append(f"tabd/stats failed: {type(exc).__name__}: {exc}")
             return None
         last = stats.get("last") if isinstance(stats, dict) else None
         if isinstance(last, dict) and isinstance(last.get("depth"), int):

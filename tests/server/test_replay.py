@@ -313,7 +313,7 @@ def test_record_then_replay_round_trip(tmp_path):
     check_counts(s1)
     assert s1["sync"] == {"checked": 1, "mismatches": 0}
     assert s1["requests"] > 0 and s1["requests"] == s1["answered"]
-    assert sum(s1["sources"].values()) == s1["answered"]
+    assert sum(s1["sources"].values()) == s1["answered"], m1.warnings
 
     recorded = read_session(recorded_path)  # what `tabd serve --record` wrote is a valid session
     assert not recorded.warnings
