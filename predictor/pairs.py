@@ -36,16 +36,19 @@ NONE = Span(0, 0, True)
 
 
 def closer_span(after: str) -> Span:
-    """The span of `after` (the text after the cursor) that the prompt window leaves out.
+    """The span of `after` (the text after the cursor) that the prompt window leaves out first.
 
     On the cursor's line: the run of closing brackets and closing-position quotes that starts at the cursor.
     When the line's rest is blank, the closers that start the next line: Enter between brackets moves the closer
     there (`(\\n    |\\n)`), and the window must not change for it. The span then runs from the cursor line's end
     through those closers, so what followed them on their line (`:` after `def f(...)`) follows the cursor line.
+    Both can hold at once (a quote auto-closed between brackets after Enter): `normalised_after` leaves out both.
     """
     n = _line_run(after, 0)
-    if n:
-        return Span(0, n, True)
+    return Span(0, n, True) if n else _next_line_span(after)
+
+
+def _next_line_span(after: str) -> Span:
     eol = after.find("\n")
     if eol == -1 or after[:eol].strip(" \t\r"):
         return NONE
@@ -71,8 +74,9 @@ def _line_run(after: str, i: int) -> int:
 
 def normalised_after(after: str) -> str:
     """The text after the cursor as the prompt window sees it: without the editor's closers."""
-    start, end, _ = closer_span(after)
-    return after[:start] + after[end:]
+    rest = after[_line_run(after, 0):]
+    start, end, _ = _next_line_span(rest)
+    return rest[:start] + rest[end:]
 
 
 def _closes(text: str, closers: str) -> list[int]:
@@ -122,17 +126,20 @@ def shown(text: str, after: str) -> str:
     """The suggestion as shown: without the closers it ends with that a following line already holds.
 
     Between brackets after Enter (`(\\n    |\\n)`), the window has no `)`, so the model may end `b)`; the
-    file's own `)` on the next line closes it, so `b` is shown.
+    file's own `)` on the next line closes it, so `b` is shown. Closers on the cursor's line before it are
+    consumed instead (`(\\n    '|'\\n)` with `b')` shows `b'`).
     """
-    span = closer_span(after)
-    if span.same_line:
+    n = _line_run(after, 0)
+    start, end, _ = _next_line_span(after[n:])
+    if start == end:
         return text
-    closers = after[span.start : span.end].strip(" \t\r\n")
     body = text.rstrip(" \t")
-    found = _closes(body, closers)
-    if not found or found[-1] != len(body) - 1 or found != list(range(found[0], len(body))):
+    found = _closes(body, after[:n] + after[n + start : n + end].strip(" \t\r\n"))
+    own = consumed(text, after)  # the cursor line's closers it writes: they replace those, not the next line's
+    tail = found[own:] if len(found) > own and own == len(_closes(body, after[:n])) else []
+    if not tail or tail != list(range(tail[0], len(body))):
         return text
-    return body[: found[0]]
+    return body[: tail[0]]
 
 
 def apply(before: str, after: str, text: str) -> tuple[str, str]:

@@ -30,8 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--replay-seed", type=int, default=7, help="typist seed (default 7)")
     g.add_argument("--replay-spans", type=int, default=2, help="spans retyped (default 2)")
     g.add_argument("--replay-max-chars", type=int, default=160, help="longest span retyped (default 160)")
-    g.add_argument("--replay-editor", choices=["plain", "vscode"], default="plain",
-                   help="how the typist's editor types: plain (default) or vscode (auto-closed pairs, overtype)")
+    g.add_argument("--replay-editor", choices=["plain", "vscode"], default="vscode",
+                   help="how the typist's editor types: vscode (default: auto-closed pairs, overtype) or plain")
     g.add_argument("--replay-speed", type=float, default=0.0,
                    help="replay speed (default 0: each keystroke waits for its answer)")
     g.add_argument("--replay-think-ms", type=float, default=250.0, help="pause before Tab (default 250)")

@@ -33,8 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--quality-seed", type=int, default=11, help="sample and typist seed (default 11)")
     g.add_argument("--quality-spans", type=int, default=3, help="spans typed per file (default 3)")
     g.add_argument("--quality-max-chars", type=int, default=400, help="longest span typed (default 400)")
-    g.add_argument("--quality-editor", choices=["plain", "vscode"], default="plain",
-                   help="how the typist's editor types: plain (default) or vscode (auto-closed pairs, overtype)")
+    g.add_argument("--quality-editor", choices=["plain", "vscode"], default="vscode",
+                   help="how the typist's editor types: vscode (default: auto-closed pairs, overtype) or plain")
     g.add_argument("--quality-cuts", type=int, default=120, help="held-out cuts for the model-level figures (default 120)")
     g.add_argument("--quality-thresholds", default="", metavar="T,T,...",
                    help="also replay the tab user at each --min-confidence (the calibration table)")

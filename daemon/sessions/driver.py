@@ -69,6 +69,7 @@ class Pending:
     cursor: dict[str, int]
     version: int
     received: float | None = None
+    after_opener: bool = False  # the keystroke typed an opening bracket (`(`, or VS Code's `()`)
 
 
 @dataclass
@@ -174,12 +175,14 @@ class Driver:
 
     # ------------------------------------------------------------ requests
 
-    def _request_completion(self, uri: str, cursor: dict[str, int], after_accept: bool) -> None:
+    def _request_completion(self, uri: str, cursor: dict[str, int], after_accept: bool,
+                            after_opener: bool = False) -> None:
         doc = self.docs[uri]
         self._next_id += 1
         sent = time.perf_counter()  # before the frame is built and written
         future = self.client.inline_completion(uri, cursor, msg_id=self._next_id)
-        pending = Pending(self._next_id, future, sent, after_accept, uri, dict(cursor), doc.version)
+        pending = Pending(self._next_id, future, sent, after_accept, uri, dict(cursor), doc.version,
+                          after_opener=after_opener)
 
         def stamp(_: Future, p: Pending = pending) -> None:
             # the client resolves the future in the pipe's callback, right after the response frame is read and
@@ -278,6 +281,8 @@ class Driver:
             self.m.unattributed += 1
         if source == "model":
             self.m.model_ms.append(latency)
+            if p.after_opener:
+                self.m.model_after_opener_ms.append(latency)
         if items:
             self.m.shown += 1
             if source != "typed":  # type-through keeps showing the suggestion typed into: the same one, not a new one

@@ -70,6 +70,7 @@ class Measurements:
     after_accept_ms: list[float] = field(default_factory=list)
     after_accept_memory_ms: list[float] = field(default_factory=list)  # those answered from memory (cache, typed)
     model_ms: list[float] = field(default_factory=list)
+    model_after_opener_ms: list[float] = field(default_factory=list)  # of those, right after a typed `(`/`[`/`{`
     keystroke_runs: list[ModelRun] = field(default_factory=list)  # from the server's log (serverlog.py)
     sources: collections.Counter = field(default_factory=collections.Counter)
     after_accept_sources: collections.Counter = field(default_factory=collections.Counter)
@@ -125,6 +126,7 @@ class Measurements:
                 # the same requests answered from memory: the hot path alone, without the prefetches that were late
                 "after_accept_from_memory": percentiles(self.after_accept_memory_ms),
                 "model": percentiles(self.model_ms),
+                "model_after_opener": percentiles(self.model_after_opener_ms),
             },
             # keystroke requests that ran the model: how much of each prompt's KV was kept (the server's log)
             "prompt_reuse": {"keystroke": reuse_figures(self.keystroke_runs)},

@@ -199,7 +199,8 @@ class Replayer(Driver):
                 self._progress(1)
                 if e.get("range") is not None:
                     cursors[uri] = cursor_after(e)
-                    self._request_completion(uri, cursors[uri], after_accept=False)
+                    self._request_completion(uri, cursors[uri], after_accept=False,
+                                             after_opener=e["text"][:1] in "([{" and bool(e["text"]))
             elif op == "move" and uri in self.docs:  # an overtype: the editor sends no change, only asks again
                 self.m.keystrokes += 1
                 self.m.moves += 1

@@ -65,3 +65,20 @@ def test_a_closer_the_next_line_holds_is_trimmed_from_the_suggestion():
     assert pairs.shown("b", "\n)" + NEXT) == "b"
     assert pairs.shown("f(b)", "\n)" + NEXT) == "f(b)"  # balanced: nothing of the next line's
     assert pairs.shown("b)", ")" + NEXT) == "b)"  # on the cursor's line it is consumed instead
+
+
+def test_a_quote_auto_closed_between_brackets_after_enter_leaves_the_window_as_it_was():
+    # `foo(` Enter gives `foo(\n    |\n)`; typing `'` there gives `'|'` with the `)` still on the next line
+    blank = pairs.normalised_after("\n)" + NEXT)
+    quoted = pairs.normalised_after("'\n)" + NEXT)
+    assert quoted == blank == NEXT
+    assert pairs.normalised_after("')\n)" + NEXT) == pairs.normalised_after(")\n)" + NEXT)  # `)` is code there
+
+
+def test_between_brackets_after_enter_the_quote_is_consumed_and_the_next_line_s_closer_trimmed():
+    after = "'\n)" + NEXT
+    assert pairs.consumed("b')", after) == 1
+    assert pairs.shown("b')", after) == "b'"
+    assert pairs.shown("b'", after) == "b'"
+    assert pairs.shown("b", after) == "b"
+    assert pairs.shown("f(b')", after) == "f(b')"  # not the string's end: nothing trimmed
