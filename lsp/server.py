@@ -216,16 +216,16 @@ class TabdServer(LanguageServer):
                 continue
             start, end = span
             try:
-                if self.edits is not None:
-                    a, b = doc.offset_at(*start, self.encoding), doc.offset_at(*end, self.encoding)
+                a, b = doc.offset_at(*start, self.encoding), doc.offset_at(*end, self.encoding)
+                if self.edits is not None and b >= a:
                     self.edits.edited(doc_id(uri), a, doc.content.slice(a, b) if b > a else "", text)
                 cursor = doc.apply(start, end, text, self.encoding)
             except DocumentError as exc:
                 logger.warning("change to %s skipped: %s", doc_id(uri), exc)
                 continue
             self.record("change", uri=uri, range=_range_dict(start, end), text=text)
-            if self.service is not None and text:  # an accept by a client that never runs tabd.accept?
-                self.service.document_edited(doc_id(uri), cursor - len(text), int(start != end), text)
+            if self.service is not None:  # an accept by a client that never runs tabd.accept? an edit elsewhere?
+                self.service.document_edited(doc_id(uri), a, b - a, text)
         doc.version = version
         if cursor is not None:
             self.cursors[uri] = cursor

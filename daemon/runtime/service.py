@@ -207,7 +207,7 @@ class CompletionService:
         return await self._await(req, comp, "model", wait.ms if left > 0 else 0.0, wait.why if left > 0 else "")
 
     def _from_memory(self, req: Request, waited: float = 0.0) -> Answer | None:
-        recalled = self.memory.recall(req.key, req.window)
+        recalled = self.memory.recall(req.key, req.window, req.doc, req.state)
         if recalled is None:
             return None
         self.speculator.used(recalled.key)
@@ -280,7 +280,7 @@ class CompletionService:
 
     def _shown_to_user(self, req: Request, out: Outcome) -> None:
         """What a suggestion on screen sets going, once its answer is out: type-through, accept tracking, speculation."""
-        self.memory.shown(req.window, out.text, req.key, out.depth)
+        self.memory.shown(req.window, out.text, req.key, out.depth, req.doc, req.state)
         self.speculator.shown(req, out.text, typed=out.source == "typed")
 
     def _finish(self, req: Request, out: Outcome) -> Answer:
@@ -338,8 +338,10 @@ class CompletionService:
         self.workspace.opened(doc, path, text)
 
     def document_edited(self, doc: str, offset: int, removed: int, inserted: str) -> None:
-        """One didChange edit (offset in the text before it): an accept when it inserts the suggestion shown there."""
+        """One didChange edit (offset in the text before it, `removed` characters replaced by `inserted`): an accept
+        when it inserts the suggestion shown there; the suggestion shown stays across an edit elsewhere."""
         self.speculator.edited(doc, offset, removed, inserted)
+        self.memory.rebase.edited(doc, offset, removed, inserted)
 
     def document_changed(self, doc: str, state: DocState | None, text: TextSource | None = None,
                          offset: int | None = None) -> None:
@@ -355,6 +357,7 @@ class CompletionService:
 
     def document_closed(self, doc: str) -> None:
         self.speculator.closed(doc)
+        self.memory.rebase.closed(doc)
         self.document_changed(doc, None)
         self.debounce.closed(doc)
         self.requests.release(doc)
