@@ -26,7 +26,7 @@ from tabd.predictor import pairs
 from tabd.cache.state import DocState, Window
 from tabd.daemon.context.chunk_store import Snapshot, TextSource
 from tabd.daemon.runtime.activity import Listeners
-from tabd.daemon.runtime.answer import Answer, Outcome
+from tabd.daemon.runtime.answer import DEBOUNCED, SUPERSEDED, Answer, Outcome
 from tabd.daemon.runtime.computation import Computation
 from tabd.daemon.runtime.computations import Computations
 from tabd.daemon.runtime.config import Config
@@ -206,7 +206,8 @@ class CompletionService:
         if cut:
             self.stats.debounce["superseded"] += 1
             self.events.emit("cancel", id=req.id, doc=req.doc, reason=cut, debounce_ms=round(_since(started), 3))
-            return self._finish(req, Outcome("", "none", debounce_ms=_since(started), debounce_why=why))
+            return self._finish(req, Outcome("", "none", debounce_ms=_since(started), debounce_why=why,
+                                             cut=DEBOUNCED if cut == "stale" else SUPERSEDED))
         self.stats.waited(ms)
         return await self._reused(req, ms)  # a prefetch may have answered, or begun, this state meanwhile
 
@@ -221,7 +222,7 @@ class CompletionService:
             prediction = await asyncio.shield(result)
         except Cancelled:
             self.events.emit("cancel", id=req.id, doc=req.doc, reason=comp.cancel_reason or "shutdown")
-            return self._finish(req, Outcome("", "none", debounce_ms=waited, debounce_why=why))
+            return self._finish(req, Outcome("", "none", debounce_ms=waited, debounce_why=why, cut=SUPERSEDED))
         except asyncio.CancelledError:
             comp.waiters -= 1
             if comp.waiters == 0 and not comp.prefetch:
@@ -251,7 +252,8 @@ class CompletionService:
 
     def _finish(self, req: Request, out: Outcome) -> Answer:
         latency = _since(req.t0)
-        self.stats.answered(out.shown_source, latency, req.after_accept, out.depth, out.debounce_ms)
+        reason = out.reason
+        self.stats.answered(out.shown_source, latency, req.after_accept, out.depth, out.debounce_ms, reason)
         self.activity.shown(bool(out.text))  # while a suggestion shows, a Tab may come (the hand-over holds off)
         computed = out.computed
         if computed is not None:
@@ -261,7 +263,12 @@ class CompletionService:
             self.activity.answered()
         # after the answer is out: the log line costs the user nothing
         self._after(lambda: self._log("completion", self.reporter.completion(req, out, latency)))
-        return Answer(req.id, out.text, out.shown_source, out.depth, req.key, latency, pairs.consumed(out.text, req.state.after))
+        return Answer(req.id, out.text, out.shown_source, out.depth, req.key, latency, pairs.consumed(out.text, req.state.after),
+                      reason)
+
+    def refused(self, reason: str) -> None:
+        """A request the service never saw (an excluded or disabled document): tabd/stats' last answer says why."""
+        self.stats.refused(reason)
 
     def _log(self, event: str, fields: dict[str, Any]) -> None:
         self.events.emit(event, **fields)

@@ -31,6 +31,8 @@ def other_value(row: Setting) -> Any:
     """A valid value for the row that is not its default."""
     if row.type is bool:
         return not row.default
+    if row.type is tuple:
+        return ("elsewhere/x",)
     if row.spec.choices:
         return next(c for c in row.spec.choices if c != row.default)
     if row.spec.bounds:
@@ -48,6 +50,8 @@ def bad_value(row: Setting) -> Any:
 
 
 def as_args(row: Setting, value: Any) -> list[str]:
+    if row.type is tuple:
+        return [part for item in value for part in (row.flag, item)]
     return [row.flag] if row.type is bool else [row.flag, str(value)]
 
 
