@@ -100,7 +100,8 @@ def compile_globs(globs: Iterable[str], origin: str) -> tuple[list[Glob], list[s
     problems: list[str] = []
     for text in globs:
         try:
-            regex = glob_regex(text)
+            # paths are matched without their leading /, so an absolute glob is too
+            regex = glob_regex(text[1:] if text.startswith("/") and len(text) > 1 else text)
         except GlobError as exc:
             problems.append(f"exclude glob ignored: {exc}")
             continue
@@ -117,26 +118,28 @@ def relative_path(path: str, roots: Sequence[str]) -> str:
     return path.rsplit("/", 1)[-1]
 
 
-def in_git_work_tree(path: str) -> bool:
-    """Whether a folder above the file holds `.git` (a few stats: no git process where there is no repository)."""
+def git_work_tree(path: str) -> str | None:
+    """The folder above the file that holds `.git`, or None (a few stats: no git process where there is no
+    repository)."""
     folder = os.path.dirname(path)
     while folder:
         if os.path.exists(os.path.join(folder, ".git")):
-            return True
+            return folder
         parent = os.path.dirname(folder)
         if parent == folder:
-            return False
+            return None
         folder = parent
-    return False
+    return None
 
 
 def git_ignores(path: str, timeout: float = GIT_TIMEOUT_S) -> bool:
     """Whether git ignores the file (its .gitignore, info/exclude, the global excludes); no git, not a repository,
     an error or a timeout: not ignored. A tracked file is never ignored (git's own rule)."""
-    if not path.startswith("/") or not in_git_work_tree(path):
+    top = git_work_tree(path) if path.startswith("/") else None
+    if top is None:
         return False
     try:
-        done = subprocess.run(["git", "-C", os.path.dirname(path), "check-ignore", "-q", "--", path],
+        done = subprocess.run(["git", "-C", top, "check-ignore", "-q", "--", path],
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               timeout=timeout, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
