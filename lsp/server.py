@@ -19,7 +19,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from tabd.cache.state import DocState
-from tabd.daemon.context.exclusion import Exclusion
+from tabd.daemon.runtime.exclusion import Exclusion
 from tabd.daemon.runtime.answer import DISABLED, EXCLUDED, refusal
 from tabd.daemon.runtime.config import Config, apply_client_options
 from tabd.daemon.runtime.controls import Controls, read_switch
@@ -223,7 +223,8 @@ class TabdServer(LanguageServer):
             return
         if allowed:
             self.serving.add(uri)
-            self.service.document_opened(doc_id(uri), context_path(uri, self.roots), self.documents.get(uri).text)
+            document = self.documents.get(uri)
+            self.service.document_opened(doc_id(uri), context_path(uri, self.roots), document.text, document.language)
         else:
             self.serving.discard(uri)
             self.service.document_closed(doc_id(uri))

@@ -25,6 +25,7 @@ from typing import Any, Callable
 from tabd.predictor import pairs
 from tabd.cache.state import DocState, Window
 from tabd.daemon.context.chunk_store import Snapshot, TextSource
+from tabd.daemon.context.languages import block_openers, comment_of
 from tabd.daemon.runtime.activity import Listeners
 from tabd.daemon.runtime.answer import DEBOUNCED, SUPERSEDED, Answer, Outcome
 from tabd.daemon.runtime.computation import Computation
@@ -307,8 +308,10 @@ class CompletionService:
         self.activity.shown(False)
         return self.speculator.dismiss(answer_id)
 
-    def document_opened(self, doc: str, path: str, text: str) -> None:
-        self.workspace.opened(doc, path, text)
+    def document_opened(self, doc: str, path: str, text: str, language: str = "") -> None:
+        """A document the service may read (`language`: the editor's languageId; "" or unknown: by the path)."""
+        self.requests.opened(doc, block_openers(language, path))
+        self.workspace.opened(doc, path, text, comment_of(language, path))
 
     def document_edited(self, doc: str, offset: int, removed: int, inserted: str) -> None:
         """One didChange edit (offset in the text before it): an accept when it inserts the suggestion shown there."""
@@ -331,6 +334,7 @@ class CompletionService:
         self.document_changed(doc, None)
         self.debounce.closed(doc)
         self.requests.release(doc)
+        self.requests.closed(doc)
         self.workspace.closed(doc)
 
     def focus(self, doc: str, state: DocState) -> Snapshot:
@@ -348,7 +352,7 @@ class CompletionService:
             return
         self.computations.cancel_prefetches(doc, unless_digest=context.digest)
         if not self.speculator.context_changed(doc, window, state, context) and self.config.warmup:
-            self.warmer.submit(doc, window, self.requests.settings_for(state), context)
+            self.warmer.submit(doc, window, self.requests.settings_for(state, doc), context)
 
     # -- the report and the end ---------------------------------------------------------------------
 

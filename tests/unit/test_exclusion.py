@@ -1,4 +1,4 @@
-"""Content exclusion's rules (daemon/context/exclusion.py), the switches' checks (daemon/runtime/controls.py), and
+"""Content exclusion's rules (daemon/runtime/exclusion.py), the switches' checks (daemon/runtime/controls.py), and
 how a recorded session reads an excluded document back (daemon/sessions/format.py)."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from tabd.daemon.context.exclusion import Exclusion, GlobError, compile_globs, git_ignores, glob_regex
+from tabd.daemon.runtime.exclusion import Exclusion, GlobError, compile_globs, git_ignores, glob_regex
 from tabd.daemon.runtime.controls import EVERYWHERE, Controls, Switch, read_switch
 from tabd.daemon.sessions.format import parse_session
 
