@@ -208,7 +208,6 @@ class TabdServer(LanguageServer):
         if why:
             self.excluded[uri] = why
             self.record("open", uri=uri, language=language, excluded=True)  # that it was there, never its text
-            self.events.emit("excluded", doc=doc_id(uri))
             logger.info("%s excluded: %s", doc_id(uri), why)
         else:
             self.excluded.pop(uri, None)
