@@ -177,3 +177,18 @@ async def test_the_recording_keeps_an_excluded_document_without_its_text(server:
     assert [e for e in events if e.get("uri") == uri and e["op"] != "move"] == [
         {"t": e["t"], "op": "open", "uri": uri, "language": "python", "excluded": True}
         for e in events if e.get("uri") == uri and e["op"] == "open"]
+
+
+async def test_an_engine_that_cannot_be_reached_says_unreachable():
+    from support.ports import free_port
+
+    client = Client("test-unreachable")
+    await client.start([sys.executable, "-m", "tabd.daemon", "serve", "--backend", "openai", "--url",
+                        f"http://127.0.0.1:{free_port()}", "--fim", "tabd", "--debounce-ms", "0"], env=dict(os.environ))
+    try:
+        await client.initialize()
+        uri = opened(client, "far.py")
+        assert await ask(client, uri) == {"items": [], "tabd": {"reason": "unreachable"}}
+        assert (await stats(client))["last"]["reason"] == "unreachable"
+    finally:
+        await client.stop()
