@@ -20,7 +20,7 @@ from pygls.lsp.server import LanguageServer
 
 from tabd.cache.state import DocState
 from tabd.daemon.runtime.exclusion import Exclusion
-from tabd.daemon.runtime.answer import DISABLED, EXCLUDED, refusal
+from tabd.daemon.runtime.answer import DISABLED, EXCLUDED, LOADING, refusal
 from tabd.daemon.runtime.config import Config, apply_client_options
 from tabd.daemon.runtime.controls import Controls, read_switch
 from tabd.daemon.runtime.events import EventLog, LogFile
@@ -42,6 +42,7 @@ CONTEXT = "tabd/context"  # the workspace context a document's prompts start wit
 FOCUS = "tabd/focus"  # notification {uri, position}: the user moved there; warm the KV up before the first request
 SET_ENABLED = "tabd/setEnabled"  # notification {enabled, uri?, minutes?}: suggestions on or off (runtime/controls.py)
 REQUEST_TIMEOUT_S = 30.0  # a loaded model that takes longer than this answers empty rather than never
+LOAD_WAIT_S = 60.0  # a request waits this long for the model to load, then answers empty ("loading")
 
 
 def doc_id(uri: str) -> str:
@@ -311,7 +312,10 @@ class TabdServer(LanguageServer):
         answer = self.service.lookup(doc, version, state, invoked)  # from memory: answered with no await at all
         if answer is not None:
             return answer, *self.span_of(uri, offset, answer)
-        await self.service.ready()  # loading is bounded on its own; the timeout is for the answer
+        try:  # the load goes on (shielded); this request stops waiting for it
+            await asyncio.wait_for(self.service.ready(), LOAD_WAIT_S)
+        except asyncio.TimeoutError:
+            return self.refused(LOADING), position, position
         try:
             answer = await asyncio.wait_for(self.service.complete(doc, version, state, invoked, arrived), REQUEST_TIMEOUT_S)
         except asyncio.TimeoutError:
