@@ -8,9 +8,10 @@ and would carry the secret if the `.env` were not excluded.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import subprocess
 import sys
-import time
 
 import pytest
 
@@ -70,3 +71,10 @@ async def test_a_dot_env_never_reaches_the_remote_engine_the_context_the_log_or_
         for secret in (SECRET, SECRET[::-1], "hunter2"):
             assert secret.encode() not in data, f"{secret} in the {where}"
     assert b'"excluded":true' in record.read_bytes().replace(b" ", b"")
+    # the recording replays: the excluded document is left out with a note, the rest is typed as recorded
+    replay = subprocess.run([sys.executable, "-m", "tabd.daemon", "replay", str(record), "--backend", "copy", "--json",
+                             "--speed", "inf"], capture_output=True, text=True, timeout=300)
+    assert replay.returncode == 0, replay.stderr
+    assert "was excluded when recorded" in replay.stderr and "Traceback" not in replay.stderr
+    summary = json.loads(replay.stdout)
+    assert summary["sessions"] == 1 and summary["typed_chars"] + summary["accepted_chars"] == len("return ")
