@@ -177,9 +177,8 @@ class TabdServer(LanguageServer):
         if request is None or self.service is None:
             return NOT_PLAIN
         uri, (line, character), invoked = request
-        if uri not in self.serving:  # an excluded or switched-off document (or one not open: the normal path says)
-            why = self.blocked(uri)
-            return inline_result(self.refused(why), {}) if why else NOT_PLAIN
+        if uri not in self.serving:  # excluded, switched off or not open: the normal path answers why
+            return NOT_PLAIN
         try:
             doc, version, state, offset = self.state_at(uri, types.Position(line=line, character=character))
         except DocumentError:
@@ -204,6 +203,9 @@ class TabdServer(LanguageServer):
 
     def opened(self, uri: str, text: str, version: int, language: str) -> None:
         """didOpen: the document, excluded or not (asked once per open), and what the service and --record get."""
+        if uri in self.serving and self.service is not None:  # opened again: the service takes the new text
+            self.serving.discard(uri)
+            self.service.document_closed(doc_id(uri))
         self.documents.open(uri, text, version, language)
         why = self.exclusion.why(_fs_path(uri) or uri, self.roots)
         if why:
@@ -306,9 +308,10 @@ class TabdServer(LanguageServer):
         if self.service is None:
             raise JsonRpcInvalidParams("the server is not initialized")
         why = self.blocked(uri)
+        if why != EXCLUDED:  # a recording keeps nothing of an excluded document but its open
+            self.moved_to(uri, offset, {"line": position.line, "character": position.character})
         if why:
             return self.refused(why), position, position
-        self.moved_to(uri, offset, {"line": position.line, "character": position.character})
         answer = self.service.lookup(doc, version, state, invoked)  # from memory: answered with no await at all
         if answer is not None:
             return answer, *self.span_of(uri, offset, answer)
