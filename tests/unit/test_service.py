@@ -146,10 +146,30 @@ async def test_a_model_that_cannot_load_answers_empty_with_why():
     try:
         assert await service.ready() is False
         answer = await service.complete("d", 1, _state())
-        assert (answer.text, answer.source) == ("", "none")
+        assert (answer.text, answer.source, answer.reason) == ("", "none", "error")
         assert service.load_error == "no weights here" and service.stats_dict()["error"] == "no weights here"
     finally:
         service.close()
+
+
+async def test_an_empty_answer_says_why():
+    from tabd.daemon.runtime.answer import Outcome
+    from tabd.predictor.types import Prediction
+
+    cases = {"": FakeBackend(text=""), "x": FakeBackend(text="x"), "fail": FakeBackend(fail=True),
+             "gated": FakeBackend(text=lambda p, s: Prediction("return total", confidence=[(6, 0.2), (12, 0.2)]))}
+    reasons = {}
+    for name, backend in cases.items():
+        service, _ = _service(backend, speculation=False)
+        try:
+            answer = await service.complete("d", 1, _state())
+            reasons[name] = (answer.text, answer.reason, service.stats_dict()["last"]["reason"])
+        finally:
+            service.close()
+    assert reasons == {"": ("", "nothing", "nothing"), "x": ("", "unsure", "unsure"), "fail": ("", "error", "error"),
+                       "gated": ("", "unsure", "unsure")}
+    assert Outcome("", "none", error="cannot reach http://127.0.0.1:9 (connection refused)").reason == "unreachable"
+    assert Outcome("", "none", cut="debounced").reason == "debounced" and Outcome("ok", "model").reason == ""
 
 
 async def test_stats_keys_and_log_fields_are_the_ones_other_tools_read():
