@@ -37,14 +37,14 @@ def apply_client_options(config: Config, options: Any) -> tuple[Config, list[str
         if value is None:
             continue
         types = accepted_types(row)
-        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
-            problems.append(f"option {key!r} must be {'/'.join(t.__name__ for t in types)}, got {value!r}; ignored")
-            continue
-        if isinstance(value, (list, tuple)):  # a list adds to the command line's (--exclude and the client's count)
-            if not all(isinstance(v, str) for v in value):
+        if row.type is tuple:  # a list adds to the command line's (--exclude and the client's globs both count)
+            if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
                 problems.append(f"option {key!r} must be a list of strings, got {value!r}; ignored")
                 continue
             value = getattr(updated, row.name) + tuple(value)
+        elif not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+            problems.append(f"option {key!r} must be {'/'.join(t.__name__ for t in types)}, got {value!r}; ignored")
+            continue
         change: dict[str, Any] = {row.name: value}
         trial = dataclasses.replace(updated, **change)
         try:
