@@ -221,6 +221,7 @@ class LocalBackend(CopyVerification, Backend):
         should_stop: Callable[[], bool] = lambda: False,
         slot_id: str = "default",
         context: Sequence[ContextChunk] = (),
+        priority: int = 0,  # one engine, one user: the daemon's scheduler already ran the urgent first
     ) -> Prediction:
         lookup = self._lookup_now(self.threads.adjust())
         line = postprocess.CursorLine.of(prefix, suffix)
@@ -298,6 +299,7 @@ class LocalBackend(CopyVerification, Backend):
         should_stop: Callable[[], bool] = lambda: False,
         slot_id: str = "default",
         context: Sequence[ContextChunk] = (),
+        priority: int = 0,  # one engine, one user: the daemon's scheduler already ran the urgent first
     ) -> Prediction:
         """Prefill the prompt predict() would run, decode nothing (llama.vim's n_predict 0): its next call is a KV hit."""
         self.threads.adjust()

@@ -106,6 +106,9 @@ class Reporter:
                       "bound_bytes": self.memory.cache.max_bytes},
             "kv_bytes": backend.kv_bytes() if backend is not None else 0,
             "queue_depth": self.scheduler.depth(),
+            # background jobs (prefetches, warm-ups) that waited, by why: behind_requests, a request of the user's ran
+            # on an engine without priorities (--parallel above 1)
+            "held_back": {"behind_requests": self.scheduler.held},
             "worker_faults": self.scheduler.faults,
             # the collector: off during the hand-over, and what lives as long as the daemon is frozen out of it
             "gc": {"enabled": gc.isenabled(), "freezes": heap.freezes},

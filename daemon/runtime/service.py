@@ -106,6 +106,8 @@ class CompletionService:
         self.config = config
         self.events = events
         self.scheduler = scheduler
+        # an engine that orders requests by priority gets prefetches beside the user's requests; any other, after them
+        scheduler.holds_background = lambda: not (model.backend is not None and model.backend.orders_by_priority)
         self.model = model
         self.handover = handover
         self.activity = Listeners(handover)
