@@ -14,8 +14,8 @@ should_stop(), so a stop returns at once: the socket is shut down, which ends
 the server's request too. Failures are RemoteError: one line naming the URL.
 
 Faults an engine shows (README, "Faults"): a refused connection marks the engine
-down for a second (every request in it answers at once), then the next request
-tries again, so tabd reconnects by itself; a connection dropped before or during
+down for DOWN_S (every request in it answers at once), then the next request
+tries once, so tabd reconnects by itself; a connection dropped before or during
 an answer (a restart) is retried; a 200 that is not an event stream is read as
 the JSON body it is (an error, or a whole completion); a model name the engine
 no longer serves is looked up again when tabd chose it. The API key is never
@@ -48,7 +48,9 @@ from tabd.predictor.wire import Call, RemoteError, Retry, error_message, one_lin
 SERVER_FIM = "server"  # the FIM template setting that lets the server apply the model's own
 PRIORITY_MODES = ("auto", "on", "off")
 PRIORITY_ENGINES = ("tabd", "vllm")  # owned_by of engines that order requests by `priority` (vLLM: when started so)
-DOWN_S = 1.0  # a refused engine is not asked again for this long: each request in it answers at once
+# A refused engine is not asked again for this long (each request in it answers at once); then one request tries
+# once, with no retries, so an engine that is back is noticed within this time and one that is not costs nothing.
+DOWN_S = 0.25
 
 
 @dataclass
@@ -335,6 +337,7 @@ class RemoteBackend(Backend):
         model name was looked up again, sends what tabd knows now."""
         deadline = time.monotonic() + self.total_timeout
         attempt, looked_again = 0, False
+        retries = 0 if self._down_reason else self.retries  # the engine was down: one try tells whether it is back
         while True:
             self._check_up()
             self._resolve_or_raise()
@@ -344,11 +347,13 @@ class RemoteBackend(Backend):
                                     write=min(self.read_timeout, left), pool=left)
             call = Call(self.client, self.endpoint + path, body, timeout)
             try:
-                return self._read(call, path, should_stop, done, deadline)
+                answer = self._read(call, path, should_stop, done, deadline)
+                self._down_reason = ""
+                return answer
             except Retry as retry:
                 call.cancel()
                 attempt += 1
-                if attempt > self.retries:
+                if attempt > retries:
                     if retry.down:
                         self._mark_down(str(retry.error))
                     raise retry.error from None
