@@ -19,7 +19,7 @@ TEXT = "x = 1\ny = "
 STATS_KEYS = {
     "": {"sources", "prefetch", "accepts_by", "speculation", "after_accept", "latency_ms", "last", "debounce",
          "model_calls", "requests_to_model", "accepts", "dismisses", "cache", "kv_bytes", "queue_depth",
-         "worker_faults", "gc", "nice", "model", "engine", "engine_why", "torch_loaded", "served_by",
+         "held_back", "worker_faults", "gc", "nice", "model", "engine", "engine_why", "torch_loaded", "served_by",
          "torch_free_answers", "hand_over", "weights", "rss_bytes", "error", "context", "prompt_reuse", "refusals"},
     "sources": {"cache", "typed", "inflight", "model", "none"},
     "prefetch": {"started", "finished", "cancelled", "preempted", "used", "wasted_per_accept"},
@@ -27,6 +27,7 @@ STATS_KEYS = {
     "speculation.user_rates": {"all", "word", "line", "streak"},
     "after_accept": {"requests", "from_cache", "hit_rate", "p50_ms"},
     "latency_ms": {"p50"},
+    "held_back": {"behind_requests"},
     "last": {"source", "latency_ms", "depth", "debounce_ms", "reason"},
     "debounce": {"base_ms", "rhythm_ms", "model_ms", "waited", "superseded", "p50_ms", "waiting"},
     "requests_to_model": {"started", "finished", "cancelled"},
@@ -169,6 +170,7 @@ async def test_an_empty_answer_says_why():
     assert reasons == {"": ("", "nothing", "nothing"), "x": ("", "unsure", "unsure"), "fail": ("", "error", "error"),
                        "gated": ("", "unsure", "unsure")}
     assert Outcome("", "none", error="cannot reach http://127.0.0.1:9 (connection refused)").reason == "unreachable"
+    assert Outcome("", "none", error="http://127.0.0.1:9/v1/completions: no complete answer within 1 s (timeout)").reason == "slow"
     assert Outcome("", "none", cut="debounced").reason == "debounced" and Outcome("ok", "model").reason == ""
 
 
