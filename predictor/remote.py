@@ -380,6 +380,7 @@ class RemoteBackend(Backend):
 
     def _read(self, call: Call, path: str, should_stop, done, deadline: float) -> tuple[str, float | None, int, dict]:
         text, first_at, chunks, stats, complete = "", None, 0, {}, False
+        finished = False  # an event said the answer is complete (finish_reason, llama-server's stop)
         other: list[str] = []  # lines that are not events: a body that is not a stream (an error, a whole answer)
         while True:
             remaining = deadline - time.monotonic()
@@ -409,6 +410,9 @@ class RemoteBackend(Backend):
             if kind == "end":
                 if not chunks and not stats and other:
                     return self._whole_body(path, "\n".join(other))
+                if chunks and not (finished or complete):  # no [DONE], no finish_reason: the engine hung up mid-answer
+                    raise Retry(RemoteError(f"{self.url}{path}: the stream ended mid-answer (no [DONE], no "
+                                            "finish_reason); the engine may have restarted"))
                 return text, first_at, chunks, stats
             if kind == "line" and not value.startswith("data:") and not chunks and sum(map(len, other)) < 1 << 16:
                 other.append(value)
@@ -418,7 +422,8 @@ class RemoteBackend(Backend):
             if data == "[DONE]":
                 call.aborted.set()  # the helper drains the last bytes and the connection goes back to the pool
                 return text, first_at, chunks, stats
-            piece, stats = self._parse_event(path, data, stats)
+            piece, stats, last = self._parse_event(path, data, stats)
+            finished = finished or last
             if piece and not complete:
                 first_at = first_at or time.perf_counter()
                 chunks += 1
@@ -439,7 +444,7 @@ class RemoteBackend(Backend):
         if isinstance(data, dict) and data.get("error"):
             raise self._classify(path, 200, error_message(body))
         if isinstance(data, dict):
-            text, stats = self._parse_event(path, body, {})
+            text, stats, _ = self._parse_event(path, body, {})
             if text or isinstance(data.get("choices"), list) or "content" in data:
                 return text, time.perf_counter(), 1, stats
         raise RemoteError(f"{self.url}{path}: HTTP 200 but not an answer (no event stream, no completion): "
@@ -448,14 +453,15 @@ class RemoteBackend(Backend):
     def _ends_by_itself(self) -> bool:
         return self.info is not None and self.info.owned_by == "tabd"
 
-    def _parse_event(self, path: str, data: str, stats: dict) -> tuple[str, dict]:
+    def _parse_event(self, path: str, data: str, stats: dict) -> tuple[str, dict, bool]:
+        """The event's text, the server's counts so far, and whether the event says the answer is complete."""
         try:
             event = json.loads(data)
         except ValueError:
             raise RemoteError(f"{self.url}{path}: the stream sent something that is not JSON: "
                               f"{self._scrub(one_line(data, 80))}") from None
         if not isinstance(event, dict):
-            return "", stats
+            return "", stats, False
         if event.get("error"):
             raise self._classify(path, 500, error_message(data))
         if isinstance(event.get("tabd"), dict):
@@ -467,8 +473,8 @@ class RemoteBackend(Backend):
                      "decode_ms": t.get("predicted_ms", 0.0)}
         choices = event.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-            return str(choices[0].get("text") or ""), stats
-        return str(event.get("content") or ""), stats
+            return str(choices[0].get("text") or ""), stats, choices[0].get("finish_reason") is not None
+        return str(event.get("content") or ""), stats, event.get("stop") is True  # llama-server's last event
 
     # -- errors a user can act on --------------------------------------------------------
 
