@@ -109,6 +109,8 @@ class Reporter:
             # background jobs (prefetches, warm-ups) that waited, by why: behind_requests, a request of the user's ran
             # on an engine without priorities (--parallel above 1)
             "held_back": {"behind_requests": self.scheduler.held},
+            # whether the engine runs a keystroke before prefetches (--remote-priority; false after vLLM refused it)
+            "engine_priority": backend.orders_by_priority if backend is not None else None,
             "worker_faults": self.scheduler.faults,
             # the collector: off during the hand-over, and what lives as long as the daemon is frozen out of it
             "gc": {"enabled": gc.isenabled(), "freezes": heap.freezes},
