@@ -326,7 +326,7 @@ class RemoteBackend(Backend):
             raise
 
     def _mark_down(self, reason: str) -> None:
-        # A server that is down answers each keystroke at once for a second, instead of retrying every time.
+        # A server that is down answers each keystroke at once for DOWN_S, instead of retrying every time.
         self._down_until, self._down_reason = time.monotonic() + DOWN_S, reason
 
     def _stream(self, make_body: Callable[[], tuple[str, dict]], should_stop,
@@ -410,8 +410,9 @@ class RemoteBackend(Backend):
             if kind == "end":
                 if not chunks and not stats and other:
                     return self._whole_body(path, "\n".join(other))
-                if chunks and not (finished or complete):  # no [DONE], no finish_reason: the engine hung up mid-answer
-                    raise Retry(RemoteError(f"{self.url}{path}: the stream ended mid-answer (no [DONE], no "
+                if not (finished or complete):  # no [DONE], no finish_reason: the engine hung up mid-answer
+                    raise Retry(RemoteError(f"{self.url}{path}: the stream ended "
+                                            f"{'mid-answer' if chunks else 'before any answer'} (no [DONE], no "
                                             "finish_reason); the engine may have restarted"))
                 return text, first_at, chunks, stats
             if kind == "line" and not value.startswith("data:") and not chunks and sum(map(len, other)) < 1 << 16:

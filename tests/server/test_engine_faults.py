@@ -260,6 +260,8 @@ class Garbage(BaseHTTPRequestHandler):
         elif mode == "cut-stream":  # a stream that stops mid-answer: no finish_reason, no [DONE], the end
             self._head(200, "text/event-stream")
             self.wfile.write(f"data: {json.dumps({'choices': [{'text': GOOD[:9], 'index': 0}]})}\n\n".encode())
+        elif mode == "empty-200":  # headers, then the end: not one event
+            self._head(200, "text/event-stream")
         elif mode == "error-200":
             body = json.dumps({"error": {"message": "the engine is overloaded", "type": "server_error"}}).encode()
             self._head(200, "application/json", len(body))
@@ -271,7 +273,7 @@ class Garbage(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-GARBAGE = {"malformed": "not JSON", "truncated": "/v1/completions", "cut-stream": "ended mid-answer", "error-200": "HTTP 200: the engine is overloaded",
+GARBAGE = {"malformed": "not JSON", "truncated": "/v1/completions", "cut-stream": "ended mid-answer", "empty-200": "ended before any answer", "error-200": "HTTP 200: the engine is overloaded",
            "html-200": "not an answer"}
 
 
