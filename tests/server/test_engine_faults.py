@@ -118,8 +118,15 @@ async def test_engine_killed_and_restarted_every_request_answered_and_suggestion
         typist.open()
         n, _ = await typist.until_engine_answers()  # the engine is up: the first keystroke's answer is the engine's
         assert n == 1
+        # killed with a request in flight: paused first, so the request is surely inside the engine when it dies
+        engine.pause()
+        started = (await client.call("tabd/stats", {}))["requests_to_model"]["started"]
+        in_flight = asyncio.create_task(typist.ask())
+        while (await client.call("tabd/stats", {}))["requests_to_model"]["started"] == started:
+            await asyncio.sleep(0.01)
         engine.kill()
         engine.back_at = 0.0
+        assert (await in_flight)["reason"] == "unreachable"
         down = [await typist.ask() for _ in range(8)]
         assert [a["reason"] for a in down] == ["unreachable"] * 8 and not any(a["text"] for a in down)
         assert (await client.call("tabd/stats", {}))["last"]["reason"] == "unreachable"
@@ -130,7 +137,7 @@ async def test_engine_killed_and_restarted_every_request_answered_and_suggestion
             assert answer["reason"] == "unreachable" or engine.back_at, answer  # only the engine back may answer
             await asyncio.sleep(0.1)
         await restart
-        outage = [a for a in typist.answers[len(down) + 1:] if a["at"] < engine.back_at]
+        outage = [a for a in typist.answers[len(down) + 2:] if a["at"] < engine.back_at]
         assert outage and {a["reason"] for a in outage} == {"unreachable"}
 
         def since_back() -> list[dict]:
@@ -143,7 +150,7 @@ async def test_engine_killed_and_restarted_every_request_answered_and_suggestion
         first = next(i for i, a in enumerate(since_back()) if a["reason"] not in FAILED)
         good = since_back()[first]
         n, seconds = first + 1, good["at"] - engine.back_at
-        report("kill and restart", {"keystrokes_in_outage": len(down) + len(outage), "keystrokes_until_back": n,
+        report("kill and restart", {"keystrokes_in_outage": 1 + len(down) + len(outage), "keystrokes_until_back": n,
                                     "seconds_after_engine_back": round(seconds, 3),
                                     "that_request_s": round(good["at"] - good["sent"], 3)})
         after = [await typist.ask() for _ in range(3)]
