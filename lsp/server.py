@@ -160,6 +160,10 @@ class TabdServer(LanguageServer):
         before, after = doc.around(offset, self.config.prefix_chars * 2, self.config.suffix_chars * 2)
         return DocState(offset, before, after)
 
+    def state_from(self, text: str, offset: int) -> DocState:
+        """The state the service sees at an offset of a text (a document as an accept would leave it)."""
+        return DocState.from_text(text, offset, self.config.prefix_chars * 2, self.config.suffix_chars * 2)
+
     def position_of(self, uri: str, offset: int) -> types.Position:
         line, character = self.documents.get(uri).position_at(offset, self.encoding)
         return types.Position(line=line, character=character)

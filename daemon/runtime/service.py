@@ -342,6 +342,12 @@ class CompletionService:
         self.activity.shown(False)
         return self.speculator.dismiss(answer_id)
 
+    def prefetch_at(self, doc: str, state: DocState, now: DocState) -> None:
+        """The completion at `state`, which an accept elsewhere than at the cursor reaches (a next edit applied),
+        computed in the background; `now`: the user's state."""
+        if self.model.loaded and self.model.backend is not None and self.memory.enabled:
+            self.speculator.prefetch_state(doc, state, self.requests.window_of(now))
+
     def document_opened(self, doc: str, path: str, text: str, language: str = "") -> None:
         """A document the service may read (`language`: the editor's languageId; "" or unknown: by the path)."""
         self.requests.opened(doc, block_openers(language, path))
