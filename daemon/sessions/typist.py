@@ -184,6 +184,16 @@ class _Typist:
                 self.backspace(wrong)
             self.insert(ch)
 
+    def type_text(self, text: str) -> None:
+        """Type `text` at the cursor: its characters, and each line break as Enter with the editor's auto-indent."""
+        first, *rest = text.split("\n")
+        self.type_chars(first)
+        for line in rest:
+            self.wait(self.rng.uniform(*self.style.line_pause))
+            stripped = line.lstrip(" \t")
+            self.insert("\n" + line[: len(line) - len(stripped)])
+            self.type_chars(stripped)
+
     def type_span(self, anchor_line: int, anchor_character: int, lines: Sequence[str]) -> None:
         self.line, self.character = anchor_line, anchor_character
         self.wait(self.rng.uniform(*self.style.span_pause))
