@@ -4,7 +4,8 @@ the text that replaces it.
 Lines are matched with difflib.SequenceMatcher. A block replaced by as many lines is read line by line (by another
 number of lines: its most alike lines are paired, as difflib.Differ does), and inside a
 changed line only what differs is a hunk: the tokens that changed when most of the line stays (so a rename `count` ->
-`total` deletes `count` and types `total`, and a line that renames twice is two hunks), else the line less its common
+`total` deletes `count` and types `total`, a name that grows or shrinks at one end, `count` -> `counter`, types only
+`er`, and a line that renames twice is two hunks), else the line less its common
 prefix and suffix. Lines inserted or deleted after a line start at the end of that line, so they are typed as Enter
 and the lines, as a person adds lines below one. Hunks never overlap or touch; applied in order (each shifted by what
 the earlier ones changed) they turn the old text into the new.
@@ -21,7 +22,7 @@ from typing import Sequence
 
 TOKEN = re.compile(r"\w+|[ \t]+|\n|[^\w\s]|\s")
 LINE = re.compile(r"[^\n]*\n|[^\n]+")
-IDENTIFIER = re.compile(r"^\w+$")
+IDENTIFIER = re.compile(r"^[^\W\d]\w*$")  # a name: not a number
 # a changed line is read token by token when it keeps at least this much of itself, in at most this many pieces
 LINE_KEPT = 0.5
 LINE_PIECES = 3
@@ -76,7 +77,11 @@ def _line_hunks(source: str, base: int, old_line: str, new_line: str) -> list[Hu
         for tag, i1, i2, j1, j2 in pieces:
             old, new = "".join(a[i1:i2]), "".join(b[j1:j2])
             key = (old, new) if tag == "replace" and "\n" not in old + new and old.strip() and new.strip() else None
-            hunk = _trim(source, base + offsets[i1], base + offsets[i2], new, key)
+            start, end = base + offsets[i1], base + offsets[i2]
+            if is_rename(key) and not (new.startswith(old) or new.endswith(old) or old.startswith(new) or old.endswith(new)):
+                out.append(Hunk(start, end, new, key))  # one name for another: the whole word, as a double-click selects
+                continue
+            hunk = _trim(source, start, end, new, key)
             if hunk is not None:
                 out.append(hunk)
         return out
