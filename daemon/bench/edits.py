@@ -183,6 +183,10 @@ def run_section(args: argparse.Namespace) -> dict[str, Any]:
                         for group, sessions in groups.items() if sessions}
             out[way] = {group: figures(m.summary()) for group, m in measured.items()}
             out[way]["all"] = figures(Measurements.merged(list(measured.values())).summary())
+            prop = out[way].get("propagation")
+            if prop is not None:  # the edits after each session's first: the ones propagation can propose
+                followups = out["sessions"]["propagation"]["edits"] - out["sessions"]["propagation"]["sessions"]
+                prop["followups_taken_share"] = round(min(1.0, prop["edits_accepted"] / followups), 4) if followups else 0.0
     # the edit user's gain over the completion-only user, in points of the person's keys saved
     out["gain_points"] = {g: round(100 * (out["nes"][g]["keystrokes_saved_share"]
                                           - out["completion"][g]["keystrokes_saved_share"]), 1) for g in out["nes"]}

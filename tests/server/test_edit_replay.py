@@ -203,3 +203,28 @@ def test_the_next_edit_is_the_edit_under_way_or_the_one_after():
     whole = next_edit(plain, starts[0], uri, OLD, False)
     assert whole.text == NEW and plain[whole.end]["op"] == "close"
     assert final_text(events, uri) == NEW
+
+
+SERVE_FLAGS = ["--max-new-tokens", "8"]  # short answers keep the model's share of these tests small
+
+
+@pytest.mark.slow
+def test_a_from_diff_session_through_tabd_serve_stays_in_sync(tmp_path, diff_files):
+    # `tabd session from-diff` on two directories (a file changed, a file added, a binary skipped), replayed through
+    # a real `tabd serve` by the Tab user: every document the server holds is the new file when it is closed.
+    old, new = diff_files
+    (new.parent / "added.py").write_text("def added(a, b):\n    return (a, b)\n")
+    (old.parent / "blob.bin").write_bytes(b"\0\1\2")
+    (new.parent / "blob.bin").write_bytes(b"\0\1\3")
+    session = tmp_path / "dirs.jsonl"
+    made = subprocess.run([sys.executable, "-m", "tabd.daemon", "session", "from-diff", str(old.parent), str(new.parent),
+                           "-o", str(session), "--seed", "2"], capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0 and "blob.bin: binary or not UTF-8, skipped" in made.stderr, made.stderr
+    proc = subprocess.run([sys.executable, "-m", "tabd.daemon", "replay", str(session), "--json", "--speed", "0",
+                           "--check-sync", "--no-progress", "--accept", "tab", *SERVE_FLAGS],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    s = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert s["sync"] == {"checked": 2, "mismatches": 0}, s.get("sync")
+    assert s["requests"] > 0 and s["answered"] == s["requests"] - s["cancelled"]
+    assert s["edits"]["accepted"] <= s["edits"]["shown"]
