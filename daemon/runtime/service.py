@@ -67,6 +67,19 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
+def spelled_probability(pred: Prediction, text: str) -> float:
+    """The joint probability of the model's tokens up to where its suggestion spells `text` (0 where it departs)."""
+    wrote = pred.text
+    if not wrote or not (wrote.startswith(text) or text.startswith(wrote)):
+        return 0.0
+    p = 1.0
+    for end, prob in pred.confidence:
+        p *= prob
+        if end >= len(text):
+            break
+    return p
+
+
 def _since(t0: float) -> float:
     return (time.monotonic() - t0) * 1000
 
@@ -131,6 +144,27 @@ class CompletionService:
     async def ready(self) -> bool:
         return await self.model.ready()
 
+    async def score(self, doc: str, prefix: str, suffix: str, text: str, background: bool) -> float:
+        """The model's probability of writing `text` at a place other than the cursor (next-edit suggestions'
+        gate): its greedy suggestion there, between `prefix` and `suffix`, as far as it spells `text`; 0 where it
+        writes something else or cannot run."""
+        if not await self.model.ready() or self.model.backend is None:
+            return 0.0
+        backend = self.model.backend
+        state = DocState(len(prefix), prefix[-2 * self.config.prefix_chars:], suffix[:2 * self.config.suffix_chars])
+        window, settings = self.requests.window_of(state), self.requests.settings_for(state)
+
+        def run(should_stop: Callable[[], bool]) -> Prediction:
+            return backend.predict(window.prefix, window.suffix, settings, should_stop, slot_id=f"{doc}#edit")
+
+        job = self.scheduler.submit(run, 1 if background else FOREGROUND, "edit-score")
+        try:
+            pred: Prediction = await asyncio.wrap_future(job.future)
+        except (Cancelled, Exception) as exc:  # a failed score holds the edit back: never shown on an error
+            logger.info("edit score failed: %s", exc)
+            return 0.0
+        return spelled_probability(pred, text)
+
     # -- requests -----------------------------------------------------------------------------
 
     def lookup(self, doc: str, version: int, state: DocState, invoked: bool = False) -> Answer | None:
@@ -173,7 +207,7 @@ class CompletionService:
         return await self._await(req, comp, "model", wait.ms if left > 0 else 0.0, wait.why if left > 0 else "")
 
     def _from_memory(self, req: Request, waited: float = 0.0) -> Answer | None:
-        recalled = self.memory.recall(req.key, req.window)
+        recalled = self.memory.recall(req.key, req.window, req.doc, req.state)
         if recalled is None:
             return None
         self.speculator.used(recalled.key)
@@ -246,7 +280,7 @@ class CompletionService:
 
     def _shown_to_user(self, req: Request, out: Outcome) -> None:
         """What a suggestion on screen sets going, once its answer is out: type-through, accept tracking, speculation."""
-        self.memory.shown(req.window, out.text, req.key, out.depth)
+        self.memory.shown(req.window, out.text, req.key, out.depth, req.doc, req.state)
         self.speculator.shown(req, out.text, typed=out.source == "typed")
 
     def _finish(self, req: Request, out: Outcome) -> Answer:
@@ -304,8 +338,10 @@ class CompletionService:
         self.workspace.opened(doc, path, text)
 
     def document_edited(self, doc: str, offset: int, removed: int, inserted: str) -> None:
-        """One didChange edit (offset in the text before it): an accept when it inserts the suggestion shown there."""
+        """One didChange edit (offset in the text before it, `removed` characters replaced by `inserted`): an accept
+        when it inserts the suggestion shown there; the suggestion shown stays across an edit elsewhere."""
         self.speculator.edited(doc, offset, removed, inserted)
+        self.memory.rebase.edited(doc, offset, removed, inserted)
 
     def document_changed(self, doc: str, state: DocState | None, text: TextSource | None = None,
                          offset: int | None = None) -> None:
@@ -321,6 +357,7 @@ class CompletionService:
 
     def document_closed(self, doc: str) -> None:
         self.speculator.closed(doc)
+        self.memory.rebase.closed(doc)
         self.document_changed(doc, None)
         self.debounce.closed(doc)
         self.requests.release(doc)
