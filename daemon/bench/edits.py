@@ -104,7 +104,9 @@ def source_flags(source: str) -> list[str] | None:
     parser = argparse.ArgumentParser(add_help=False)
     serve_arguments(parser)
     option = next((a for a in parser._actions if "--edit-sources" in a.option_strings), None)
-    if option is None or (option.choices is not None and source not in option.choices):
+    if option is None:  # a server whose one edit source is propagation (#26's first): no flag needed, no model source
+        return [] if source == "propagation" else None
+    if option.choices is not None and source not in option.choices:
         return None
     return ["--edit-sources", source]
 
@@ -175,6 +177,11 @@ def run_section(args: argparse.Namespace) -> dict[str, Any]:
         for way, setting in ways.items():
             if setting is None:
                 out[way] = None
+                continue
+            same = next((w for w, other in ways.items() if w != way and other == setting and w in out), None)
+            if same is not None:  # the same server and user as a way measured already (one source only): not rerun
+                out[way] = out[same]
+                out.setdefault("same_as", {})[way] = same
                 continue
             from tabd.daemon.sessions.measure import Measurements
 

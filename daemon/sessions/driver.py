@@ -40,6 +40,7 @@ class ReplayOptions:
     wait_ready: bool = True           # start typing once the model is loaded (tabd/stats "model" != "loading")
     accept: str = "words"             # "tab": whole suggestions only; "words": also the leading words that match
     edits: bool = False               # also ask textDocument/copilotInlineEdit when the server offers it (edit_user.py)
+    edit_pause_s: float = 1.1         # a recorded pause at least this long: the edit is asked again after it (0: never)
 
     @property
     def fast(self) -> bool:
@@ -330,7 +331,7 @@ class Driver:
             return None
         latency = ((stamp[0] if stamp else time.perf_counter()) - sent) * 1000.0
         edits = inline_edits(result)
-        source = await self._source_of_last()
+        source = await self._edit_source_of_last()
         if source is None and not edits:
             source = "none"
         self.m.edits_answered += 1
@@ -350,6 +351,30 @@ class Driver:
         if edit.command is not None:
             self.client.did_show_inline_edit(edit.command)
         return edit
+
+    async def _edit_source_of_last(self) -> str | None:
+        """Where the last edit answer came from: "cache" when tabd/stats' edits.last.origin says memory, else the
+        source that made it ("propagation", "none", ...); a server without edit stats: its last.source."""
+        if not self.stats_supported:
+            return None
+        try:
+            stats = plain(await self._guard(asyncio.wrap_future(self.client.request("tabd/stats", {})), 30, "tabd/stats"))
+        except DaemonDied:
+            raise
+        except Exception as exc:  # this answer is not attributed; the next one may be
+            if len(self.m.warnings) < 20:
+                self.m.warnings.append(f"tabd/stats failed: {type(exc).__name__}: {exc}")
+            return None
+        if not isinstance(stats, dict):
+            return None
+        edits = stats.get("edits")
+        last = edits.get("last") if isinstance(edits, dict) else stats.get("last")
+        if not isinstance(last, dict):
+            return None
+        if last.get("origin") == "cache":
+            return "cache"
+        source = last.get("source")
+        return source if isinstance(source, str) else None
 
     # ------------------------------------------------------------ document sync
 

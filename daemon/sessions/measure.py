@@ -14,7 +14,7 @@ SOURCES = ("cache", "typed", "inflight", "model", "none")
 # answers looked up in memory: the cache proper, or type-through of a shown suggestion
 # (what the remainder of a partial accept is served by)
 MEMORY_SOURCES = ("cache", "typed")
-# a next edit answered from memory: speculated after the edit before it was shown, or cached
+# a next edit answered from memory (tabd/stats edits.last.origin "cache"): speculated when the edit before it was shown
 EDIT_MEMORY_SOURCES = MEMORY_SOURCES
 
 

@@ -15,7 +15,8 @@ leaves it between) is where its request comes from.
 
 With `edits` on and a server that offers `textDocument/copilotInlineEdit`, each
 answered completion that is not taken is followed by a next-edit request at the
-same cursor; an edit that is exactly the person's next edit (edit_user.py) is
+same cursor, and by another after the person's pause where the recording has
+one of at least `edit_pause_s` (waited for real in fast mode too); an edit that is exactly the person's next edit (edit_user.py) is
 taken (a jump key when it is away from the cursor, then the accept key: applied
 as a didChange, then its command), the events that made it by hand are skipped,
 and the next edit is asked at once where it left the cursor (the after-accept
@@ -187,10 +188,7 @@ class Replayer(Driver):
                 if items:
                     taken = await self._maybe_accept(items[0], events, i, p)
                 if taken is None and items is not None and p.ask_edit and self.edits_on and p.uri in self.docs:
-                    # the completion was answered and not taken: the next edit, asked as an NES client asks it
-                    edit = await self._ask_edit(p.uri, p.cursor, False, None if opts.fast else due)
-                    if edit is not None:
-                        taken = await self._take_edits(edit, events, i, p.uri, p.cursor, edits_marked, cursors)
+                    taken = await self._offer_edits(p, events, i, e["t"] - last_t, due, edits_marked, cursors)
                 if taken is not None:
                     i = taken
                     last_t = events[i - 1]["t"]
@@ -279,6 +277,27 @@ class Replayer(Driver):
         self._progress(skipped)
         self._request_completion(p.uri, advance(p.cursor, text), after_accept=True)
         return nxt
+
+    async def _offer_edits(self, p: Pending, events: Sequence[dict[str, Any]], i: int, gap: float, due: float,
+                           edits_marked: bool, cursors: dict[str, dict[str, int]]) -> int | None:
+        """The completion at p was answered and not taken: ask the next edit there, as an NES client asks it, and
+        once more after the person's pause when the recording pauses there (a rename is proposed elsewhere once the
+        user stops typing the name); the index of the next event when an edit was taken, else None."""
+        opts = self.options
+        edit = await self._ask_edit(p.uri, p.cursor, False, None if opts.fast else due)
+        if edit is not None:
+            taken = await self._take_edits(edit, events, i, p.uri, p.cursor, edits_marked, cursors)
+            if taken is not None:
+                return taken
+        if opts.edit_pause_s <= 0 or gap < opts.edit_pause_s:
+            return None
+        # the pause is waited for real in fast mode too: the server tells a paused user from a typing one by its clock
+        pause = opts.edit_pause_s if opts.fast else opts.scaled(opts.edit_pause_s)
+        if not opts.fast and time.monotonic() + pause >= due:
+            return None
+        await asyncio.sleep(pause)
+        edit = await self._ask_edit(p.uri, p.cursor, False, None if opts.fast else due)
+        return None if edit is None else await self._take_edits(edit, events, i, p.uri, p.cursor, edits_marked, cursors)
 
     def _edit_is_next(self, edit: InlineEdit, events: Sequence[dict[str, Any]], i: int, uri: str,
                       edits_marked: bool) -> NextEdit | None:

@@ -228,3 +228,25 @@ def test_a_from_diff_session_through_tabd_serve_stays_in_sync(tmp_path, diff_fil
     assert s["sync"] == {"checked": 2, "mismatches": 0}, s.get("sync")
     assert s["requests"] > 0 and s["answered"] == s["requests"] - s["cancelled"]
     assert s["edits"]["accepted"] <= s["edits"]["shown"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("editor", ["plain", "vscode"])
+def test_a_rename_in_a_real_diff_is_taken_with_tab_from_tabd_serve(tmp_path, diff_files, editor):
+    # The person renames `count` to `total` at six places (and changes `x + 1`). Through a real `tabd serve` (the copy
+    # backend: no model; propagation needs none), the edit user types the first rename by hand and takes the other
+    # five as edits the server proposes, each after the first answered from memory; the document stays in sync.
+    old, new = diff_files
+    proc = subprocess.run([sys.executable, "-m", "tabd.daemon", "replay", str(_session(tmp_path, new, editor)), "--json",
+                           "--speed", "0", "--check-sync", "--no-progress", "--accept", "tab", "--backend", "copy",
+                           "--edit-min-confidence", "0"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    s = json.loads(proc.stdout.strip().splitlines()[-1])
+    edits = s["edits"]
+    assert s["sync"] == {"checked": 1, "mismatches": 0}
+    assert edits["offered"] is True
+    assert edits["accepted"] == 5, edits  # every rename after the first
+    assert edits["shown_not_next"] == edits["shown"] - 5
+    assert edits["after_accept"]["requests"] == 5 and edits["after_accept"]["hit_rate"] >= 0.8, edits["after_accept"]
+    assert edits["keys_saved"] > 0 and edits["keystrokes_saved_share"] > s["keystrokes_saved_share"]
+    assert s["server"]["edits"]["accepted"] == 5  # each accept ran tabd.acceptInlineEdit with a known id
