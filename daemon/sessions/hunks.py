@@ -64,6 +64,20 @@ def _trim(source: str, start: int, end: int, new: str, key: tuple[str, str] | No
     return Hunk(start + p, end - s, new[p:len(new) - s], key)
 
 
+def _rename(start: int, end: int, old: str, new: str, key: tuple[str, str]) -> Hunk:
+    """One name for another: the whole word (as a double-click selects it), or where one name is the other with
+    something more at one end (`count` -> `counter`, `_t` -> `t`), only that end typed or deleted."""
+    if new.startswith(old):
+        return Hunk(end, end, new[len(old):], key)
+    if old.startswith(new):
+        return Hunk(start + len(new), end, "", key)
+    if new.endswith(old):
+        return Hunk(start, start, new[:len(new) - len(old)], key)
+    if old.endswith(new):
+        return Hunk(start, end - len(new), "", key)
+    return Hunk(start, end, new, key)
+
+
 def _line_hunks(source: str, base: int, old_line: str, new_line: str) -> list[Hunk]:
     """The hunks that turn one line into another: token pieces when most of it stays, else one trimmed hunk."""
     a, b = TOKEN.findall(old_line), TOKEN.findall(new_line)
@@ -78,8 +92,8 @@ def _line_hunks(source: str, base: int, old_line: str, new_line: str) -> list[Hu
             old, new = "".join(a[i1:i2]), "".join(b[j1:j2])
             key = (old, new) if tag == "replace" and "\n" not in old + new and old.strip() and new.strip() else None
             start, end = base + offsets[i1], base + offsets[i2]
-            if is_rename(key) and not (new.startswith(old) or new.endswith(old) or old.startswith(new) or old.endswith(new)):
-                out.append(Hunk(start, end, new, key))  # one name for another: the whole word, as a double-click selects
+            if is_rename(key):
+                out.append(_rename(start, end, old, new, key))
                 continue
             hunk = _trim(source, start, end, new, key)
             if hunk is not None:

@@ -3,7 +3,7 @@
 The .py files of two unpacked releases are paired by their path inside the package (the version in an sdist's top
 folder dropped), diffed into hunks (hunks.py), and cut into sessions of one file each:
 - "propagation": the hunks of a file that repeat one substitution old -> new (a rename made at several places), in
-  file order, the rest of that file's diff left out;
+  file order, the rest of that file's diff left out; picked so that different renames come before one rename again;
 - "rest": the file's other hunks, a few at a time in file order.
 Each session opens the old file and makes its hunks (diff_typist.py), so its last document is the old file with
 those hunks applied. Sizes are capped so that a bench run stays a few minutes; the choice is deterministic.
@@ -69,15 +69,17 @@ def python_sources(archive: Path) -> dict[str, str]:
 
 
 def file_sessions(dist: str, path: str, old: str, new: str, max_edits: int = 6, max_chars: int = 300,
-                  min_repeats: int = 2) -> list[EditSession]:
-    """The sessions of one file's diff: one per substitution repeated at `min_repeats` places or more, then the other
-    hunks in sessions of at most `max_edits` hunks and `max_chars` characters typed (a longer hunk is left out)."""
+                  min_repeats: int = 2, max_sites: int = 12) -> list[EditSession]:
+    """The sessions of one file's diff: one per substitution repeated at `min_repeats` places or more (its first
+    `max_sites`: all of them as a rule, so that every place propagation may propose is one the person changes), then
+    the other hunks in sessions of at most `max_edits` hunks and `max_chars` characters typed (a longer hunk is left
+    out)."""
     found = hunks(old, new)
     keys = collections.Counter(h.key for h in found if is_rename(h.key))
     repeated = {k for k, n in keys.items() if n >= min_repeats}
     out: list[EditSession] = []
     for key in sorted(repeated, key=lambda k: (-keys[k], k)):
-        chosen = tuple(h for h in found if h.key == key)[:max_edits]
+        chosen = tuple(h for h in found if h.key == key)[:max_sites]
         out.append(EditSession("propagation", dist, path, old, chosen))
     rest = [h for h in found if h.key not in repeated and len(h.text) <= max_chars]
     batch: list[Hunk] = []
@@ -109,6 +111,14 @@ def pick(sessions: Sequence[EditSession], group: str, count: int, seed: int) -> 
             by_dist[s.dist].append(s)
     for dist in by_dist:
         rng.shuffle(by_dist[dist])
+        # one rename made in several files comes once before any comes twice: the choice is varied renames
+        seen: collections.Counter = collections.Counter()
+        ranked = []
+        for s in by_dist[dist]:
+            key = s.chosen[0].key if group == "propagation" and s.chosen else None
+            ranked.append((seen[key] if key is not None else 0, len(ranked), s))
+            seen[key] += 1
+        by_dist[dist] = [s for _, _, s in sorted(ranked, reverse=True)]  # popped from the end: first seen first
     out: list[EditSession] = []
     while len(out) < count and any(by_dist.values()):
         for dist in sorted(by_dist):

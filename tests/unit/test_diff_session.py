@@ -140,3 +140,12 @@ def test_cli_writes_a_readable_session_and_explains_skips(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tabd.daemon", "session", "from-diff", str(old), str(tmp_path), "-o",
                            str(tmp_path / "c.jsonl")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "two files or two directories" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_name_that_grows_or_shrinks_at_one_end_types_or_deletes_only_that_end():
+    old = "a = iteritems(x)\nb = count\nc = _t\nd = kw\n"
+    new = "a = items(x)\nb = counter\nc = t\nd = varkw\n"
+    hs = hunks(old, new)
+    assert apply_hunks(old, hs) == new
+    assert [(h.old(old), h.text) for h in hs] == [("iter", ""), ("", "er"), ("_", ""), ("", "var")]
+    assert [h.key for h in hs] == [("iteritems", "items"), ("count", "counter"), ("_t", "t"), ("kw", "varkw")]

@@ -71,7 +71,7 @@ def test_a_repeated_rename_is_a_propagation_session_and_the_rest_another():
     # the two sessions together are the whole diff
     everything = sorted(prop.chosen + rest.chosen, key=lambda h: h.start)
     assert apply_hunks(OLD_CORE, everything) == NEW_CORE
-    capped = file_sessions("pkg", "pkg/core.py", OLD_CORE, NEW_CORE, max_edits=2)
+    capped = file_sessions("pkg", "pkg/core.py", OLD_CORE, NEW_CORE, max_sites=2)
     assert len(capped[0].chosen) == 2
 
 
@@ -102,3 +102,13 @@ def test_typed_sessions_end_in_the_old_file_with_their_hunks_made(tmp_path):
         assert first == apply_hunks(OLD_CORE, sessions[0].chosen)
         assert final_text(session.events[opens[1]:], uri) == apply_hunks(OLD_CORE, sessions[1].chosen)
         assert sum(1 for e in session.events if e.get("hunk")) == sum(len(s.chosen) for s in sessions)
+
+
+def test_picking_prefers_different_renames_to_one_rename_again():
+    other_old = "def f(size):\n    return size * size\n"
+    other_new = "def f(length):\n    return length * length\n"
+    sessions = (release_sessions("pkg", {"a.py": OLD_CORE, "b.py": OLD_CORE, "c.py": other_old},
+                                 {"a.py": NEW_CORE, "b.py": NEW_CORE, "c.py": other_new}))
+    for seed in range(5):
+        keys = [s.chosen[0].key for s in pick(sessions, "propagation", 2, seed)]
+        assert sorted(keys) == [("count", "limit"), ("size", "length")]
