@@ -10,8 +10,9 @@ prefix and suffix. Lines inserted or deleted after a line start at the end of th
 and the lines, as a person adds lines below one. Hunks never overlap or touch; applied in order (each shifted by what
 the earlier ones changed) they turn the old text into the new.
 
-A hunk that replaces one token by another on a single line keeps that substitution (`key`): hunks of one file that
-repeat a key are a propagation (the same change made at several places).
+A hunk that replaces tokens by others, or inserts some, on a single line keeps that substitution (`key`, old "" for an
+insertion): hunks of one file that repeat a key are a propagation (the same change made at several places: a rename,
+a string changed, an argument added to each call).
 """
 from __future__ import annotations
 
@@ -90,7 +91,8 @@ def _line_hunks(source: str, base: int, old_line: str, new_line: str) -> list[Hu
         out = []
         for tag, i1, i2, j1, j2 in pieces:
             old, new = "".join(a[i1:i2]), "".join(b[j1:j2])
-            key = (old, new) if tag == "replace" and "\n" not in old + new and old.strip() and new.strip() else None
+            key = (old, new) if tag in ("replace", "insert") and "\n" not in old + new and (old.strip() or tag == "insert") \
+                and new.strip() else None
             start, end = base + offsets[i1], base + offsets[i2]
             if is_rename(key):
                 out.append(_rename(start, end, old, new, key))
@@ -175,3 +177,11 @@ def apply_hunks(old: str, chosen: Sequence[Hunk]) -> str:
 def is_rename(key: tuple[str, str] | None) -> bool:
     """A substitution of one identifier by another."""
     return key is not None and bool(IDENTIFIER.match(key[0])) and bool(IDENTIFIER.match(key[1]))
+
+
+def is_substitution(key: tuple[str, str] | None) -> bool:
+    """A change worth propagating: a rename, or another change of tokens on one line with at least two characters to
+    type (a string's content, `, mode` added to a call), not a lone bracket or comma."""
+    if key is None:
+        return False
+    return is_rename(key) or len(key[1].strip()) >= 2

@@ -2,7 +2,8 @@
 
 The .py files of two unpacked releases are paired by their path inside the package (the version in an sdist's top
 folder dropped), diffed into hunks (hunks.py), and cut into sessions of one file each:
-- "propagation": the hunks of a file that repeat one substitution old -> new (a rename made at several places), in
+- "propagation": the hunks of a file that repeat one substitution old -> new (a rename, a string or an argument added,
+  made at several places), in
   file order, the rest of that file's diff left out; picked so that different renames come before one rename again;
 - "rest": the file's other hunks, a few at a time in file order.
 Each session opens the old file and makes its hunks (diff_typist.py), so its last document is the old file with
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from tabd.daemon.sessions.diff_typist import hunk_events
-from tabd.daemon.sessions.hunks import Hunk, hunks, is_rename
+from tabd.daemon.sessions.hunks import Hunk, hunks, is_substitution
 from tabd.daemon.sessions.typist import TypingStyle
 
 GROUPS = ("propagation", "rest")
@@ -75,7 +76,7 @@ def file_sessions(dist: str, path: str, old: str, new: str, max_edits: int = 6, 
     the other hunks in sessions of at most `max_edits` hunks and `max_chars` characters typed (a longer hunk is left
     out)."""
     found = hunks(old, new)
-    keys = collections.Counter(h.key for h in found if is_rename(h.key))
+    keys = collections.Counter(h.key for h in found if is_substitution(h.key))
     repeated = {k for k, n in keys.items() if n >= min_repeats}
     out: list[EditSession] = []
     for key in sorted(repeated, key=lambda k: (-keys[k], k)):

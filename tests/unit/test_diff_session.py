@@ -43,7 +43,8 @@ def test_a_rename_inside_lines_is_the_token_not_the_line():
     inserted = [h for h in hs if h.start == h.end and "y = 2" in h.text]
     assert len(inserted) == 1 and inserted[0].text == "\n    y = 2"  # Enter at the end of the line above, then typed
     assert OLD[inserted[0].start - 1:inserted[0].start + 1] == "1\n"
-    assert [h.key for h in hs if h.key and h.key[0] != "count"] == [("a", "b")]  # inside its quotes
+    assert [h.key for h in hs if is_rename(h.key) and h.key[0] != "count"] == [("a", "b")]  # inside its quotes
+    assert ("", ", y=None") in [h.key for h in hs]  # an argument added: a substitution too (old "")
     assert any(h.text == ", y=None" and not h.old(OLD) for h in hs)
     for a, b in zip(hs, hs[1:]):
         assert a.end < b.start  # in order, none touching
