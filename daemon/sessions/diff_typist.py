@@ -20,7 +20,7 @@ from typing import Any, Iterable, Sequence
 
 from tabd.daemon.sessions.format import apply_change, position_at
 from tabd.daemon.sessions.hunks import Hunk, apply_hunks, hunks
-from tabd.daemon.sessions.typist import EDITORS, TypingStyle, _Typist, language_of
+from tabd.daemon.sessions.typist import EDITORS, Typist, TypingStyle, language_of
 
 SELECT_PAUSE = (0.3, 0.9)  # selecting the old text before deleting it
 
@@ -52,17 +52,17 @@ def hunk_events(old: str, chosen: Sequence[Hunk], uri: str, language: str, rng: 
 
 def _plain(old: str, chosen: Sequence[Hunk], uri: str, rng: random.Random, style: TypingStyle,
            t0: float) -> tuple[list[dict[str, Any]], float]:
-    typist = _Typist(uri, rng, style, t0)
+    typist = Typist(uri, rng, style, t0)
     doc, delta = old, 0
     for n, hunk in enumerate(chosen, 1):
         start, end = hunk.start + delta, hunk.end + delta
         typist.wait(rng.uniform(*style.span_pause))
         here = position_at(doc, start)
-        typist.events.append({"t": round(typist.t, 3), "op": "move", "uri": uri, "position": here, "hunk": n})
-        typist.line, typist.character = here["line"], here["character"]
+        typist.move_to(here["line"], here["character"], n)
         if end > start:
             typist.wait(rng.uniform(*SELECT_PAUSE))
-            typist._emit(here, position_at(doc, end), "")
+            there = position_at(doc, end)
+            typist.delete(there["line"], there["character"])
         typist.type_text(hunk.text)
         doc = doc[:start] + hunk.text + doc[end:]
         delta += len(hunk.text) - (hunk.end - hunk.start)

@@ -11,7 +11,7 @@ and the lines, as a person adds lines below one. Hunks never overlap or touch; a
 the earlier ones changed) they turn the old text into the new.
 
 A hunk that replaces tokens by others, or inserts some, on a single line keeps that substitution (`key`, old "" for an
-insertion): hunks of one file that repeat a key are a propagation (the same change made at several places: a rename,
+insertion): hunks of one file that repeat a key of the kinds is_substitution names are a propagation (the same change made at several places: a rename,
 a string changed, an argument added to each call).
 """
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Sequence
 TOKEN = re.compile(r"\w+|[ \t]+|\n|[^\w\s]|\s")
 LINE = re.compile(r"[^\n]*\n|[^\n]+")
 IDENTIFIER = re.compile(r"^[^\W\d]\w*$")  # a name: not a number
+DOTTED = re.compile(r"^[^\W\d]\w*(\.[^\W\d]\w*)*$")
 # a changed line is read token by token when it keeps at least this much of itself, in at most this many pieces
 LINE_KEPT = 0.5
 LINE_PIECES = 3
@@ -179,9 +180,19 @@ def is_rename(key: tuple[str, str] | None) -> bool:
     return key is not None and bool(IDENTIFIER.match(key[0])) and bool(IDENTIFIER.match(key[1]))
 
 
+def is_string(token: str) -> bool:
+    """A string literal (`'a'`, `""`), not a docstring's triple quote alone."""
+    return len(token) >= 2 and token[0] in "'\"" and token[-1] == token[0] and (len(token) == 2 or bool(token.strip("'\"")))
+
+
 def is_substitution(key: tuple[str, str] | None) -> bool:
-    """A change worth propagating: a rename, or another change of tokens on one line with at least two characters to
-    type (a string's content, `, mode` added to a call), not a lone bracket or comma."""
+    """A change of the kinds people make at several places (the issue's list): a name renamed (a variable, a call,
+    a dotted name), a string changed, an argument added at the end of a call (`, mode`)."""
     if key is None:
         return False
-    return is_rename(key) or len(key[1].strip()) >= 2
+    old, new = key
+    if is_rename(key) or (DOTTED.match(old) and DOTTED.match(new)):
+        return True
+    if is_string(old.strip()) and is_string(new.strip()):
+        return True
+    return not old and new.startswith(", ") and len(new) > 2

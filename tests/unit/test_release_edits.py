@@ -112,3 +112,13 @@ def test_picking_prefers_different_renames_to_one_rename_again():
     for seed in range(5):
         keys = [s.chosen[0].key for s in pick(sessions, "propagation", 2, seed)]
         assert sorted(keys) == [("count", "limit"), ("size", "length")]
+
+
+def test_substitutions_are_renames_strings_and_arguments_added():
+    from tabd.daemon.sessions.hunks import is_substitution
+
+    assert is_substitution(("count", "limit")) and is_substitution(("self._conv", "conv"))
+    assert is_substitution(("'a'", "'b'")) and is_substitution(("''", '""'))
+    assert is_substitution(("", ", mode"))
+    assert not is_substitution(("'''", '"""')) and not is_substitution(("=", '": ')) and not is_substitution(("1", "2"))
+    assert not is_substitution(("", "(")) and not is_substitution(None)
