@@ -122,3 +122,15 @@ def test_substitutions_are_renames_strings_and_arguments_added():
     assert is_substitution(("", ", mode"))
     assert not is_substitution(("'''", '"""')) and not is_substitution(("=", '": ')) and not is_substitution(("1", "2"))
     assert not is_substitution(("", "(")) and not is_substitution(None)
+
+
+def test_the_bench_refuses_distributions_that_are_not_held_out_and_finds_its_edit_sources():
+    from tabd.daemon.bench.edits import RELEASES, held_out_problems, source_flags
+
+    assert held_out_problems([name for name, _, _ in RELEASES]) == []  # never trained on, not installed here
+    problems = held_out_problems(["pytest", "pandas"])
+    assert any("pytest" in p and "installed" in p for p in problems)
+    assert any("pandas" in p and "training corpus" in p for p in problems)
+    assert source_flags("propagation") is not None  # the server's first edit source
+    flags = source_flags("model")
+    assert flags is None or flags[-1] == "model"
