@@ -151,10 +151,14 @@ class EditService:
         self.stats.suggested += 1
         return edit
 
+    @staticmethod
+    def applied(edit: EditSuggestion, text: str) -> tuple[str, int]:
+        """The text once the edit is applied, and where the cursor lands: after its new text."""
+        return text[:edit.start] + edit.text + text[edit.end:], edit.start + len(edit.text)
+
     async def speculate(self, edit: EditSuggestion, text: str) -> None:
         """Compute the edit after this one, in the text as accepting it would leave it (the next Tab's answer)."""
-        after = text[:edit.start] + edit.text + text[edit.end:]
-        cursor = edit.start + len(edit.text)
+        after, cursor = self.applied(edit, text)
         key = state_key(edit.doc, after, cursor)
         if key in self.memory:
             return
