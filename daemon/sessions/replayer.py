@@ -16,11 +16,12 @@ leaves it between) is where its request comes from.
 With `edits` on and a server that offers `textDocument/copilotInlineEdit`, each
 answered completion that is not taken is followed by a next-edit request at the
 same cursor, and by another after the person's pause where the recording has
-one of at least `edit_pause_s` (waited for real in fast mode too); an edit that is exactly the person's next edit (edit_user.py) is
-taken (a jump key when it is away from the cursor, then the accept key: applied
-as a didChange, then its command), the events that made it by hand are skipped,
-and the next edit is asked at once where it left the cursor (the after-accept
-edit request, a chain). Any other edit is shown and not taken.
+one of at least `edit_pause_s` (waited for real in fast mode too). An edit that
+is exactly the person's next edit (edit_user.py) is taken (a jump key when it is
+away from the cursor, then the accept key: applied as a didChange, then its
+command), the events that made it by hand are skipped, and the next edit is
+asked at once where it left the cursor (the after-accept edit request, a chain).
+Any other edit is shown and not taken.
 
 Latency is measured here, from request sent to response read: from just before the
 request's frame is built and written to the moment its response frame has been read
