@@ -127,16 +127,30 @@ class EditService:
     def stale(self) -> None:
         self.stats.stale += 1
 
+    def recall(self, doc: str, version: int, text: str, cursor: int) -> tuple[EditSuggestion | None] | None:
+        """(the edit, or None for "no edit") when memory holds the answer at this state; None when it must be
+        computed (suggest)."""
+        key = state_key(doc, text, cursor)
+        if key not in self.memory:
+            return None
+        self.stats.requests += 1
+        self.stats.from_memory += 1
+        return (self._issue(doc, version, self.memory[key], "cache"),)
+
     async def suggest(self, doc: str, version: int, text: str, cursor: int) -> EditSuggestion | None:
         """The edit to show at `cursor` in `text` (the document at `version`), or None."""
+        recalled = self.recall(doc, version, text, cursor)
+        if recalled is not None:
+            return recalled[0]
         self.stats.requests += 1
-        key = state_key(doc, text, cursor)
-        origin = "cache" if key in self.memory else "computed"
-        found = self.memory[key] if origin == "cache" else await self._compute(doc, text, cursor, background=False)
-        if origin == "cache":
-            self.stats.from_memory += 1
-        elif found is not None or not self._typing(doc, text, cursor):
-            self.memory[key] = found  # "nothing while you type" is not kept: after a pause the same state has an edit
+        found = await self._compute(doc, text, cursor, background=False)
+        if found is not None or not self._typing(doc, text, cursor):
+            # "nothing while you type" is not kept: after a pause the same state has an edit
+            self.memory[state_key(doc, text, cursor)] = found
+        return self._issue(doc, version, found, "computed")
+
+    def _issue(self, doc: str, version: int, found: tuple[Proposal, float | None] | None,
+               origin: str) -> EditSuggestion | None:
         self.last = {"origin": origin, "source": "propagation" if found else "none",
                      "kind": found[0].substitution.kind if found else ""}
         if found is None:
