@@ -20,6 +20,7 @@ local to_lsp_char, to_byte_col, encoding_of = util.to_lsp_char, util.to_byte_col
 local split_lines, cursor = util.split_lines, util.cursor
 
 local controls = require("tabd.controls")
+local nes = require("tabd.nes")
 
 local HAS_INLINE_VIRT_TEXT = has("0.10")
 
@@ -48,6 +49,17 @@ M.defaults = {
   hl_group = "TabdGhostText",
   -- On 0.12+: let vim.lsp.inline_completion draw and accept (no partial accept).
   native = false,
+  -- Next edits (textDocument/copilotInlineEdit), in normal mode: a diff preview; Tab jumps to it when it is
+  -- more than a line away, then applies it; dismiss_key hides it (tabd.rejectInlineEdit).
+  next_edit = {
+    enabled = true,
+    accept_key = "<Tab>",
+    dismiss_key = "<Esc>",
+    debounce_ms = 100, -- quiet after leaving insert mode or a normal-mode change before asking
+    delete_hl = "TabdEditDelete", -- the text the edit removes (links to DiffDelete)
+    insert_hl = "TabdEditInsert", -- the text it writes (links to DiffAdd)
+    jump_hl = "TabdEditJump", -- the "⇥ Tab: line N" marker (links to Comment)
+  },
 }
 
 M.config = vim.deepcopy(M.defaults)
@@ -780,6 +792,7 @@ local function on_attach(client, buf)
   elseif controls.blocked(buf) == "disabled in this buffer" then
     notify_enabled(client, { enabled = false, uri = vim.uri_from_bufnr(buf) })
   end
+  nes.attach(buf)
   api.nvim_create_autocmd({ "BufEnter", "InsertEnter" }, {
     group = api.nvim_create_augroup("tabd_focus_" .. buf, { clear = true }),
     buffer = buf,
@@ -871,6 +884,7 @@ local function client_config()
       attached = {}
       pending = nil
       M.clear()
+      nes.stop()
     end),
   }
 end
@@ -917,6 +931,7 @@ controls.on_change = function(params)
       stop_timer()
       cancel_pending()
       M.clear()
+      nes.stop()
     end
   end
   local client = M.get_client()
@@ -992,6 +1007,9 @@ function M.status(buf)
   if shown and shown.buf == buf then
     return "suggestion shown"
   end
+  if nes.current() then
+    return "next edit shown"
+  end
   if M.state.last_reason then
     return controls.reason_words(M.state.last_reason)
   end
@@ -1048,6 +1066,9 @@ function M.setup(opts)
       M.config[name] = opts[name]
     end
   end
+  if type(M.config.next_edit) ~= "table" then -- next_edit = false: off
+    M.config.next_edit = vim.tbl_extend("force", vim.deepcopy(M.defaults.next_edit), { enabled = false })
+  end
   local problems = controls.configure(M.config)
   if type(M.config.snooze_minutes) ~= "number" or M.config.snooze_minutes <= 0 then
     M.config.snooze_minutes = M.defaults.snooze_minutes
@@ -1056,6 +1077,13 @@ function M.setup(opts)
     vim.notify("tabd: " .. problem, vim.log.levels.WARN)
   end
   vim.cmd("highlight default link TabdGhostText Comment")
+  nes.setup({
+    get_client = M.get_client,
+    active = active,
+    config = function()
+      return M.config.next_edit
+    end,
+  })
   create_commands()
   local group = api.nvim_create_augroup("tabd", { clear = true })
   -- FileType when a file is read or its filetype set; BufEnter for a buffer whose filetype stays empty.
