@@ -1,7 +1,8 @@
 """Next edits in Neovim (#26): `textDocument/copilotInlineEdit` drawn as a diff preview, Tab to jump and apply,
 <Esc> to reject, in real headless Neovim 0.7 and 0.11 driven by keystrokes.
 
-- Against a fake server (below) whose edits are known: the extmarks (removed text highlighted, new text as
+- Against a fake server (below) whose edits are known, in normal mode and in insert mode right after an
+  accepted suggestion: the extmarks (removed text highlighted, new text as
   virtual text: inline on 0.10+, at the end of the line before), the "⇥ Tab: line N" marker for an edit more
   than a line away, the exact messages (didShowInlineEdit with the edit's command, the command run after the
   apply, tabd.rejectInlineEdit on <Esc>, the document version in the request), Tab as a plain Tab when nothing
@@ -44,7 +45,18 @@ def plain(a):
 
 @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
 def inline(ls, params):
+    doc = ls.workspace.get_text_document(params.text_document.uri)
+    prefix = doc.source[: doc.offset_at_position(params.position)]
+    if prefix.endswith("tot"):  # a suggestion to accept, after which the next edit is asked for
+        return types.InlineCompletionList(items=[types.InlineCompletionItem(
+            insert_text="al", range=types.Range(start=params.position, end=params.position),
+            command=types.Command(title="accept", command="tabd.accept", arguments=["c1"]))])
     return types.InlineCompletionList(items=[])
+
+
+@server.command("tabd.accept")
+def accept_completion(ls, *args):
+    return {}
 
 
 @server.feature("textDocument/copilotInlineEdit")
@@ -105,6 +117,8 @@ def document(ls, params):
 
 @server.feature("fake/reset")
 def reset(ls, params):
+    global ids
+    ids = itertools.count(1)
     for key in log:
         log[key] = []
     return {}
@@ -273,3 +287,31 @@ def test_nothing_asked_while_disabled(nes_editor):
 
 
 # --- the real daemon ---------------------------------------------------------------------------------------------
+
+def test_after_an_accepted_suggestion_in_insert_mode(nes_editor):
+    """Tab on a suggestion that completes the rename; nothing more to suggest there, so the next edit is asked for
+    and shown in insert mode, where Tab jumps to it and applies it as in normal mode."""
+    ed = nes_editor
+    ed.nvim.input("2G^ciwtot")
+    ghost = ed.wait_for(ed.ghost, 10, "the suggestion")
+    assert ghost["text"] == "al"
+    ed.nvim.input("<Tab>")
+    ed.wait_for(lambda: ed.lines()[1] == "    total = 0", 5, "the accept")
+    edit = ed.wait_for(lambda: _edit(ed), 10, "the next edit after the accept")
+    assert ed.mode().startswith("i")
+    assert (edit["start_row"], edit["start_col"], edit["jump"]) == (4, 8, True)
+    ed.nvim.input("<Tab>")
+    ed.wait_for(lambda: ed.cursor() == (5, 8), 5, "the jump")
+    assert ed.lines()[4] == "        count += 1"
+    ed.nvim.input("<Tab>")
+    ed.wait_for(lambda: ed.lines()[4] == "        total += 1", 5, "the apply")
+    assert ed.cursor() == (5, 13) and ed.mode().startswith("i")
+    ed.wait_for(lambda: (_edit(ed) or {}).get("start_row") == 5, 10, "the next edit")
+    ed.nvim.input("<Tab>")
+    ed.wait_for(lambda: ed.lines()[5] == "    return total", 5, "the second apply")
+    assert ed.cursor() == (6, 16)
+    assert ed.wait_for(lambda: len(_log(ed)["accepts"]) == 2 and _log(ed)["accepts"], 5, "two accepts") == [
+        ["e1"], ["e2"]]
+    ed.nvim.input("<Esc>")
+    ed.wait_for(lambda: ed.mode() == "n", 5, "normal mode")
+    assert ed.lines() == RENAME.replace("count", "total").splitlines()

@@ -350,6 +350,9 @@ local function on_result(ctx_req, err, result)
       return
     end
   end
+  if ctx_req.after_accept then
+    nes.request(2)
+  end
 end
 
 -- Tell the server the user is here now (entering a buffer or insert mode): it prefills the prompt at
@@ -367,8 +370,9 @@ function M.focus()
   return true
 end
 
--- Ask for a suggestion at the cursor now. kind: 1 invoked, 2 automatic.
-function M.request(kind)
+-- Ask for a suggestion at the cursor now. kind: 1 invoked, 2 automatic. after_accept: right after a Tab,
+-- when an empty answer asks for a next edit instead.
+function M.request(kind, after_accept)
   stop_timer()
   cancel_pending()
   local client = M.get_client()
@@ -391,6 +395,7 @@ function M.request(kind)
     encoding = encoding,
     client_id = client.id,
     t0 = uv.hrtime(),
+    after_accept = after_accept,
   }
   -- Passing the buffer makes the client flush pending didChange first.
   local ok, request_id = client_call(client, "request", "textDocument/inlineCompletion", params, function(err, result)
@@ -590,8 +595,9 @@ local function accept(part)
     insert_text(buf, state.row, state.col, state.end_row, state.end_col, part)
     run_item_command(state, part, false)
     M.state.accepted = M.state.accepted + 1
-    -- The server has pre-computed what comes next: ask at once, no debounce.
-    M.request(2)
+    -- The server has pre-computed what comes next: ask at once, no debounce; if it has no suggestion
+    -- there, it may have a next edit (asked for then).
+    M.request(2, true)
     return true
   end
   -- A part that writes covered closers goes over them, as the whole would.
@@ -669,6 +675,9 @@ local function expr_map(buf, lhs, action, fallback)
   vim.keymap.set("i", lhs, function()
     if shown and shown.buf == api.nvim_get_current_buf() then
       return "<Cmd>lua require('tabd')." .. action .. "()<CR>"
+    end
+    if action == "accept" and nes.takes(lhs) then
+      return "<Cmd>lua require('tabd.nes').tab()<CR>" -- a next edit shown after an accept: jump or apply
     end
     return fallback or lhs
   end, { buffer = buf, expr = true, silent = true, replace_keycodes = true, desc = "tabd: " .. action })

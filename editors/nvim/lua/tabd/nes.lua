@@ -1,7 +1,8 @@
 -- Next edits for Neovim: `textDocument/copilotInlineEdit` (GitHub Copilot's shape, which tabd serves), drawn as a
--- diff preview with extmarks in normal mode: the text the edit removes highlighted, the new text as virtual text.
+-- diff preview with extmarks: the text the edit removes highlighted, the new text as virtual text.
 --
--- It asks when you leave insert mode, after a change made in normal mode, and on CursorHold. An edit more than a
+-- It asks when you leave insert mode, after a change made in normal mode, on CursorHold, and in insert mode
+-- right after an accepted suggestion when the daemon has no further suggestion there. An edit more than a
 -- line from the cursor puts a marker at the cursor ("⇥ Tab: line N"): Tab jumps there, a second Tab applies. Tab
 -- applies with nvim_buf_set_text, leaves the cursor at the end of the new text, runs the edit's command
 -- (workspace/executeCommand; tabd speculated the next edit from there) and asks at once for the next one, which
@@ -218,8 +219,10 @@ local function notify_shown(e)
   end
 end
 
-local function in_normal_mode()
-  return api.nvim_get_mode().mode == "n"
+-- "n" or "i" (nil in other modes): an answer is drawn only in the mode it was asked in.
+local function mode()
+  local m = api.nvim_get_mode().mode
+  return (m == "n" or m:sub(1, 1) == "i") and m:sub(1, 1) or nil
 end
 
 local function on_result(req, err, result)
@@ -237,8 +240,8 @@ local function on_result(req, err, result)
   M.state.responses = M.state.responses + 1
   local buf = req.buf
   if not api.nvim_buf_is_valid(buf) or api.nvim_get_current_buf() ~= buf
-      or api.nvim_buf_get_changedtick(buf) ~= req.tick or not in_normal_mode() then
-    return -- the user typed, moved to another buffer or went into insert mode since
+      or api.nvim_buf_get_changedtick(buf) ~= req.tick or mode() ~= req.mode then
+    return -- the user typed, moved to another buffer or changed mode since
   end
   local e = edit_from(result, req)
   if not e then
@@ -267,7 +270,7 @@ function M.request(kind, row, col)
   local uri = vim.uri_from_bufnr(buf)
   local version = buf_version(buf)
   local req = { buf = buf, uri = uri, version = version, tick = api.nvim_buf_get_changedtick(buf),
-    encoding = encoding, client_id = client.id }
+    encoding = encoding, client_id = client.id, mode = mode() }
   last_asked = { buf, req.tick, row, col }
   local params = {
     textDocument = { uri = uri, version = version },
@@ -294,7 +297,7 @@ function M.schedule()
   timer:stop()
   cancel_pending()
   timer:start(config().debounce_ms, 0, vim.schedule_wrap(function()
-    if in_normal_mode() then
+    if mode() == "n" then
       M.request(2)
     end
   end))
@@ -304,6 +307,11 @@ end
 
 local function here(buf)
   return shown ~= nil and shown.buf == (buf or api.nvim_get_current_buf())
+end
+
+-- Whether the insert-mode key `lhs` goes to the next edit on screen (asked for after an accepted suggestion).
+function M.takes(lhs)
+  return here() and config().enabled and config().accept_key == lhs
 end
 
 -- Apply the edit on screen: its range replaced by its text, the cursor at the end of the new text, then its
@@ -384,7 +392,19 @@ function M.attach(buf)
     group = group,
     buffer = buf,
     callback = function()
+      if here(buf) then
+        M.clear() -- one asked in insert mode; normal mode asks again
+      end
       M.schedule()
+    end,
+  })
+  api.nvim_create_autocmd("TextChangedI", {
+    group = group,
+    buffer = buf,
+    callback = function()
+      if here(buf) and own_tick[buf] ~= api.nvim_buf_get_changedtick(buf) then
+        M.clear() -- typing: the server takes an edit elsewhere as a reject
+      end
     end,
   })
   api.nvim_create_autocmd("TextChanged", {
@@ -410,7 +430,7 @@ function M.attach(buf)
       end
     end,
   })
-  api.nvim_create_autocmd("CursorMoved", {
+  api.nvim_create_autocmd({ "CursorMoved", "CursorMovedI" }, {
     group = group,
     buffer = buf,
     callback = function()
