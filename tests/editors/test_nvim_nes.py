@@ -237,12 +237,7 @@ def test_far_edit_jump_then_apply_then_the_next(nes_editor):
     ed.wait_for(lambda: len(_log(ed)["requests"]) == 3, 5, "the request after the last apply")
     time.sleep(0.2)
     assert _edit(ed) is None and _marks(ed) == []
-    doc = ed.lua("""
-        local c = require('tabd').get_client()
-        local r = vim.fn.has('nvim-0.11') == 1 and c:request_sync('tabd/document', {uri = vim.uri_from_bufnr(0)}, 3000)
-          or c.request_sync('tabd/document', {uri = vim.uri_from_bufnr(0)}, 3000)
-        return r.result
-    """)
+    doc = _server_document(ed)
     assert doc["text"] == "\n".join(ed.lines()) + "\n" == RENAME.replace("count", "total")
     # Nothing shown: Tab is Neovim's own (<C-i>, the jump list), not an error.
     ed.nvim.input("<Tab>")
@@ -315,3 +310,53 @@ def test_after_an_accepted_suggestion_in_insert_mode(nes_editor):
     ed.nvim.input("<Esc>")
     ed.wait_for(lambda: ed.mode() == "n", 5, "normal mode")
     assert ed.lines() == RENAME.replace("count", "total").splitlines()
+
+needs_server = pytest.mark.skipif(not _real_server_available(), reason="tabd serve is not available in this build")
+
+
+def _server_document(ed: Editor) -> dict:
+    return ed.lua("""
+        local c = require('tabd').get_client()
+        local params = {uri = vim.uri_from_bufnr(0)}
+        local r = vim.fn.has('nvim-0.11') == 1 and c:request_sync('tabd/document', params, 3000)
+          or c.request_sync('tabd/document', params, 3000)
+        return r.result
+    """)
+
+
+@needs_server
+def test_real_daemon_rename_chain_from_memory(nvim_bin, tmp_path, fixture_model):
+    """`count` renamed to `total` at its first place, then Esc: tabd proposes the rename at the next `count`
+    (three lines down: Tab jumps, Tab applies), the one after it comes from its memory, and the buffer ends all
+    renamed, the same text as the daemon's copy."""
+    cmd = [*_tabd_cmd(), "--model", fixture_model, "--edit-min-confidence", "0"]
+    ed = Editor(nvim_bin, cmd, tmp_path, hard_limit_s=300)
+    try:
+        src = tmp_path / "tally.py"
+        src.write_text(RENAME)
+        ed.open(src, timeout=90)
+        _rename_first(ed)
+        edit = ed.wait_for(lambda: _edit(ed), 60, "the next edit from tabd")
+        assert (edit["start_row"], edit["start_col"], edit["end_row"], edit["end_col"]) == (4, 8, 4, 13)
+        assert edit["text"] == "total" and edit["jump"]
+        assert ed.lua("return require('tabd').status()") == "next edit shown"
+        ed.nvim.input("<Tab>")
+        ed.wait_for(lambda: ed.cursor() == (5, 8), 5, "the jump")
+        assert ed.lines()[4] == "        count += 1"
+        ed.nvim.input("<Tab>")
+        ed.wait_for(lambda: ed.lines()[4] == "        total += 1", 5, "the apply")
+        nxt = ed.wait_for(lambda: (_edit(ed) or {}).get("start_row") == 5 and _edit(ed), 10, "the next edit")
+        assert (nxt["start_col"], nxt["end_col"], nxt["text"], nxt["jump"]) == (11, 16, "total", False)
+        stats = ed.stats()["edits"]
+        assert stats["last"]["origin"] == "cache", stats  # computed ahead while the first was shown
+        assert stats["from_memory"] >= 1 and stats["accepted"] == 1 and stats["shown"] >= 2, stats
+        ed.nvim.input("<Tab>")
+        ed.wait_for(lambda: ed.lines()[5] == "    return total", 5, "the second apply")
+        ed.wait_for(lambda: ed.stats()["edits"]["accepted"] == 2, 10, "the second accept at the daemon")
+        time.sleep(0.3)
+        assert _edit(ed) is None  # no `count` left: nothing more
+        assert ed.lines() == RENAME.replace("count", "total").splitlines()
+        ed.wait_for(lambda: _server_document(ed)["text"] == "\n".join(ed.lines()) + "\n", 10,
+                    "the daemon's copy to match the buffer")
+    finally:
+        ed.close()
