@@ -32,7 +32,7 @@ from pygls.lsp.server import LanguageServer
 
 server = LanguageServer("fake-nes", "0.0")
 ids = itertools.count(1)
-log = {"requests": [], "shows": [], "accepts": [], "rejects": [], "set_enabled": []}
+log = {"requests": [], "shows": [], "accepts": [], "rejects": [], "set_enabled": [], "focus": []}
 
 
 def plain(a):
@@ -85,6 +85,11 @@ def inline_edit(ls, params):
 @server.feature("textDocument/didShowInlineEdit")
 def did_show(ls, params):
     log["shows"].append(plain(params))
+
+
+@server.feature("textDocument/didFocus")
+def did_focus(ls, params):
+    log["focus"].append(plain(params))
 
 
 @server.command("tabd.acceptInlineEdit")
@@ -267,6 +272,14 @@ def test_an_edit_elsewhere_clears_it(nes_editor):
     # Cleared at once; then asked again for the new text (the fake proposes the same place again).
     assert ed.wait_for(lambda: len(_log(ed)["requests"]) >= 2, 5, "a new request")
     assert _log(ed)["rejects"] == []
+
+
+def test_did_focus_when_the_buffer_is_entered(nes_editor):
+    ed = nes_editor
+    uri = ed.lua("return vim.uri_from_bufnr(0)")
+    ed.nvim.command("enew")
+    ed.nvim.command("buffer #")
+    assert ed.wait_for(lambda: _log(ed)["focus"], 5, "didFocus") == [{"textDocument": {"uri": uri}}]
 
 
 def test_nothing_asked_while_disabled(nes_editor):

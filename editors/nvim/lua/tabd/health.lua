@@ -47,6 +47,9 @@ function M.check()
   local s = tabd.state
   report.info(string.format("this session: %d requests, %d shown, %d accepted, last latency %s",
     s.requests, s.shown, s.accepted, fmt_ms(s.last_latency_ms)))
+  local e = require("tabd.nes").state
+  report.info(string.format("next edits: %s; %d asked, %d shown, %d applied, %d jumps, %d rejected",
+    cfg.next_edit and cfg.next_edit.enabled and "on" or "off", e.requests, e.shown, e.applied, e.jumps, e.rejected))
 
   local stats, err = tabd.stats(2000)
   if not stats then

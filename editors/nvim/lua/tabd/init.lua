@@ -802,11 +802,22 @@ local function on_attach(client, buf)
     notify_enabled(client, { enabled = false, uri = vim.uri_from_bufnr(buf) })
   end
   nes.attach(buf)
+  local focus_group = api.nvim_create_augroup("tabd_focus_" .. buf, { clear = true })
   api.nvim_create_autocmd({ "BufEnter", "InsertEnter" }, {
-    group = api.nvim_create_augroup("tabd_focus_" .. buf, { clear = true }),
+    group = focus_group,
     buffer = buf,
     callback = function()
       M.focus()
+    end,
+  })
+  api.nvim_create_autocmd("BufEnter", {
+    group = focus_group,
+    buffer = buf,
+    callback = function()
+      local c = M.get_client()
+      if c and active(buf) then -- next edits: the document the user is in now
+        pcall(client_call, c, "notify", "textDocument/didFocus", { textDocument = { uri = vim.uri_from_bufnr(buf) } })
+      end
     end,
   })
   if native_available() then
