@@ -100,6 +100,12 @@ async def inline(ls, params: types.InlineCompletionParams):
     why = re.search(r"reason_(\w+)$", prefix)
     if why:  # an empty answer, and the daemon's reason for it (the contract's `tabd.reason`)
         return {"items": [], "tabd": {"reason": why.group(1)}}
+    if prefix.endswith("alt") and int(params.context.trigger_kind) == 1:
+        # invoked: alternatives, one of them twice (the plugin shows it once)
+        return types.InlineCompletionList(items=[types.InlineCompletionItem(
+            insert_text=t, range=types.Range(start=params.position, end=params.position),
+            command=types.Command(title="accept", command="tabd.accept", arguments=["a%d" % n]))
+            for n, t in enumerate(["_one", "_two", "_one", "_three"])])
     shown_before = stats.get("_last")
     if shown_before and prefix.startswith(shown_before[0]) and (shown_before[0] + shown_before[1]).startswith(prefix) \
             and len(prefix) < len(shown_before[0] + shown_before[1]):

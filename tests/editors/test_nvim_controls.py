@@ -7,7 +7,8 @@
   itself and the suggestion comes back without a keystroke.
 - Against the fake server of test_nvim.py: the exact tabd/setEnabled notifications the contract names,
   per buffer with a bang, bad snooze counts reported and ignored, the words require('tabd').status() gives
-  for each empty-answer reason, and the filetype / file glob options.
+  for each empty-answer reason, the filetype / file glob options, and the alternatives of an invoked
+  request cycled with <M-]> / <M-[>.
 """
 from __future__ import annotations
 
@@ -181,6 +182,26 @@ def test_filetypes_and_file_globs(nvim_bin, tmp_path):
         assert [Path(d).name for d in docs] == ["a.ts"], docs
     finally:
         ed.close()
+
+
+def test_invoked_alternatives_cycle(editor):
+    ed = editor
+    ed.nvim.input("Go<C-u>    alt")
+    assert _ghost_text(ed) == "_next"  # automatic: one suggestion
+    ed.nvim.input("<M-\\>")  # invoked: the alternatives
+    ed.wait_for(lambda: (ed.ghost() or {}).get("count") == 3, 5, "three alternatives")
+    assert ed.stats()["requests"][-1]["kind"] == 1
+    seen = [ed.ghost()["text"]]
+    for key in ["<M-]>", "<M-]>", "<M-]>", "<M-[>"]:
+        ed.nvim.input(key)
+        time.sleep(0.05)
+        seen.append((ed.ghost()["text"], ed.ghost()["index"]))
+    assert seen == ["_one", ("_two", 2), ("_three", 3), ("_one", 1), ("_three", 3)]
+    assert ed.extmarks()[0][3]["virt_text"][0][0] == "_three"
+    ed.nvim.input("<Tab>")
+    ed.wait_for(lambda: ed.lines()[-1] == "    alt_three", 5, "the alternative accepted")
+    accepts = ed.wait_for(lambda: ed.stats()["accepts"], 5, "tabd.accept")
+    assert accepts[0][0] == "a3"  # the command of the item accepted, not the first one's
 
 
 # --- the real daemon ---------------------------------------------------------------------------------------

@@ -34,6 +34,10 @@ M.defaults = {
   accept_word_key = "<C-Right>",
   accept_line_key = false,
   dismiss_key = "<C-]>",
+  -- Ask now (an invoked request, which may bring up to 3 alternatives), and cycle through them, as Copilot.
+  invoke_key = "<M-\\>",
+  next_key = "<M-]>",
+  prev_key = "<M-[>",
   -- Which buffers tabd attaches to (one it does not attach to is never sent to the server): every filetype
   -- but `disabled_filetypes`, or only those in `filetypes` when it is a list; file globs likewise.
   filetypes = nil,
@@ -55,6 +59,10 @@ M.defaults = {
     enabled = true,
     accept_key = "<Tab>",
     dismiss_key = "<Esc>",
+    -- Normal-mode keys sent when no edit is shown (default: the key itself, Neovim's own: <Tab> is <C-i>);
+    -- e.g. "<Cmd>bnext<CR>" where your own <Tab> mapping did that.
+    accept_fallback = nil,
+    dismiss_fallback = nil,
     debounce_ms = 100, -- quiet after leaving insert mode or a normal-mode change before asking
     delete_hl = "TabdEditDelete", -- the text the edit removes (links to DiffDelete)
     insert_hl = "TabdEditInsert", -- the text it writes (links to DiffAdd)
@@ -250,12 +258,35 @@ end
 
 -- The suggestion on screen: {text, row, col, end_row, end_col, item} or nil (for tests and statuslines).
 -- Tab puts `text` over row,col .. end_row,end_col: past the cursor when it writes the closers there itself.
+-- index / count: which of the alternatives it is (count 1 when there are none).
 function M.current()
   if not shown then
     return nil
   end
   return { text = shown.text, row = shown.row, col = shown.col, end_row = shown.end_row, end_col = shown.end_col,
-    item = shown.item }
+    item = shown.item, index = shown.index or 1, count = shown.choices and #shown.choices or 1 }
+end
+
+-- Show the next (delta 1) or previous (-1) alternative, wrapping around; false when there is none.
+function M.cycle(delta)
+  local state = shown
+  if not state or not state.choices then
+    return false
+  end
+  local n = #state.choices
+  state.index = (state.index - 1 + (delta or 1)) % n + 1
+  local c = state.choices[state.index]
+  state.text, state.end_row, state.end_col, state.item = c.text, c.end_row, c.end_col, c.item
+  render(state)
+  return true
+end
+
+function M.next_choice()
+  return M.cycle(1)
+end
+
+function M.prev_choice()
+  return M.cycle(-1)
 end
 
 -- Responses ---------------------------------------------------------------
@@ -330,25 +361,34 @@ local function on_result(ctx_req, err, result)
   -- Why nothing shows (the daemon says, `tabd.reason`), kept for status() until something shows.
   local why = type(result) == "table" and type(result.tabd) == "table" and result.tabd.reason or nil
   M.state.last_reason = type(why) == "string" and why or "nothing"
+  -- Every drawable item, once each: an invoked request may bring alternatives, cycled with next_key/prev_key.
+  local choices, seen = {}, {}
   for _, item in ipairs(items) do
     local ghost = ghost_from_item(item, buf, row, col, ctx_req.encoding)
-    if ghost then
-      shown = {
-        buf = buf,
-        row = row,
-        col = col,
-        text = ghost.text,
-        end_row = ghost.end_row,
-        end_col = ghost.end_col,
-        item = item,
-        client_id = ctx_req.client_id,
-        tick = ctx_req.tick,
-      }
-      render(shown)
-      M.state.shown = M.state.shown + 1
-      M.state.last_reason = nil
-      return
+    if ghost and not seen[ghost.text] then
+      seen[ghost.text] = true
+      choices[#choices + 1] = { text = ghost.text, end_row = ghost.end_row, end_col = ghost.end_col, item = item }
     end
+  end
+  if #choices > 0 then
+    local first = choices[1]
+    shown = {
+      buf = buf,
+      row = row,
+      col = col,
+      text = first.text,
+      end_row = first.end_row,
+      end_col = first.end_col,
+      item = first.item,
+      client_id = ctx_req.client_id,
+      tick = ctx_req.tick,
+      choices = #choices > 1 and choices or nil,
+      index = 1,
+    }
+    render(shown)
+    M.state.shown = M.state.shown + 1
+    M.state.last_reason = nil
+    return
   end
   if ctx_req.after_accept then
     nes.request(2)
@@ -611,6 +651,7 @@ local function accept(part)
   state.end_row = state.end_row + (new_row - state.row)
   state.row, state.col = new_row, new_col
   state.text = state.text:sub(#part + 1)
+  state.choices, state.index = nil, 1 -- the others do not start with what was accepted
   state.tick = api.nvim_buf_get_changedtick(buf)
   if not has_visible_text(state) then
     -- What is left only writes the closers already there: ask for what comes next, as after a whole accept.
@@ -689,6 +730,13 @@ local function map_keys(buf)
   expr_map(buf, c.accept_word_key, "accept_word", nil)
   expr_map(buf, c.accept_line_key, "accept_line", nil)
   expr_map(buf, c.dismiss_key, "dismiss", c.dismiss_fallback)
+  expr_map(buf, c.next_key, "next_choice", nil)
+  expr_map(buf, c.prev_key, "prev_choice", nil)
+  if c.invoke_key and c.invoke_key ~= "" then
+    vim.keymap.set("i", c.invoke_key, function()
+      M.request(1)
+    end, { buffer = buf, silent = true, desc = "tabd: ask for a suggestion now (alternatives)" })
+  end
 end
 
 -- Native (0.12+) -------------------------------------------------------------
@@ -740,6 +788,7 @@ function follow_typing(buf)
   end
   state.col = col
   state.text = state.text:sub(#typed + 1)
+  state.choices, state.index = nil, 1
   state.tick = tick
   if not has_visible_text(state) then
     return false -- what is left only writes the closers already there

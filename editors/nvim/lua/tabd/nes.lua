@@ -366,7 +366,8 @@ function M.reject()
   return true
 end
 
-local function map(buf, lhs, action)
+-- fallback: the keys sent when no edit is shown (default: the key itself, as Neovim does it).
+local function map(buf, lhs, action, fallback)
   if not lhs or lhs == "" then
     return
   end
@@ -374,7 +375,7 @@ local function map(buf, lhs, action)
     if here() then
       return "<Cmd>lua require('tabd.nes')." .. action .. "()<CR>"
     end
-    return lhs
+    return fallback or lhs
   end, { buffer = buf, expr = true, silent = true, replace_keycodes = true, desc = "tabd: next edit " .. action })
 end
 
@@ -385,8 +386,8 @@ function M.attach(buf)
   if not c.enabled then
     return
   end
-  map(buf, c.accept_key, "tab")
-  map(buf, c.dismiss_key, "reject")
+  map(buf, c.accept_key, "tab", c.accept_fallback)
+  map(buf, c.dismiss_key, "reject", c.dismiss_fallback)
   local group = api.nvim_create_augroup("tabd_edit_" .. buf, { clear = true })
   api.nvim_create_autocmd("InsertLeave", {
     group = group,
