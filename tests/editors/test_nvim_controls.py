@@ -280,3 +280,53 @@ def test_real_daemon_toggle_and_snooze(real_editor):
     assert ed.ghost() is None
     assert ed.wait_for(ed.ghost, 30, "the suggestion after the snooze")["text"] == " total()"
     assert _status(ed) == "suggestion shown"
+
+
+def _server_has_controls() -> bool:
+    """Whether this build's server takes tabd/setEnabled and gives reasons (#27's server side)."""
+    try:
+        from tabd.lsp.server import SET_ENABLED  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+RAW_REQUEST = """
+local c = require('tabd').get_client()
+local row, col = unpack(vim.api.nvim_win_get_cursor(0))
+local params = {textDocument = {uri = vim.uri_from_bufnr(0)}, position = {line = row - 1, character = col},
+  context = {triggerKind = 2}}
+local r = vim.fn.has('nvim-0.11') == 1 and c:request_sync('textDocument/inlineCompletion', params, 10000, 0)
+  or c.request_sync('textDocument/inlineCompletion', params, 10000, 0)
+return r and r.result
+"""
+
+
+@needs_server
+@pytest.mark.skipif(not _server_has_controls(), reason="this build's tabd serve has no tabd/setEnabled yet")
+def test_real_daemon_hears_the_switches_and_gives_reasons(real_editor):
+    """What the plugin sends reaches the daemon: asked behind the plugin's back (a raw request from the test),
+    the daemon answers `disabled` while :TabdToggle is off, and answers again when on; an excluded file's empty
+    answer reads `excluded file` in status()."""
+    ed, tmp = real_editor
+    src = tmp / "switches.py"
+    src.write_text("import os\n")
+    ed.nvim.input("<Esc>")
+    ed.open(src, timeout=90)
+    ed.nvim.input("Goitems = []")
+    assert _ghost_text(ed, timeout=120) == " total()"
+    ed.nvim.input("<Esc>")
+    ed.nvim.command("TabdToggle")
+    assert ed.wait_for(lambda: (ed.lua(RAW_REQUEST) or {}).get("tabd", {}).get("reason") == "disabled", 10,
+                       "the daemon to answer `disabled`")
+    ed.nvim.command("TabdToggle!")  # this buffer off, then everything on: the buffer stays off at the daemon
+    ed.nvim.command("TabdToggle")
+    assert ed.lua(RAW_REQUEST)["tabd"]["reason"] == "disabled"
+    ed.nvim.command("TabdToggle!")
+    ed.wait_for(lambda: (ed.lua(RAW_REQUEST) or {}).get("items"), 30, "the daemon to answer again")
+    secret = tmp / "credentials.py"
+    secret.write_text("token = 1\n")
+    ed.open(secret, timeout=30)
+    ed.nvim.input("Goname = 2")
+    ed.wait_for(lambda: _status(ed) == "excluded file", 30, "status: excluded file")
+    assert ed.ghost() is None
