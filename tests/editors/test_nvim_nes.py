@@ -67,6 +67,17 @@ def inline_edit(ls, params):
                             "server_version": doc.version})
     if p["textDocument"].get("version") not in (None, 0, doc.version):
         return {"edits": []}
+    if "MULTI" in doc.source:  # a multi-line edit: `pass` becomes two lines
+        for n, line in enumerate(doc.lines):
+            if "pass" in line:
+                c = line.index("pass")
+                return {"edits": [{
+                    "text": "x = 1\n    return x",
+                    "range": {"start": {"line": n, "character": c}, "end": {"line": n, "character": c + 4}},
+                    "textDocument": {"uri": doc.uri, "version": doc.version},
+                    "command": {"title": "Accept", "command": "tabd.acceptInlineEdit", "arguments": ["m1"]}}]}
+    if "BROKEN" in doc.source:  # not a range: the plugin shows nothing, and raises no error
+        return {"edits": [{"text": "x", "range": {"start": {"line": "a"}, "end": None}, "command": None}]}
     if "total" not in doc.source:
         return {"edits": []}
     for n, line in enumerate(doc.lines):
@@ -280,6 +291,38 @@ def test_did_focus_when_the_buffer_is_entered(nes_editor):
     ed.nvim.command("enew")
     ed.nvim.command("buffer #")
     assert ed.wait_for(lambda: _log(ed)["focus"], 5, "didFocus") == [{"textDocument": {"uri": uri}}]
+
+
+def test_multi_line_edit(nes_editor):
+    ed = nes_editor
+    ed.nvim.command("%delete _")
+    ed.nvim.current.buffer[:] = ["def f():  # MULTI", "    pass"]
+    ed.nvim.input("gg0x")  # a normal-mode change: ask
+    edit = ed.wait_for(lambda: _edit(ed), 10, "the edit")
+    assert (edit["start_row"], edit["start_col"], edit["end_col"], edit["jump"]) == (1, 4, 8, False)
+    marks = _marks(ed)
+    deleted = [(r, c, m["end_row"], m["end_col"]) for r, c, m in marks if m.get("hl_group") == "TabdEditDelete"]
+    assert deleted == [(1, 4, 1, 8)]
+    (ins,) = [m for _, _, m in marks if m.get("virt_text")]
+    assert ins["virt_text"][0][0] == ("x = 1" if ed.version >= 10 else " → x = 1")
+    assert [chunk[0][0] for chunk in ins["virt_lines"]] == ["    return x"]
+    ed.nvim.input("<Tab>")
+    ed.wait_for(lambda: ed.lines() == ["ef f():  # MULTI", "    x = 1", "    return x"], 5, "the apply")
+    assert ed.cursor() == (3, len("    return x") - 1)  # normal mode: on the last new character
+    assert ed.wait_for(lambda: _log(ed)["accepts"], 5, "the accept") == [["m1"]]
+
+
+def test_a_malformed_edit_shows_nothing(nes_editor):
+    ed = nes_editor
+    ed.nvim.command("%delete _")
+    ed.nvim.current.buffer[:] = ["x = 1  # BROKEN"]
+    before = ed.lua("return require('tabd.nes').state.responses")
+    ed.nvim.input("0x")
+    ed.wait_for(lambda: ed.lines() == ["= 1  # BROKEN"] and ed.lua("return require('tabd.nes').state.responses")
+                > before, 5, "the answer")
+    time.sleep(0.2)
+    assert _edit(ed) is None and _marks(ed) == []
+    assert "rror" not in ed.lua("return vim.fn.execute('messages')")
 
 
 def test_nothing_asked_while_disabled(nes_editor):

@@ -195,8 +195,9 @@ local function edit_from(result, req)
     return nil -- against another version of the document than the buffer's
   end
   local s, e = edit.range.start, edit.range["end"]
-  if type(s) ~= "table" or type(e) ~= "table" then
-    return nil
+  if type(s) ~= "table" or type(e) ~= "table" or type(s.line) ~= "number" or type(e.line) ~= "number"
+      or type(s.character) ~= "number" or type(e.character) ~= "number" or s.line < 0 or s.character < 0 then
+    return nil -- not a range: shown nothing rather than an error
   end
   local count = api.nvim_buf_line_count(req.buf)
   if s.line >= count or e.line >= count or e.line < s.line then
