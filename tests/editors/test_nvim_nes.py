@@ -318,7 +318,7 @@ def test_a_malformed_edit_shows_nothing(nes_editor):
     ed.nvim.current.buffer[:] = ["x = 1  # BROKEN"]
     before = ed.lua("return require('tabd.nes').state.responses")
     ed.nvim.input("0x")
-    ed.wait_for(lambda: ed.lines() == ["= 1  # BROKEN"] and ed.lua("return require('tabd.nes').state.responses")
+    ed.wait_for(lambda: ed.lines() == [" = 1  # BROKEN"] and ed.lua("return require('tabd.nes').state.responses")
                 > before, 5, "the answer")
     time.sleep(0.2)
     assert _edit(ed) is None and _marks(ed) == []
