@@ -330,3 +330,80 @@ def test_real_daemon_hears_the_switches_and_gives_reasons(real_editor):
     ed.nvim.input("Goname = 2")
     ed.wait_for(lambda: _status(ed) == "excluded file", 30, "status: excluded file")
     assert ed.ghost() is None
+
+
+TS_CODE = """import { readFileSync } from "fs";
+
+export function readLines(path: string): string[] {
+  return readFileSync(path, "utf8").split("\\n");
+}
+
+export function countLines(path: string): number {
+  const lines = readLines(path);
+"""
+
+GO_CODE = """package main
+
+import (
+\t"fmt"
+\t"os"
+)
+
+func readLines(path string) ([]string, error) {
+\tdata, err := os.ReadFile(path)
+\tif err != nil {
+\t\treturn nil, err
+\t}
+"""
+
+
+FILES = [
+    ("lines.ts", TS_CODE, ["  return lines.length;", "<CR>}<CR><CR>", "export function firstLine(path: string): string {",
+                           "<CR>  const lines = readLines(", "path);"]),
+    ("lines.go", GO_CODE, ["\treturn strings.Split(string(data), ", "\"\\n\"), nil", "<CR>}<CR><CR>",
+                           "func countLines(path string) int {", "<CR>\tlines, _ := readLines("]),
+]
+
+
+ANSWERED = """
+local t = require('tabd')
+if t.current() then return 'shown' end
+if not t.is_pending() and t.state.last_reason and t.state.last_reason ~= 'loading' then return t.state.last_reason end
+return false
+"""
+
+
+def _type_until_a_suggestion(ed: Editor, chunks: list[str], first_timeout: float) -> dict | None:
+    """Type real code a chunk at a time; after each, wait for the answer at the end of it: a suggestion, or an empty
+    answer (the model may have none there) and on to the next chunk."""
+    for i, chunk in enumerate(chunks):
+        ed.lua("require('tabd').state.last_reason = nil")
+        for key in ([chunk] if chunk.startswith("<") else list(chunk)):
+            ed.nvim.input("<lt>" if key == "<" else key)
+        time.sleep(0.1)  # the keys are typed (input is queued)
+        if ed.wait_for(lambda: ed.lua(ANSWERED), first_timeout if i == 0 else 30, "an answer") == "shown":
+            return ed.ghost()
+    return None
+
+
+@needs_server
+def test_real_daemon_embedded_model_in_typescript_and_go(nvim_bin, tmp_path):
+    """The shipped model and the plugin's defaults (every filetype but the deny list), in a TypeScript and a Go
+    file: typing real code, a suggestion shows at one of five places in each, and Tab inserts it."""
+    ed = Editor(nvim_bin, _tabd_cmd(), tmp_path, hard_limit_s=400)
+    try:
+        for n, (name, code, chunks) in enumerate(FILES):
+            src = tmp_path / name
+            src.write_text(code)
+            ed.nvim.input("<Esc>")
+            ed.open(src, timeout=90)
+            ed.nvim.input("GA")
+            ghost = _type_until_a_suggestion(ed, chunks, 120 if n == 0 else 30)
+            assert ghost and ghost["text"], f"no suggestion in {name} at any of five places: {ed.lines()[-3:]}"
+            before = ed.lines()
+            ed.nvim.input("<Tab>")
+            ed.wait_for(lambda: ed.lines() != before, 10, "the accept")
+            typed_line = before[ghost["row"]][: ghost["col"]]
+            assert "\n".join(ed.lines()[ghost["row"]:]).startswith(typed_line + ghost["text"])
+    finally:
+        ed.close()

@@ -256,6 +256,11 @@ function M.is_visible()
   return shown ~= nil
 end
 
+-- Whether a request is in flight (for statuslines and tests).
+function M.is_pending()
+  return pending ~= nil or (timer ~= nil and timer:is_active())
+end
+
 -- The suggestion on screen: {text, row, col, end_row, end_col, item} or nil (for tests and statuslines).
 -- Tab puts `text` over row,col .. end_row,end_col: past the cursor when it writes the closers there itself.
 -- index / count: which of the alternatives it is (count 1 when there are none).
