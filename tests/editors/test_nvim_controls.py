@@ -204,6 +204,29 @@ def test_invoked_alternatives_cycle(editor):
     assert accepts[0][0] == "a3"  # the command of the item accepted, not the first one's
 
 
+def test_starting_switched_off(nvim_bin, tmp_path):
+    """enabled = false: the server hears it as soon as it starts, nothing is asked, and :TabdEnable brings
+    suggestions."""
+    server = tmp_path / "fake_tabd.py"
+    server.write_text(FAKE_SERVER)
+    setup = "require('tabd').setup({cmd = require('tabd').config.cmd, debounce_ms = 30, enabled = false})"
+    ed = Editor(nvim_bin, [sys.executable, str(server)], tmp_path, hard_limit_s=60, extra_init=setup)
+    try:
+        src = tmp_path / "off.py"
+        src.write_text("x = 1\n")
+        ed.open(src, timeout=30)
+        assert ed.wait_for(lambda: _set_enabled(ed), 5, "tabd/setEnabled") == [{"enabled": False}]
+        ed.nvim.input("Go    z =")
+        ed.wait_for(lambda: ed.lines()[-1] == "    z =", 5, "typing")
+        time.sleep(0.3)
+        assert ed.stats()["requests"] == [] and ed.ghost() is None
+        ed.nvim.command("TabdEnable")
+        assert _ghost_text(ed) == " x + 1\n    return z"
+        assert _set_enabled(ed) == [{"enabled": False}, {"enabled": True}]
+    finally:
+        ed.close()
+
+
 # --- the real daemon ---------------------------------------------------------------------------------------
 
 needs_server = pytest.mark.skipif(not _real_server_available(), reason="tabd serve is not available in this build")
