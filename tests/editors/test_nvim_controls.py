@@ -430,3 +430,26 @@ def test_real_daemon_embedded_model_in_typescript_and_go(nvim_bin, tmp_path):
             assert "\n".join(ed.lines()[ghost["row"]:]).startswith(typed_line + ghost["text"])
     finally:
         ed.close()
+
+
+@needs_server
+def test_real_daemon_alternatives_cycle(real_editor):
+    """An invoked request (<M-\\>) where the file has a copy the model's guess beat: tabd returns both, <M-]> shows
+    the other, and Tab inserts the one shown."""
+    ed, tmp = real_editor
+    src = tmp / "alternatives.py"
+    src.write_text("result = compute(alpha, beta)\nother = 2\n")
+    ed.nvim.input("<Esc>")
+    ed.open(src, timeout=90)
+    ed.nvim.input("Goresult = ")
+    first = ed.wait_for(ed.ghost, 60, "the automatic suggestion")
+    assert first["count"] == 1 and first["text"] == " total()"  # automatic: one item
+    ed.nvim.input("<M-\\>")
+    ghost = ed.wait_for(lambda: (ed.ghost() or {}).get("count", 0) >= 2 and ed.ghost(), 30, "the alternatives")
+    assert ghost["text"] == " total()"
+    ed.nvim.input("<M-]>")
+    other = ed.wait_for(lambda: (ed.ghost() or {}).get("index") == 2 and ed.ghost(), 5, "the second alternative")
+    assert other["text"] not in ("", " total()") and "compute" in other["text"], other
+    ed.nvim.input("<Tab>")
+    ed.wait_for(lambda: ed.lines()[2].startswith("result = " + other["text"].split("\n")[0]), 5, "its accept")
+    assert ed.stats()["accepts"] >= 1
