@@ -416,3 +416,31 @@ def test_real_daemon_rename_chain_from_memory(nvim_bin, tmp_path, fixture_model)
                     "the daemon's copy to match the buffer")
     finally:
         ed.close()
+
+
+@needs_server
+def test_real_daemon_pause_in_insert_mode(nvim_bin, tmp_path, fixture_model):
+    """Renamed in insert mode and left there: after a pause (CursorHoldI) the next place is proposed, and Tab
+    jumps and applies in insert mode. (--min-chars 3: the fixture model's `()` after `total` is not shown; a
+    suggestion on screen would keep the pause from asking for an edit.)"""
+    cmd = [*_tabd_cmd(), "--model", fixture_model, "--edit-min-confidence", "0", "--min-chars", "3"]
+    ed = Editor(nvim_bin, cmd, tmp_path, hard_limit_s=300, extra_init="vim.o.updatetime = 1500")
+    try:
+        src = tmp_path / "pause.py"
+        src.write_text(RENAME)
+        ed.open(src, timeout=90)
+        ed.nvim.input("2G^ciwtotal")
+        ed.wait_for(lambda: ed.lines()[1] == "    total = 0", 5, "the rename")
+        # No polling during the pause: on 0.7 each RPC call restarts the 'updatetime' wait, so CursorHoldI would
+        # never come while the test asks every 20 ms.
+        time.sleep(2.5)
+        edit = ed.wait_for(lambda: _edit(ed), 60, "the next edit after a pause")
+        assert ed.mode().startswith("i")
+        assert (edit["start_row"], edit["start_col"], edit["jump"]) == (4, 8, True)
+        ed.nvim.input("<Tab>")
+        ed.wait_for(lambda: ed.cursor() == (5, 8), 5, "the jump")
+        ed.nvim.input("<Tab>")
+        ed.wait_for(lambda: ed.lines()[4] == "        total += 1", 5, "the apply")
+        assert ed.cursor() == (5, 13) and ed.mode().startswith("i")
+    finally:
+        ed.close()

@@ -1157,6 +1157,9 @@ function M.setup(opts)
     config = function()
       return M.config.next_edit
     end,
+    ghost_shown = function()
+      return shown ~= nil
+    end,
   })
   create_commands()
   local group = api.nvim_create_augroup("tabd", { clear = true })

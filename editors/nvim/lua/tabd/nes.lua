@@ -1,8 +1,8 @@
 -- Next edits for Neovim: `textDocument/copilotInlineEdit` (GitHub Copilot's shape, which tabd serves), drawn as a
 -- diff preview with extmarks: the text the edit removes highlighted, the new text as virtual text.
 --
--- It asks when you leave insert mode, after a change made in normal mode, on CursorHold, and in insert mode
--- right after an accepted suggestion when the daemon has no further suggestion there. An edit more than a
+-- It asks when you leave insert mode, after a change made in normal mode, on CursorHold (and CursorHoldI with no
+-- suggestion shown), and in insert mode right after an accepted suggestion the daemon has nothing to follow. An edit more than a
 -- line from the cursor puts a marker at the cursor ("⇥ Tab: line N"): Tab jumps there, a second Tab applies. Tab
 -- applies with nvim_buf_set_text, leaves the cursor at the end of the new text, runs the edit's command
 -- (workspace/executeCommand; tabd speculated the next edit from there) and asks at once for the next one, which
@@ -21,7 +21,8 @@ local METHOD = "textDocument/copilotInlineEdit"
 local HAS_INLINE_VIRT_TEXT = util.has("0.10")
 local METHOD_NOT_FOUND = -32601
 
--- Set by init.lua: {get_client = fn() -> client|nil, active = fn(buf) -> bool, config = fn() -> table}
+-- Set by init.lua: {get_client = fn() -> client|nil, active = fn(buf) -> bool, config = fn() -> table,
+-- ghost_shown = fn() -> bool}
 local deps = nil
 
 -- The edit on screen (or nil): {buf, client_id, text, srow, scol, erow, ecol, version, uri, command, tick}
@@ -420,14 +421,16 @@ function M.attach(buf)
       M.schedule()
     end,
   })
-  api.nvim_create_autocmd("CursorHold", {
+  -- A pause ('updatetime'): in normal mode, and in insert mode when no suggestion is shown there (tabd proposes
+  -- a rename's next place once you pause after typing the new name).
+  api.nvim_create_autocmd({ "CursorHold", "CursorHoldI" }, {
     group = group,
     buffer = buf,
     callback = function()
       local row, col = cursor()
       local at = last_asked
-      if not here(buf) and not (at and at[1] == buf and at[2] == api.nvim_buf_get_changedtick(buf)
-          and at[3] == row and at[4] == col) then
+      if not here(buf) and not deps.ghost_shown() and not (at and at[1] == buf
+          and at[2] == api.nvim_buf_get_changedtick(buf) and at[3] == row and at[4] == col) then
         M.request(2)
       end
     end,
