@@ -1081,7 +1081,7 @@ function M.status(buf)
   if shown and shown.buf == buf then
     return "suggestion shown"
   end
-  if nes.current() then
+  if (nes.current() or {}).buf == buf then
     return "next edit shown"
   end
   if M.state.last_reason then

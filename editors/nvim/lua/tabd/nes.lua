@@ -144,14 +144,14 @@ function M.clear()
   shown = nil
 end
 
--- The edit on screen, for tests and statuslines: {text, range = {start = {row, col}, end_ = {row, col}}
--- (0-based rows, byte columns), jump = whether Tab jumps first, id} or nil.
+-- The edit on screen, for tests and statuslines: {buf, text, start_row, start_col, end_row, end_col (0-based
+-- rows, byte columns), jump = whether Tab jumps first, id} or nil.
 function M.current()
   if not shown then
     return nil
   end
   local cmd = shown.command or {}
-  return { text = shown.text, start_row = shown.srow, start_col = shown.scol, end_row = shown.erow,
+  return { buf = shown.buf, text = shown.text, start_row = shown.srow, start_col = shown.scol, end_row = shown.erow,
     end_col = shown.ecol, jump = far(shown), id = cmd.arguments and cmd.arguments[1] or nil }
 end
 
