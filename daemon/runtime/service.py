@@ -303,7 +303,7 @@ class CompletionService:
     def _finish(self, req: Request, out: Outcome) -> Answer:
         latency = _since(req.t0)
         reason = out.reason
-        self.stats.answered(out.shown_source, latency, req.after_accept, out.depth, out.debounce_ms, reason)
+        self.stats.answered(out.shown_source, latency, req.after_accept, out.depth, out.debounce_ms, reason, out.source)
         self.activity.shown(bool(out.text))  # while a suggestion shows, a Tab may come (the hand-over holds off)
         computed = out.computed
         if computed is not None:

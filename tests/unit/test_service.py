@@ -27,7 +27,7 @@ STATS_KEYS = {
     "speculation.user_rates": {"all", "word", "line", "streak"},
     "after_accept": {"requests", "from_cache", "hit_rate", "p50_ms"},
     "latency_ms": {"p50"},
-    "last": {"source", "latency_ms", "depth", "debounce_ms", "reason"},
+    "last": {"source", "latency_ms", "depth", "debounce_ms", "reason", "origin"},
     "debounce": {"base_ms", "rhythm_ms", "model_ms", "waited", "superseded", "p50_ms", "waiting"},
     "requests_to_model": {"started", "finished", "cancelled"},
     "cache": {"entries", "bytes", "bound_bytes"},
