@@ -31,6 +31,8 @@ export interface InitializationOptions {
   model?: string;
   depth?: number;
   log?: string;
+  /** globs of files the daemon must never read (content exclusion), on top of its own deny list */
+  exclude?: string[];
 }
 
 export const DEFAULT_STATS_INTERVAL_MS = 2000;
@@ -70,7 +72,11 @@ export function expandPath(value: string, workspaceFolder?: string, home: string
   return out;
 }
 
-export function initializationOptions(settings: Settings, workspaceFolder?: string): InitializationOptions {
+export function initializationOptions(
+  settings: Settings,
+  workspaceFolder?: string,
+  exclude: string[] = [],
+): InitializationOptions {
   const options: InitializationOptions = {};
   if (settings.model) {
     options.model = expandPath(settings.model, workspaceFolder);
@@ -80,6 +86,10 @@ export function initializationOptions(settings: Settings, workspaceFolder?: stri
   }
   if (settings.log) {
     options.log = expandPath(settings.log, workspaceFolder);
+  }
+  // Only when set: a daemon without content exclusion warns about an option it does not know.
+  if (exclude.length > 0) {
+    options.exclude = exclude;
   }
   return options;
 }
@@ -97,7 +107,7 @@ export interface Stats {
   sources: Record<Source, number>;
   prefetch: { started: number; finished: number; cancelled: number };
   afterAccept: { requests: number; fromCache: number; hitRate: number | null; p50Ms: number | null };
-  last: { source: string; latencyMs: number | null } | null;
+  last: { source: string; latencyMs: number | null; reason?: string } | null;
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -135,7 +145,11 @@ export function parseStats(raw: unknown): Stats | undefined {
     hitRate = hitRate / 100; // a percentage instead of a fraction
   }
   const last = isObject(raw.last) && typeof raw.last.source === "string"
-    ? { source: raw.last.source, latencyMs: maybeNumber(raw.last.latency_ms) }
+    ? {
+        source: raw.last.source,
+        latencyMs: maybeNumber(raw.last.latency_ms),
+        ...(typeof raw.last.reason === "string" ? { reason: raw.last.reason } : {}),
+      }
     : null;
   return {
     model: typeof raw.model === "string" ? raw.model : "",
@@ -185,14 +199,15 @@ export function statusText(stats: Stats | undefined): string {
 }
 
 /** Status bar tooltip, Markdown. */
-export function statusTooltip(stats: Stats | undefined): string {
+export function statusTooltip(stats: Stats | undefined, control?: string): string {
   if (stats === undefined) {
-    return "tabd: no figures from the daemon yet";
+    return control ? `tabd: ${control}` : "tabd: no figures from the daemon yet";
   }
   const aa = stats.afterAccept;
   const lines = [
     `**tabd**${stats.model ? ` — model \`${stats.model}\`` : ""}`,
     "",
+    ...(control ? [control, ""] : []),
     `After Tab: ${aa.requests} requests, ${aa.fromCache} from cache (${formatPercent(aa.hitRate)}), median ${formatMs(aa.p50Ms)}`,
     "",
     `Sources: ${SOURCES.map((s) => `${s} ${stats.sources[s]}`).join(", ")}`,
