@@ -163,11 +163,12 @@ def _assert_next_from_memory(events: list[dict], tab_at: float | None, context: 
 
 
 def _code_server_run(tmp_path: Path, tabd: Path, scenario: str, typed: str = TYPED,
-                     args: list[str] | None = None) -> tuple[dict, str, Path]:
-    """Installs the .vsix into a fresh code-server, opens main.py in Chromium and runs one
-    scenario of drive.mjs, typing `typed`; `args` go after `tabd serve` (default: the
-    TABD_E2E_ARGS environment variable). Returns (the driver's result, its stderr, the user
-    data dir)."""
+                     args: list[str] | None = None, file: str = "main.py",
+                     content: str = SAMPLE) -> tuple[dict, str, Path]:
+    """Installs the .vsix into a fresh code-server, opens `file` (holding `content`) in Chromium
+    and runs one scenario of drive.mjs, typing `typed`; `args` go after `tabd serve` (default:
+    the TABD_E2E_ARGS environment variable). The extension's own settings are its defaults.
+    Returns (the driver's result, its stderr, the user data dir)."""
     node = _node()
     vsix = EXT / "tabd.vsix"
     for what, path in [("code-server", CODE_SERVER), ("chromium", Path(CHROMIUM)), ("tabd.vsix", vsix),
@@ -177,7 +178,7 @@ def _code_server_run(tmp_path: Path, tabd: Path, scenario: str, typed: str = TYP
 
     ws = tmp_path / "ws"
     ws.mkdir()
-    (ws / "main.py").write_text(SAMPLE, encoding="utf-8")
+    (ws / file).write_text(content, encoding="utf-8")
     user_data = tmp_path / "user-data"
     (user_data / "User").mkdir(parents=True)
     extensions = tmp_path / "extensions"
@@ -227,7 +228,7 @@ def _code_server_run(tmp_path: Path, tabd: Path, scenario: str, typed: str = TYP
     try:
         assert _wait_http(f"http://127.0.0.1:{port}/healthz", 90), (tmp_path / "code-server.log").read_text()
         cmd = [node, str(DRIVER / "drive.mjs"), "--url", f"http://127.0.0.1:{port}/?folder={ws}",
-               "--scenario", scenario, "--file", "main.py", "--type", typed, "--chromium", CHROMIUM,
+               "--scenario", scenario, "--file", file, "--type", typed, "--chromium", CHROMIUM,
                "--profile", str(tmp_path / "chromium"), "--shots", str(tmp_path / "shots"),
                "--deadline", "300000", "--ghost-timeout", "30000"]
         driver = subprocess.Popen(cmd, cwd=DRIVER, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -334,3 +335,52 @@ def test_code_server_suggestion_inside_an_auto_closed_pair(tmp_path, pairs_model
     assert (pairs[0].get("ghost2") or "").strip(), "no ghost text after Tab" + context
     assert not pairs[0].get("ghost2Triggered"), "the next suggestion needed an explicit trigger" + context
     _assert_next_from_memory(events, pairs[0].get("tabAt"), context)
+
+
+TS_SAMPLE = """export function readLines(text: string): string[] {
+  return text.split("\\n");
+}
+
+"""
+# Lines typed in the TypeScript file, one per round until ghost text shows (the first half before
+# the switch, the second after).
+TS_TYPED = "\\n".join(["let count = items.length +", "const label = name +",
+                        "let total = count *", "const title = label +"])
+
+
+def _completions_between(events: list[dict], start: float | None, end: float | None) -> list[dict]:
+    assert start is not None and end is not None, "the driver did not note when it switched"
+    return [e for e in events if e.get("event") == "completion" and start <= e.get("ts", 0) <= end]
+
+
+@pytest.mark.slow
+def test_code_server_typescript_and_toggle(tmp_path):
+    """With the extension's defaults (every language but plain text and Markdown), a TypeScript
+    file gets ghost text from the embedded model. `tabd: Toggle suggestions` turns it off: the
+    status item says "disabled", typing and an explicit trigger bring no ghost text, and not one
+    request reaches the daemon (its log has no completion in that span). Toggled on, ghost text
+    is back. The embedded model's gate is off (--min-confidence 0): what is tested is whether a
+    request goes out and its answer shows, not whether the model is sure about TypeScript."""
+    tabd = _tabd_executable()
+    if not tabd.exists():
+        pytest.skip(f"tabd is missing at {tabd} (make venv)")
+    result, err, _ = _code_server_run(tmp_path, tabd, "toggle", typed=TS_TYPED, args=["--min-confidence", "0"],
+                                      file="main.ts", content=TS_SAMPLE)
+    events = _read_log(tmp_path / "tabd.jsonl")
+    summary = {k: result.get(k) for k in ("ghostBefore", "statusOff", "ghostWhileOff", "statusOn", "ghostAfter")}
+    print("e2e:", json.dumps(summary))
+    print("driver:", err[-3000:])
+    context = (f"\nresult: {json.dumps(result, indent=1)[-4000:]}\ndriver: {err[-3000:]}"
+               f"\nlog events: {[(e.get('event'), e.get('source'), e.get('ts')) for e in events][-40:]}"
+               f"\nshots: {tmp_path / 'shots'}")
+    assert (result.get("ghostBefore") or "").strip(), "no ghost text in main.ts with the defaults" + context
+    assert any(e.get("event") == "completion" for e in events), "the daemon logged no completion" + context
+
+    assert "disabled" in (result.get("statusOff") or ""), "the status item does not say disabled" + context
+    assert not (result.get("ghostWhileOff") or "").strip(), "ghost text while disabled" + context
+    assert _completions_between(events, result.get("offAt"), result.get("onAt")) == [], \
+        "requests reached the daemon while disabled" + context
+
+    assert "disabled" not in (result.get("statusOn") or "disabled"), "still disabled after toggling on" + context
+    assert (result.get("ghostAfter") or "").strip(), "no ghost text after toggling on" + context
+    assert _completions_between(events, result.get("onAt"), float("inf")), "no request after toggling on" + context

@@ -7,7 +7,10 @@
 // Scenarios: tab (type lines, Tab, the next ghost text, a word with Ctrl+Right, the
 // status bar), pair (type an opener VS Code closes itself, `foo(` giving `foo(|)`: the
 // ghost text inside the pair, Tab, the line and the cursor after it, the next ghost
-// text), not-found (tabd.path names nothing).
+// text), not-found (tabd.path names nothing), toggle (ghost text; `tabd: Toggle
+// suggestions` off: the status item says so, typing and an explicit trigger bring none;
+// on again: ghost text back; epoch times of both switches for the test to read the
+// daemon's log between them).
 //
 // node drive.mjs --url URL --file NAME [--type TEXT] [--chromium PATH] [--profile DIR]
 //                [--shots DIR] [--ghost-timeout MS] [--deadline MS] [--warmup 0|1]
@@ -145,16 +148,21 @@ async function shot(page, name) {
   }
 }
 
-// editor.action.inlineSuggest.trigger (an explicit request), through the command palette.
-async function trigger(page) {
+// A command by its title, through the command palette (F1).
+async function runCommand(page, title) {
   await page.keyboard.press("F1");
   const input = await page.waitForSelector(".quick-input-widget input", { visible: true, timeout: 10000 }).catch(() => null);
   if (!input) return false;
-  await page.keyboard.type("Trigger Inline Suggestion", { delay: 20 });
+  await page.keyboard.type(title, { delay: 20 });
   await waitFor(() => page.$(".quick-input-list .monaco-list-row"), 5000);
   await sleep(300);
   await page.keyboard.press("Enter");
   return true;
+}
+
+// editor.action.inlineSuggest.trigger (an explicit request), through the command palette.
+async function trigger(page) {
+  return runCommand(page, "Trigger Inline Suggestion");
 }
 
 async function openFile(page) {
@@ -371,7 +379,71 @@ async function typeIntoPair(page, pair, firstTimeout) {
   step("ghost text after Tab", { ghost: pair.ghost2 });
 }
 
-const SCENARIOS = { tab: tabScenario, pair: pairScenario, "not-found": notFoundScenario };
+// Type `--type`'s lines until ghost text shows (an explicit trigger after each line that brought none).
+async function typeUntilGhost(page, lines, firstTimeout) {
+  let ghost = null;
+  for (let round = 0; round < lines.length && !ghost && left() > 0; round++) {
+    if (round > 0) {
+      await page.keyboard.press("Escape");
+      await page.keyboard.press("End");
+      await page.keyboard.press("Enter");
+    }
+    await page.keyboard.type(lines[round], { delay: 60 });
+    step("typed", { text: lines[round] });
+    ghost = await waitFor(someGhost(page), round === 0 ? firstTimeout : ghostTimeout);
+    if (!ghost) {
+      await trigger(page);
+      step("no ghost text after typing: triggered");
+      ghost = await waitFor(someGhost(page), ghostTimeout / 2);
+    }
+  }
+  return ghost;
+}
+
+// Ghost text with the defaults, none while switched off (typing, then an explicit trigger), back when on.
+async function toggleScenario(page) {
+  await waitForDaemon(page);
+  const lines = typed.split("\\n");
+  const half = Math.ceil(lines.length / 2);
+  result.ghostBefore = await typeUntilGhost(page, lines.slice(0, half), firstGhostTimeout);
+  step("ghost text", { ghost: result.ghostBefore });
+  await shot(page, "1-ghost");
+  await page.keyboard.press("Escape");
+
+  await runCommand(page, "tabd: Toggle suggestions (enable/disable)");
+  result.statusOff = await waitFor(async () => {
+    const s = await statusBarText(page);
+    return s && /disabled/.test(s) ? s : null;
+  }, 10000, 100);
+  step("toggled off", { status: result.statusOff });
+  await sleep(1000); // a request already on its way before the switch may still land
+  result.offAt = Date.now() / 1000;
+  await page.keyboard.press("End");
+  await page.keyboard.press("Enter");
+  await page.keyboard.type(lines[0], { delay: 60 });
+  result.ghostWhileOff = await waitFor(someGhost(page), 5000);
+  await trigger(page);
+  result.ghostWhileOff = result.ghostWhileOff ?? (await waitFor(someGhost(page), 5000));
+  step("typed while off", { ghost: result.ghostWhileOff });
+  await shot(page, "2-off");
+  result.onAt = Date.now() / 1000;
+
+  await runCommand(page, "tabd: Toggle suggestions (enable/disable)");
+  result.statusOn = await waitFor(async () => {
+    const s = await statusBarText(page);
+    return s && !/disabled/.test(s) ? s : null;
+  }, 10000, 100);
+  step("toggled on", { status: result.statusOn });
+  await page.keyboard.press("Escape");
+  await page.keyboard.press("End");
+  await page.keyboard.press("Enter");
+  result.ghostAfter = await typeUntilGhost(page, half < lines.length ? lines.slice(half) : lines, ghostTimeout);
+  step("ghost text after toggling on", { ghost: result.ghostAfter });
+  await shot(page, "3-on");
+  result.ok = Boolean(result.ghostBefore && !result.ghostWhileOff && result.ghostAfter);
+}
+
+const SCENARIOS = { tab: tabScenario, pair: pairScenario, "not-found": notFoundScenario, toggle: toggleScenario };
 
 let browser;
 let page;
