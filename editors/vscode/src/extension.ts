@@ -37,6 +37,7 @@ import {
   Stats,
 } from "./logic";
 import { SetEnabledParams, SET_ENABLED, Toggles } from "./toggles";
+import { InlineEdits } from "./inlineEdits";
 
 const STATS_REQUEST = "tabd/stats";
 
@@ -47,6 +48,7 @@ let pollTimer: ReturnType<typeof setInterval> | undefined;
 let polling = false;
 let stateSubscription: vscode.Disposable | undefined;
 let toggles: Toggles;
+let inlineEdits: InlineEdits;
 let lastStats: Stats | undefined;
 /** the last answer: in which document, and its reason when it was empty */
 let lastAnswer: { uri: string; reason?: string } | undefined;
@@ -111,6 +113,16 @@ function sendSetEnabled(params: SetEnabledParams): void {
   }
 }
 
+/** ms from the last edit to asking for the next edit; -1 when next-edit suggestions are off. */
+function nextEditDelay(): number {
+  const cfg = vscode.workspace.getConfiguration("tabd.nextEdit");
+  if (cfg.get("enabled") === false) {
+    return -1;
+  }
+  const delay = cfg.get("delay");
+  return typeof delay === "number" && Number.isFinite(delay) && delay >= 0 ? delay : 1100;
+}
+
 function readExcludeSetting(): string[] {
   const read = readExclude(vscode.workspace.getConfiguration("tabd").get("exclude"));
   if (read.problem) {
@@ -171,6 +183,14 @@ async function startClient(): Promise<void> {
       didClose: async (document, next) => {
         toggles.closed(document);
         await next(document);
+      },
+      // A completion accepted with Tab (its tabd.accept): the next edit may follow from it.
+      executeCommand: async (command, args, next) => {
+        const result = await next(command, args);
+        if (command === "tabd.accept") {
+          inlineEdits.afterAccept();
+        }
+        return result;
       },
     },
   };
@@ -236,6 +256,41 @@ async function provideInline(
   return c.protocol2CodeConverter.asInlineCompletionResult(raw as Parameters<typeof c.protocol2CodeConverter.asInlineCompletionResult>[0], token);
 }
 
+/**
+ * `tabd: Check the daemon's copy of this document`: asks tabd/document and compares it with the editor's text,
+ * the first line that differs named. What to run when a suggestion looks shifted.
+ */
+async function checkSync(): Promise<void> {
+  const c = client;
+  const document = vscode.window.activeTextEditor?.document;
+  if (c === undefined || c.state !== State.Running || document === undefined) {
+    void vscode.window.showWarningMessage("tabd: no daemon running or no file open");
+    return;
+  }
+  const uri = document.uri.toString();
+  try {
+    const answer = (await c.sendRequest("tabd/document", { uri })) as { text?: unknown; version?: unknown };
+    const name = vscode.workspace.asRelativePath(document.uri);
+    const theirs = typeof answer.text === "string" ? answer.text : "";
+    const ours = document.getText();
+    if (theirs === ours) {
+      void vscode.window.showInformationMessage(`tabd: the daemon's copy of ${name} is in sync (version ${String(answer.version)})`);
+      return;
+    }
+    const a = ours.split(/\r?\n/);
+    const b = theirs.split(/\r?\n/);
+    let line = 0;
+    while (line < a.length && line < b.length && a[line] === b[line]) {
+      line++;
+    }
+    void vscode.window.showWarningMessage(
+      `tabd: the daemon's copy of ${name} is OUT OF SYNC from line ${line + 1}; run 'tabd: Restart the daemon'`,
+    );
+  } catch (err) {
+    void vscode.window.showWarningMessage(`tabd: tabd/document failed: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
 async function stopClient(): Promise<void> {
   stopPolling();
   stateSubscription?.dispose();
@@ -276,10 +331,18 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   statusItem.name = "tabd";
   statusItem.command = "tabd.menu";
   toggles = new Toggles(context.globalState, sendSetEnabled);
+  inlineEdits = new InlineEdits(() => client, (d) => toggles.active(d), nextEditDelay, (m) => output.info(m));
   context.subscriptions.push(
     output,
     statusItem,
     toggles,
+    inlineEdits,
+    vscode.commands.registerCommand("tabd.inlineEdit.tab", () => inlineEdits.tab()),
+    vscode.commands.registerCommand("tabd.inlineEdit.dismiss", () => inlineEdits.dismiss()),
+    vscode.commands.registerCommand("tabd.inlineEdit.request", () => {
+      const editor = vscode.window.activeTextEditor;
+      return editor ? inlineEdits.request(editor) : undefined;
+    }),
     toggles.onDidChange(() => renderStatus()),
     vscode.commands.registerCommand("tabd.restart", () => restart()),
     vscode.commands.registerCommand("tabd.showOutput", () => output.show(true)),
@@ -287,6 +350,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand("tabd.snooze", (minutes?: unknown) => toggles.snooze(minutes)),
     vscode.commands.registerCommand("tabd.toggleLanguage", (language?: unknown) => toggles.toggleLanguage(language)),
     vscode.commands.registerCommand("tabd.menu", () => toggles.menu()),
+    vscode.commands.registerCommand("tabd.checkSync", () => checkSync()),
     vscode.window.onDidChangeActiveTextEditor((editor) => {
       sendFocus(editor);
       renderStatus();
