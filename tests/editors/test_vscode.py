@@ -384,3 +384,60 @@ def test_code_server_typescript_and_toggle(tmp_path):
     assert "disabled" not in (result.get("statusOn") or "disabled"), "still disabled after toggling on" + context
     assert (result.get("ghostAfter") or "").strip(), "no ghost text after toggling on" + context
     assert _completions_between(events, result.get("onAt"), float("inf")), "no request after toggling on" + context
+
+
+# `count` at three places: line 2 (renamed by hand), line 6 (four lines away: a jump first) and line 7 (the
+# line after: applied at once).
+RENAME_SAMPLE = '''def summarize(items):
+    count = len(items)
+    first = items[0] if items else None
+    last = items[-1] if items else None
+    print("first and last:", first, last)
+    print("items:", count)
+    return count
+'''
+
+
+@pytest.mark.slow
+def test_code_server_next_edit_rename(tmp_path):
+    """Next-edit suggestions in VS Code against a real `tabd serve --edit-min-confidence 0` (the
+    model's score never vetoes): the user renames the first `count` to `total` by typing and
+    pauses. The edit is drawn at the next `count` (line 6: struck through, `total` beside it) with
+    "Tab: jump to line 6" at the cursor; Tab moves the cursor there, Tab applies it, the cursor ends
+    after `total`. The one after (line 7, next to the cursor: no marker) shows on its own and Tab
+    applies it. The file ends renamed everywhere, and the daemon's copy is the editor's (the
+    extension's `tabd: Check the daemon's copy of this document` compares them)."""
+    tabd = _tabd_executable()
+    if not tabd.exists():
+        pytest.skip(f"tabd is missing at {tabd} (make venv)")
+    result, err, _ = _code_server_run(tmp_path, tabd, "rename", typed="", args=["--edit-min-confidence", "0"],
+                                      content=RENAME_SAMPLE)
+    events = _read_log(tmp_path / "tabd.jsonl")
+    print("e2e:", json.dumps({k: result.get(k) for k in ("edits", "afterJump", "lineApplied1", "lineApplied2",
+                                                           "sync")}))
+    print("driver:", err[-3000:])
+    context = (f"\nresult: {json.dumps(result, indent=1)[-6000:]}\ndriver: {err[-3000:]}"
+               f"\nlog events: {[(e.get('event'), e.get('source')) for e in events][-40:]}"
+               f"\nshots: {tmp_path / 'shots'}")
+    edits = result.get("edits") or []
+    assert edits and edits[0]["line"] == 5, "no edit drawn at the next `count` (line 6)" + context
+    first = next(l for l in edits[0]["view"] if l["struck"])
+    assert first["struck"] == "count" and "total" in first["labels"], "the edit is not count -> total" + context
+    assert edits[0]["marker"] == 1, "no jump marker at the cursor's line" + context
+    marker = [t for l in edits[0]["view"] for t in l["labels"] if "Tab: jump" in t]
+    assert marker and marker[0].strip() == "⇥ Tab: jump to line 6", context
+
+    # Tab: the cursor at the edit (line 6, before `count`), the marker gone; Tab: applied, cursor after it.
+    assert result.get("afterJump") == {"line": 6, "column": 21}, "the first Tab did not jump" + context
+    assert result.get("markerAfterJump") == -1, context
+    assert result.get("lineApplied1") == '    print("items:", total)', context
+    assert result.get("cursorAfterApply1") == {"line": 6, "column": 26}, context
+
+    # The next one, the line after the cursor: drawn without a marker, applied by one Tab.
+    assert len(edits) >= 2 and edits[1]["line"] == 6 and edits[1]["marker"] == -1, context
+    assert result.get("lineApplied2") == "    return total", context
+    assert result.get("editAfterLast") == -1, "an edit is drawn with no `count` left" + context
+
+    final = result.get("finalText") or ""
+    assert "count" not in final and final.count("total") == 3, context
+    assert "in sync" in (result.get("sync") or ""), "the daemon's copy differs from the editor's" + context

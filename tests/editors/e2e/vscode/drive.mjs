@@ -10,7 +10,9 @@
 // text), not-found (tabd.path names nothing), toggle (ghost text; `tabd: Toggle
 // suggestions` off: the status item says so, typing and an explicit trigger bring none;
 // on again: ghost text back; epoch times of both switches for the test to read the
-// daemon's log between them).
+// daemon's log between them), rename (next-edit suggestions: rename the first `count` on
+// line 2 to `total` by typing; the edit drawn at the next `count` with a jump marker at the
+// cursor; Tab jumps, Tab applies; the next one shown and applied; the daemon's copy checked).
 //
 // node drive.mjs --url URL --file NAME [--type TEXT] [--chromium PATH] [--profile DIR]
 //                [--shots DIR] [--ghost-timeout MS] [--deadline MS] [--warmup 0|1]
@@ -443,7 +445,140 @@ async function toggleScenario(page) {
   result.ok = Boolean(result.ghostBefore && !result.ghostWhileOff && result.ghostAfter);
 }
 
-const SCENARIOS = { tab: tabScenario, pair: pairScenario, "not-found": notFoundScenario, toggle: toggleScenario };
+// What the extension draws for a next edit, per editor line (0-based, the file is short enough to be all
+// visible): the text struck through (the range to replace) and the decorations' labels (CSS ::after content,
+// which is how VS Code renders an extension's `after` decoration).
+async function editView(page) {
+  return page.evaluate(() => {
+    const editor = document.querySelector(".editor-instance .monaco-editor .view-lines");
+    if (!editor) return [];
+    const lines = [...editor.querySelectorAll(":scope > .view-line")]
+      .sort((a, b) => parseFloat(a.style.top || "0") - parseFloat(b.style.top || "0"));
+    const unquote = (c) => (c && c !== "none" && c !== "normal" ? JSON.parse(c) : null);
+    return lines.map((line) => {
+      const struck = [];
+      const labels = [];
+      for (const span of line.querySelectorAll("span")) {
+        const style = getComputedStyle(span);
+        if (style.textDecorationLine.includes("line-through") && span.children.length === 0) struck.push(span.textContent);
+        for (const pseudo of ["::before", "::after"]) {
+          let text = null;
+          try { text = unquote(getComputedStyle(span, pseudo).content); } catch { text = null; }
+          if (text) labels.push(text);
+        }
+      }
+      const copy = line.cloneNode(true);
+      copy.querySelectorAll('[class*="ghost-text"]').forEach((g) => g.remove());
+      return { text: (copy.textContent ?? "").replace(/\u00a0/g, " "), struck: struck.join(""), labels };
+    });
+  });
+}
+
+// The first line (0-based) whose drawing shows a next edit: something struck through or a label.
+const editShown = (view) => view.findIndex((l) => l.struck || l.labels.some((t) => !/Tab: jump/.test(t)));
+const markerLine = (view) => view.findIndex((l) => l.labels.some((t) => /Tab: jump to line/.test(t)));
+
+async function notification(page, pattern) {
+  return page.evaluate((source) => {
+    const re = new RegExp(source);
+    const items = [...document.querySelectorAll(".notification-list-item-message")];
+    const hit = items.find((e) => re.test(e.textContent ?? ""));
+    return hit ? hit.textContent : null;
+  }, pattern);
+}
+
+// Ghost text (an inline completion) keeps Tab: hide it so Tab reaches the next edit, as a user would.
+async function hideGhost(page) {
+  if ((await ghostText(page)).trim()) {
+    await page.keyboard.press("Escape");
+    await waitFor(async () => !(await ghostText(page)).trim(), 2000, 50);
+    step("ghost text hidden");
+  }
+}
+
+// Waits for a next edit to be drawn and records it in result.edits.
+async function waitForEdit(page, label, timeoutMs) {
+  const view = await waitFor(async () => {
+    const v = await editView(page);
+    return editShown(v) >= 0 ? v : null;
+  }, timeoutMs, 100);
+  const record = {
+    label,
+    line: view ? editShown(view) : -1,
+    marker: view ? markerLine(view) : -1,
+    view: view ? view.filter((l) => l.struck || l.labels.length) : null,
+    cursor: await cursorPosition(page),
+  };
+  result.edits.push(record);
+  step("edit shown", record);
+  await shot(page, `edit-${result.edits.length}`);
+  return record;
+}
+
+async function renameScenario(page) {
+  await waitForDaemon(page);
+  result.edits = [];
+  // Line 2 (Ctrl+G), its first word: the first `count`.
+  await page.keyboard.down("Control");
+  await page.keyboard.press("KeyG");
+  await page.keyboard.up("Control");
+  await page.waitForSelector(".quick-input-widget input", { visible: true, timeout: 10000 });
+  await page.keyboard.type("2", { delay: 30 });
+  await page.keyboard.press("Enter");
+  await sleep(300);
+  await page.keyboard.press("End");
+  await page.keyboard.press("Home");
+  await page.keyboard.down("Shift");
+  await page.keyboard.down("Control");
+  await page.keyboard.press("ArrowRight");
+  await page.keyboard.up("Control");
+  await page.keyboard.up("Shift");
+  await page.keyboard.type("total", { delay: 120 });
+  step("renamed the first", { cursor: await cursorPosition(page) });
+
+  let edit = await waitForEdit(page, "after the rename", firstGhostTimeout);
+  if (edit.line < 0) throw new Error("no next edit drawn after the rename");
+  await hideGhost(page);
+  result.tabAt = Date.now() / 1000;
+  await page.keyboard.press("Tab");
+  result.afterJump = await waitFor(async () => {
+    const c = await cursorPosition(page);
+    return c && c.line !== edit.cursor?.line ? c : null;
+  }, 3000, 50) ?? (await cursorPosition(page));
+  result.markerAfterJump = markerLine(await editView(page));
+  step("Tab (jump)", { cursor: result.afterJump, marker: result.markerAfterJump });
+  await page.keyboard.press("Tab");
+  const applied = edit.line;
+  result.lineApplied1 = await waitFor(async () => {
+    const v = await editView(page);
+    return v[applied] && !/count/.test(v[applied].text) ? v[applied].text : null;
+  }, 3000, 50);
+  result.cursorAfterApply1 = await cursorPosition(page);
+  step("Tab (apply)", { line: result.lineApplied1, cursor: result.cursorAfterApply1 });
+
+  edit = await waitForEdit(page, "after the first Tab", ghostTimeout);
+  if (edit.line < 0) throw new Error("no next edit drawn after applying one");
+  await hideGhost(page);
+  await page.keyboard.press("Tab");
+  if (edit.marker >= 0) await page.keyboard.press("Tab");
+  const second = edit.line;
+  result.lineApplied2 = await waitFor(async () => {
+    const v = await editView(page);
+    return v[second] && !/count/.test(v[second].text) ? v[second].text : null;
+  }, 3000, 50);
+  step("Tab (apply)", { line: result.lineApplied2 });
+  await sleep(1500);
+  result.editAfterLast = editShown(await editView(page));
+
+  await runCommand(page, "tabd: Check the daemon's copy of this document");
+  result.sync = await waitFor(() => notification(page, "tabd: the daemon's copy"), 10000, 100);
+  step("sync", { message: result.sync });
+  result.finalText = (await editorLines(page)).join("\n");
+  await shot(page, "rename-done");
+  result.ok = Boolean(result.lineApplied1 && result.lineApplied2 && result.sync);
+}
+
+const SCENARIOS = { rename: renameScenario, tab: tabScenario, pair: pairScenario, "not-found": notFoundScenario, toggle: toggleScenario };
 
 let browser;
 let page;
