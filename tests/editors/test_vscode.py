@@ -359,7 +359,8 @@ def test_code_server_typescript_and_toggle(tmp_path):
     file gets ghost text from the embedded model. `tabd: Toggle suggestions` turns it off: the
     status item says "disabled", typing and an explicit trigger bring no ghost text, and not one
     request reaches the daemon (its log has no completion in that span). Toggled on, ghost text
-    is back. The embedded model's gate is off (--min-confidence 0): what is tested is whether a
+    is back. `tabd: Snooze suggestions` refuses 0 minutes with an error; 0.1 minutes snoozes
+    (no ghost text, no request) and suggestions come back by themselves. The embedded model's gate is off (--min-confidence 0): what is tested is whether a
     request goes out and its answer shows, not whether the model is sure about TypeScript."""
     tabd = _tabd_executable()
     if not tabd.exists():
@@ -383,7 +384,19 @@ def test_code_server_typescript_and_toggle(tmp_path):
 
     assert "disabled" not in (result.get("statusOn") or "disabled"), "still disabled after toggling on" + context
     assert (result.get("ghostAfter") or "").strip(), "no ghost text after toggling on" + context
-    assert _completions_between(events, result.get("onAt"), float("inf")), "no request after toggling on" + context
+    assert _completions_between(events, result.get("onAt"), result.get("snoozedAt")), \
+        "no request after toggling on" + context
+
+    # A snooze of 0 minutes is refused with an error, and changes nothing.
+    assert "above 0" in (result.get("snoozeZero") or ""), "no error for a snooze of 0 minutes" + context
+    assert "snoozed" not in (result.get("statusAfterZero") or ""), context
+    # 0.1 minutes: off (no ghost text, no request), then back by itself.
+    assert "snoozed 1 min" in (result.get("statusSnoozed") or ""), context
+    assert not (result.get("ghostWhileSnoozed") or "").strip(), "ghost text while snoozed" + context
+    assert _completions_between(events, result.get("snoozedAt"), result.get("snoozeCheckedAt")) == [], \
+        "requests reached the daemon while snoozed" + context
+    assert result.get("statusAfterSnooze"), "the snooze did not end" + context
+    assert (result.get("ghostAfterSnooze") or "").strip(), "no ghost text after the snooze" + context
 
 
 # `count` at three places: line 2 (renamed by hand), line 6 (four lines away: a jump first) and line 7 (the

@@ -442,7 +442,46 @@ async function toggleScenario(page) {
   result.ghostAfter = await typeUntilGhost(page, half < lines.length ? lines.slice(half) : lines, ghostTimeout);
   step("ghost text after toggling on", { ghost: result.ghostAfter });
   await shot(page, "3-on");
-  result.ok = Boolean(result.ghostBefore && !result.ghostWhileOff && result.ghostAfter);
+
+  // Snooze: 0 minutes is refused with an error; 0.1 (6 s) snoozes, and suggestions come back by themselves.
+  const snooze = async (minutes) => {
+    await page.keyboard.press("Escape");
+    await runCommand(page, "tabd: Snooze suggestions");
+    await page.waitForSelector(".quick-input-widget input", { visible: true, timeout: 10000 });
+    await sleep(300);
+    await page.keyboard.down("Control");
+    await page.keyboard.press("KeyA");
+    await page.keyboard.up("Control");
+    await page.keyboard.type(minutes, { delay: 30 });
+    await page.keyboard.press("Enter");
+  };
+  await snooze("0");
+  result.snoozeZero = await waitFor(() => notification(page, "snooze needs"), 5000, 100);
+  result.statusAfterZero = await statusBarText(page);
+  step("snooze 0", { message: result.snoozeZero, status: result.statusAfterZero });
+  await snooze("0.1");
+  result.statusSnoozed = await waitFor(async () => {
+    const s = await statusBarText(page);
+    return s && /snoozed/.test(s) ? s : null;
+  }, 5000, 100);
+  result.snoozedAt = Date.now() / 1000;
+  await page.keyboard.press("Escape");
+  await page.keyboard.press("End");
+  await page.keyboard.press("Enter");
+  await page.keyboard.type(lines[0], { delay: 40 });
+  result.ghostWhileSnoozed = await waitFor(someGhost(page), 2000);
+  step("typed while snoozed", { status: result.statusSnoozed, ghost: result.ghostWhileSnoozed });
+  result.snoozeCheckedAt = Date.now() / 1000;
+  result.statusAfterSnooze = await waitFor(async () => {
+    const s = await statusBarText(page);
+    return s && !/snoozed/.test(s) ? s : null;
+  }, 20000, 200);
+  await page.keyboard.press("Escape");
+  await page.keyboard.press("End");
+  await page.keyboard.press("Enter");
+  result.ghostAfterSnooze = await typeUntilGhost(page, lines, ghostTimeout);
+  step("after the snooze", { status: result.statusAfterSnooze, ghost: result.ghostAfterSnooze });
+  result.ok = Boolean(result.ghostBefore && !result.ghostWhileOff && result.ghostAfter && result.ghostAfterSnooze);
 }
 
 // What the extension draws for a next edit, per editor line (0-based, the file is short enough to be all
