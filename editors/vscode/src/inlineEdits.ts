@@ -108,6 +108,12 @@ export class InlineEdits implements vscode.Disposable {
   private moved(e: vscode.TextEditorSelectionChangeEvent): void {
     if (this.shown !== undefined && e.textEditor.document === this.shown.document) {
       this.draw(e.textEditor); // the jump marker follows the cursor
+      return;
+    }
+    // The user moved on (arrows, a click) after an edit: a pause as good as waiting, so ask from there.
+    const byUser = e.kind === vscode.TextEditorSelectionChangeKind.Keyboard || e.kind === vscode.TextEditorSelectionChangeKind.Mouse;
+    if (byUser && e.textEditor === vscode.window.activeTextEditor && this.timer === undefined) {
+      this.schedule(e.textEditor, this.delayMs());
     }
   }
 
