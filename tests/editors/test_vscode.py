@@ -398,6 +398,16 @@ def test_code_server_typescript_and_toggle(tmp_path):
     assert result.get("statusAfterSnooze"), "the snooze did not end" + context
     assert (result.get("ghostAfterSnooze") or "").strip(), "no ghost text after the snooze" + context
 
+    # The status item's menu (toggle, snooze, this language) turned it back on above.
+    menu = " | ".join(result.get("menu") or [])
+    assert "Enable suggestions" in menu and "Snooze" in menu and "for typescript" in menu, menu + context
+    # Off for TypeScript alone (tabd.enable): said in the status item, no ghost text, no request; then on.
+    assert "off for typescript" in (result.get("statusLanguageOff") or ""), context
+    assert not (result.get("ghostLanguageOff") or "").strip(), "ghost text with TypeScript off" + context
+    assert _completions_between(events, result.get("languageOffAt"), result.get("languageOnAt")) == [], \
+        "requests reached the daemon with TypeScript off" + context
+    assert result.get("statusLanguageOn"), "TypeScript did not come back on" + context
+
 
 # `count` at three places: line 2 (renamed by hand), line 6 (four lines away: a jump first) and line 7 (the
 # line after: applied at once).

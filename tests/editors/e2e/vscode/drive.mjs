@@ -430,7 +430,20 @@ async function toggleScenario(page) {
   await shot(page, "2-off");
   result.onAt = Date.now() / 1000;
 
-  await runCommand(page, "tabd: Toggle suggestions (enable/disable)");
+  // On again through the status item: a click opens the menu, its first entry enables.
+  await page.evaluate(() => {
+    const items = [...document.querySelectorAll(".statusbar-item")];
+    const item = items.find((e) => /tabd/.test(e.textContent ?? ""));
+    (item?.querySelector("a") ?? item)?.click();
+  });
+  await page.waitForSelector(".quick-input-widget input", { visible: true, timeout: 10000 });
+  await waitFor(() => page.$(".quick-input-list .monaco-list-row"), 5000);
+  result.menu = await page.evaluate(() =>
+    [...document.querySelectorAll(".quick-input-list .monaco-list-row")].map((r) => (r.getAttribute("aria-label") ?? r.textContent ?? "").trim()));
+  step("menu", { items: result.menu });
+  await page.keyboard.type("Enable suggestions", { delay: 20 });
+  await sleep(300);
+  await page.keyboard.press("Enter");
   result.statusOn = await waitFor(async () => {
     const s = await statusBarText(page);
     return s && !/disabled/.test(s) ? s : null;
@@ -481,6 +494,27 @@ async function toggleScenario(page) {
   await page.keyboard.press("Enter");
   result.ghostAfterSnooze = await typeUntilGhost(page, lines, ghostTimeout);
   step("after the snooze", { status: result.statusAfterSnooze, ghost: result.ghostAfterSnooze });
+
+  // Off for this language only (tabd.enable), then on again.
+  await page.keyboard.press("Escape");
+  await runCommand(page, "tabd: Toggle suggestions for this language");
+  result.statusLanguageOff = await waitFor(async () => {
+    const s = await statusBarText(page);
+    return s && /off for/.test(s) ? s : null;
+  }, 10000, 100);
+  result.languageOffAt = Date.now() / 1000;
+  await page.keyboard.press("End");
+  await page.keyboard.press("Enter");
+  await page.keyboard.type(lines[0], { delay: 40 });
+  result.ghostLanguageOff = await waitFor(someGhost(page), 2000);
+  result.languageOnAt = Date.now() / 1000;
+  step("off for the language", { status: result.statusLanguageOff, ghost: result.ghostLanguageOff });
+  await runCommand(page, "tabd: Toggle suggestions for this language");
+  result.statusLanguageOn = await waitFor(async () => {
+    const s = await statusBarText(page);
+    return s && !/off for/.test(s) ? s : null;
+  }, 10000, 100);
+  step("on for the language", { status: result.statusLanguageOn });
   result.ok = Boolean(result.ghostBefore && !result.ghostWhileOff && result.ghostAfter && result.ghostAfterSnooze);
 }
 
