@@ -343,7 +343,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       const editor = vscode.window.activeTextEditor;
       return editor ? inlineEdits.request(editor) : undefined;
     }),
-    toggles.onDidChange(() => renderStatus()),
+    toggles.onDidChange(() => {
+      renderStatus();
+      inlineEdits.switched();
+    }),
     vscode.commands.registerCommand("tabd.restart", () => restart()),
     vscode.commands.registerCommand("tabd.showOutput", () => output.show(true)),
     vscode.commands.registerCommand("tabd.toggle", () => toggles.toggle()),

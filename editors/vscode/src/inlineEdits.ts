@@ -127,6 +127,14 @@ export class InlineEdits implements vscode.Disposable {
     c.sendNotification(DID_FOCUS, { textDocument: { uri: editor.document.uri.toString() } }).catch(() => undefined);
   }
 
+  /** Switched off (toggle, snooze, its language): an edit drawn there goes. */
+  switched(): void {
+    if (this.shown !== undefined && !this.active(this.shown.document)) {
+      this.cancel();
+      this.hide();
+    }
+  }
+
   /** A completion was accepted with Tab: the edit that follows it, at once. */
   afterAccept(): void {
     const editor = vscode.window.activeTextEditor;

@@ -152,15 +152,24 @@ export class Toggles implements vscode.Disposable {
       return;
     }
     this.clearSnooze();
-    const ms = read.value * 60000;
-    this.snoozedUntil = Date.now() + ms;
-    this.snoozeTimer = setTimeout(() => this.snoozeEnded(), ms);
+    this.snoozedUntil = Date.now() + read.value * 60000;
+    this.armSnooze();
     this.send({ enabled: false, minutes: read.value });
     this.changed.fire();
   }
 
+  // setTimeout holds at most 2^31-1 ms (24.8 days): a longer snooze re-arms until it is due.
+  private armSnooze(): void {
+    const left = (this.snoozedUntil ?? Date.now()) - Date.now();
+    this.snoozeTimer = setTimeout(() => this.snoozeEnded(), Math.min(Math.max(left, 0), 2 ** 31 - 1));
+  }
+
   private snoozeEnded(): void {
     this.snoozeTimer = undefined;
+    if (this.snoozedUntil !== null && this.snoozedUntil > Date.now()) {
+      this.armSnooze();
+      return;
+    }
     this.snoozedUntil = null;
     // The daemon re-enables by itself; saying so again costs nothing and covers a restart in between.
     this.send({ enabled: this.enabled });
