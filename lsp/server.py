@@ -24,7 +24,8 @@ from tabd.daemon.runtime.events import EventLog, LogFile
 from tabd.daemon.runtime.lifecycle import start_parent_watch
 from tabd.daemon.runtime.service import Answer, CompletionService
 from tabd.lsp.documents import Document, DocumentError, DocumentStore
-from tabd.lsp import rawparams
+from tabd.lsp import inline_edit, rawparams
+from tabd.daemon.edits.edit_service import EditService
 from tabd.lsp.protocol import NOT_PLAIN, TabdProtocol
 from tabd.lsp.transport import serve_stdio, serve_tcp
 
@@ -54,6 +55,7 @@ class TabdServer(LanguageServer):
         self.documents = DocumentStore()
         self.encoding = "utf-16"  # the position encoding negotiated in initialize
         self.service: CompletionService | None = None
+        self.edits: EditService | None = None  # next-edit suggestions (lsp/inline_edit.py), made at initialize
         self.recorder: Any = None  # has .record(dict); set by `tabd serve --record`
         self.started = time.monotonic()
         self.pending_messages: list[str] = []
@@ -95,7 +97,7 @@ class TabdServer(LanguageServer):
         return True
 
     def accept_command(self, *args: Any) -> dict:
-        answer_id, options = _command_args(args, ACCEPT)
+        answer_id, options = command_args(args, ACCEPT)
         chars = options.get("chars")
         partial = bool(options.get("partial", False))
         known = self.service.accept(answer_id, chars if isinstance(chars, int) else None, partial) if self.service else False
@@ -103,7 +105,7 @@ class TabdServer(LanguageServer):
         return {"accepted": known}
 
     def dismiss_command(self, *args: Any) -> dict:
-        answer_id, _ = _command_args(args, DISMISS)
+        answer_id, _ = command_args(args, DISMISS)
         known = self.service.dismiss(answer_id) if self.service else False
         self.record("dismiss", id=answer_id)
         return {"dismissed": known}
@@ -194,7 +196,7 @@ class TabdServer(LanguageServer):
             return NOT_PLAIN
         name, arguments = request
         try:
-            _command_args(tuple(arguments), name)
+            command_args(tuple(arguments), name)
         except JsonRpcInvalidParams:
             return NOT_PLAIN
         return self.commands[name](*arguments)
@@ -214,6 +216,9 @@ class TabdServer(LanguageServer):
                 continue
             start, end = span
             try:
+                if self.edits is not None:
+                    a, b = doc.offset_at(*start, self.encoding), doc.offset_at(*end, self.encoding)
+                    self.edits.edited(doc_id(uri), a, doc.content.slice(a, b) if b > a else "", text)
                 cursor = doc.apply(start, end, text, self.encoding)
             except DocumentError as exc:
                 logger.warning("change to %s skipped: %s", doc_id(uri), exc)
@@ -271,6 +276,7 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
         encoding = ServerCapabilitiesBuilder.choose_position_encoding(params.capabilities)
         ls.encoding = str(getattr(encoding, "value", encoding))
         ls.service = CompletionService(ls.config, ls.backend_factory, ls.events)
+        ls.edits = EditService(ls.service.score, ls.config.edit_min_confidence) if ls.config.inline_edits else None
         ls.roots = workspace_roots(params)
         ls.parent_watch = start_parent_watch(params.process_id, lambda: ls.protocol.request_exit(1))
 
@@ -308,6 +314,8 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
         ls.documents.close(uri)
         ls.cursors.pop(uri, None)
         ls.record("close", uri=uri)
+        if ls.edits is not None:
+            ls.edits.closed(doc_id(uri))
         if ls.service is not None:
             ls.service.document_closed(doc_id(uri))
 
@@ -347,7 +355,10 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
     def stats(ls: TabdServer, params: Any) -> dict:
         if ls.service is None:
             raise JsonRpcInvalidParams("the server is not initialized")
-        return ls.service.stats_dict()
+        out = ls.service.stats_dict()
+        if ls.edits is not None:
+            out["edits"] = {**ls.edits.stats.as_dict(), "last": ls.edits.last}
+        return out
 
     @server.feature(FOCUS)
     def focus(ls: TabdServer, params: Any) -> None:
@@ -384,6 +395,7 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
             raise JsonRpcInvalidParams(str(exc)) from None
         return {"uri": uri, "version": doc.version, "text": doc.text, "lines": doc.line_count}
 
+    inline_edit.register(server)
     return server
 
 
@@ -423,7 +435,7 @@ def _fs_path(uri: str) -> str:
     return unquote(parsed.path) if parsed.scheme == "file" else ""
 
 
-def _command_args(args: tuple, name: str) -> tuple[str, dict]:
+def command_args(args: tuple, name: str) -> tuple[str, dict]:
     """(item id, options) from a command's arguments, however the client wrapped them."""
     if len(args) == 1 and isinstance(args[0], (list, tuple)) and not isinstance(args[0], str):
         args = tuple(args[0])

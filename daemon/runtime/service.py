@@ -67,6 +67,19 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
+def spelled_probability(pred: Prediction, text: str) -> float:
+    """The joint probability of the model's tokens up to where its suggestion spells `text` (0 where it departs)."""
+    wrote = pred.text
+    if not wrote or not (wrote.startswith(text) or text.startswith(wrote)):
+        return 0.0
+    p = 1.0
+    for end, prob in pred.confidence:
+        p *= prob
+        if end >= len(text):
+            break
+    return p
+
+
 def _since(t0: float) -> float:
     return (time.monotonic() - t0) * 1000
 
@@ -130,6 +143,27 @@ class CompletionService:
 
     async def ready(self) -> bool:
         return await self.model.ready()
+
+    async def score(self, doc: str, prefix: str, suffix: str, text: str, background: bool) -> float:
+        """The model's probability of writing `text` at a place other than the cursor (next-edit suggestions'
+        gate): its greedy suggestion there, between `prefix` and `suffix`, as far as it spells `text`; 0 where it
+        writes something else or cannot run."""
+        if not await self.model.ready() or self.model.backend is None:
+            return 0.0
+        backend = self.model.backend
+        state = DocState(len(prefix), prefix[-2 * self.config.prefix_chars:], suffix[:2 * self.config.suffix_chars])
+        window, settings = self.requests.window_of(state), self.requests.settings_for(state)
+
+        def run(should_stop: Callable[[], bool]) -> Prediction:
+            return backend.predict(window.prefix, window.suffix, settings, should_stop, slot_id=f"{doc}#edit")
+
+        job = self.scheduler.submit(run, 1 if background else FOREGROUND, "edit-score")
+        try:
+            pred: Prediction = await asyncio.wrap_future(job.future)
+        except (Cancelled, Exception) as exc:  # a failed score holds the edit back: never shown on an error
+            logger.info("edit score failed: %s", exc)
+            return 0.0
+        return spelled_probability(pred, text)
 
     # -- requests -----------------------------------------------------------------------------
 

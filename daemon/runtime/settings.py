@@ -122,6 +122,15 @@ class Config:
              "as a whole (the product of its tokens'; 0 shows everything); an invoked request (Alt+\\ in VS Code) "
              "shows the best guess anyway",
         flag="--min-confidence", metavar="P", init="minConfidence", bounds=(0, 1), see="Suggestion quality")
+    inline_edits: bool = setting(
+        True, "next-edit suggestions (textDocument/copilotInlineEdit: the same rename at the next place, and the one "
+              "after it computed ahead); off answers every such request with no edit",
+        flag="--no-inline-edits", init="inlineEdits", see="Next-edit suggestions")
+    edit_min_confidence: float = setting(
+        0.0, "an edit is shown only if the model, asked at that place, writes its new text with a probability of at "
+             "least P (0: no model run; the propagation rules alone decide)",
+        flag="--edit-min-confidence", metavar="P", init="editMinConfidence", bounds=(0, 1), shown="0",
+        see="Next-edit suggestions")
     known_names: bool = setting(
         True, "gate a suggestion that finishes the word at the cursor into a name the window or the open files "
               "already spell like any other (by default it is shown at least to the end of the name)",

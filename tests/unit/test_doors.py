@@ -147,12 +147,13 @@ def loads_torch(module: str) -> bool:
 # -- the rules: each a list of "file:line: rule", empty when the code keeps it ----------------------------------
 
 def rule_lsp_door() -> list[str]:
-    """lsp/ imports the runtime, cache/ and predictor's types; the runtime never imports lsp/."""
-    allowed = ("tabd.lsp", "tabd.daemon.runtime", "tabd.cache", "tabd.predictor.types")
+    """lsp/ imports the runtime (next-edit suggestions' too), cache/ and predictor's types; they never import lsp/."""
+    allowed = ("tabd.lsp", "tabd.daemon.runtime", "tabd.daemon.edits", "tabd.cache", "tabd.predictor.types")
     broken = [f"{i.where}: lsp/ imports {i.module} (lsp/ may import only {', '.join(allowed)})"
               for m in MODULES if under(m, "tabd.lsp") for i in tabd_imports(m) if not under(i.module, *allowed)]
     broken += [f"{i.where}: tabd.daemon.runtime imports {i.module} (the runtime knows no LSP)"
-               for m in MODULES if under(m, "tabd.daemon.runtime") for i in tabd_imports(m) if under(i.module, "tabd.lsp")]
+               for m in MODULES if under(m, "tabd.daemon.runtime", "tabd.daemon.edits") for i in tabd_imports(m)
+               if under(i.module, "tabd.lsp")]
     return broken
 
 

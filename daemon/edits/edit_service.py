@@ -1,0 +1,184 @@
+"""The next-edit service: the edit to show at a cursor, from memory when it was speculated, and what the user did.
+
+  suggest   the edit at (text, cursor): memory first (keyed by document state), else propagation (propagation.py),
+            scored by the model when a gate is set; then the state after accepting it is computed ahead, so the Tab
+            after this one is answered from memory (the chain of a rename across call sites)
+  edited    each didChange edit: the history (history.py), the accept it may be, an implicit reject when the user
+            edits elsewhere while an edit is shown
+  accept / reject / shown   the client's reports (tabd.acceptInlineEdit, tabd.rejectInlineEdit, didShowInlineEdit)
+
+Plain strings and offsets in, EditSuggestion out: the LSP layer converts positions.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import time
+from dataclasses import dataclass
+from typing import Awaitable, Callable
+
+from cachetools import LRUCache
+
+from tabd.daemon.edits.history import DocHistory, Group
+from tabd.daemon.edits.propagation import Proposal, Substitution, next_site, propose
+
+# (doc, prefix, suffix, new) -> the model's probability of writing `new` there (0..1)
+Scorer = Callable[[str, str, str, str, bool], Awaitable[float]]
+CACHED = 512  # speculated and answered states kept
+SHOWN_KEPT = 256  # ids the client may still accept or reject
+
+
+@dataclass(frozen=True)
+class EditSuggestion:
+    id: str
+    doc: str
+    version: int
+    start: int  # the range replaced, in the text of `version`
+    end: int
+    text: str
+    source: str  # "propagation"; later "model"
+    origin: str  # "cache" when answered from memory, else "computed"
+    confidence: float | None = None  # the model's score, None where no gate ran
+
+
+@dataclass
+class EditStats:
+    requests: int = 0
+    suggested: int = 0
+    from_memory: int = 0
+    shown: int = 0
+    accepted: int = 0
+    rejected: int = 0
+    implicit_rejects: int = 0
+    gated: int = 0  # proposals the model's score held back
+    speculated: int = 0
+    stale: int = 0  # requests naming a version the server no longer has
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+def state_key(doc: str, text: str, cursor: int) -> tuple[str, bytes, int]:
+    return doc, hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest(), cursor
+
+
+class EditService:
+    def __init__(self, scorer: Scorer | None = None, min_confidence: float = 0.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.scorer = scorer
+        self.min_confidence = min_confidence
+        self.clock = clock
+        self.histories: dict[str, DocHistory] = {}
+        # state -> what to show there (None: nothing), with the substitution that made it
+        self.memory: LRUCache[tuple[str, bytes, int], tuple[Proposal, float | None] | None] = LRUCache(CACHED)
+        self.issued: LRUCache[str, EditSuggestion] = LRUCache(SHOWN_KEPT)
+        self.made: LRUCache[str, Proposal] = LRUCache(SHOWN_KEPT)  # id -> the proposal (its substitution) behind it
+        self.showing: dict[str, EditSuggestion] = {}  # doc -> the edit last answered there
+        self.stats = EditStats()
+        self.last: dict[str, str] = {}  # for tabd/stats: the last answer's origin
+        self._ids = itertools.count(1)
+
+    # -- what the user did -------------------------------------------------------------
+
+    def edited(self, doc: str, start: int, removed: str, inserted: str) -> None:
+        """One didChange edit, in the text before it."""
+        history = self.histories.setdefault(doc, DocHistory())
+        history.edited(start, removed, inserted, self.clock())
+        shown = self.showing.get(doc)
+        if shown is None:
+            return
+        if start == shown.start and start + len(removed) == shown.end and inserted == shown.text:
+            history.mark_done()  # the edit shown, applied by the client: a done rename, whatever the clock says
+            return
+        self.showing.pop(doc, None)
+        if start + len(removed) <= shown.start or start >= shown.end:
+            self.stats.implicit_rejects += 1  # the user edits elsewhere while the edit is shown
+
+    def closed(self, doc: str) -> None:
+        self.histories.pop(doc, None)
+        self.showing.pop(doc, None)
+        for key in [k for k in self.memory if k[0] == doc]:
+            del self.memory[key]
+
+    def accept(self, edit_id: str) -> bool:
+        edit = self.issued.pop(edit_id, None)
+        if edit is None:
+            return False
+        self.stats.accepted += 1
+        return True
+
+    def reject(self, edit_id: str) -> bool:
+        edit = self.issued.pop(edit_id, None)
+        if edit is None:
+            return False
+        self.stats.rejected += 1
+        if self.showing.get(edit.doc) is edit:
+            self.showing.pop(edit.doc, None)
+        return True
+
+    def shown(self, edit_id: str) -> bool:
+        if edit_id not in self.issued:
+            return False
+        self.stats.shown += 1
+        return True
+
+    # -- what to show ------------------------------------------------------------------
+
+    def stale(self) -> None:
+        self.stats.stale += 1
+
+    async def suggest(self, doc: str, version: int, text: str, cursor: int) -> EditSuggestion | None:
+        """The edit to show at `cursor` in `text` (the document at `version`), or None."""
+        self.stats.requests += 1
+        key = state_key(doc, text, cursor)
+        origin = "cache" if key in self.memory else "computed"
+        found = self.memory[key] if origin == "cache" else await self._compute(doc, text, cursor, background=False)
+        if origin == "computed":
+            self.memory[key] = found
+        else:
+            self.stats.from_memory += 1
+        self.last = {"origin": origin, "source": "propagation" if found else "none"}
+        if found is None:
+            self.showing.pop(doc, None)
+            return None
+        proposal, confidence = found
+        edit = EditSuggestion(str(next(self._ids)), doc, version, proposal.start, proposal.end, proposal.text,
+                              "propagation", origin, confidence)
+        self.issued[edit.id] = edit
+        self.made[edit.id] = proposal
+        self.showing[doc] = edit
+        self.stats.suggested += 1
+        return edit
+
+    async def speculate(self, edit: EditSuggestion, text: str) -> None:
+        """Compute the edit after this one, in the text as accepting it would leave it (the next Tab's answer)."""
+        after = text[:edit.start] + edit.text + text[edit.end:]
+        cursor = edit.start + len(edit.text)
+        key = state_key(edit.doc, after, cursor)
+        if key in self.memory:
+            return
+        made = self.made.get(edit.id)
+        if made is None:
+            return
+        sub = made.substitution
+        moved = Substitution(sub.old, sub.new, edit.start)
+        proposal = next_site(after, moved, cursor)
+        self.memory[key] = await self._gate(edit.doc, after, proposal, background=True)
+        self.stats.speculated += 1
+
+    async def _compute(self, doc: str, text: str, cursor: int, background: bool) -> tuple[Proposal, float | None] | None:
+        history = self.histories.get(doc)
+        group: Group | None = history.last if history is not None else None
+        return await self._gate(doc, text, propose(text, group, cursor, self.clock()), background)
+
+    async def _gate(self, doc: str, text: str, proposal: Proposal | None,
+                    background: bool) -> tuple[Proposal, float | None] | None:
+        if proposal is None:
+            return None
+        if self.scorer is None or self.min_confidence <= 0:
+            return proposal, None
+        score = await self.scorer(doc, text[:proposal.start], text[proposal.end:], proposal.text, background)
+        if score < self.min_confidence:
+            self.stats.gated += 1
+            return None
+        return proposal, score

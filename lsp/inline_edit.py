@@ -1,0 +1,141 @@
+"""Next-edit suggestions over LSP, in GitHub Copilot's language-server shape, so unmodified NES clients use tabd.
+
+  textDocument/copilotInlineEdit  {textDocument: {uri, version}, position, context?}
+      -> {edits: [{text, range, textDocument: {uri, version}, command: {title, command, arguments: [id]}}]}
+         0 or 1 edit (clients disagree on what several mean); `text`, not `newText`; the range is against exactly
+         the version named (0 or missing: the server's current one; an older one gets no edit)
+  workspace/executeCommand tabd.acceptInlineEdit [id]   the client applied the edit (request or notification)
+  workspace/executeCommand tabd.rejectInlineEdit [id]   the user dismissed it (editing elsewhere rejects it too)
+  textDocument/didShowInlineEdit  {item: {command}}     the client rendered it
+  textDocument/didFocus           {textDocument: {uri}}  a document gained focus
+
+Params are read leniently (unknown fields ignored); malformed ones get InvalidParams, never a crash. The logic is
+daemon/edits/edit_service.py; this file converts positions and shapes.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from pygls.exceptions import JsonRpcInvalidParams
+
+from tabd.lsp.documents import DocumentError
+
+if TYPE_CHECKING:
+    from tabd.lsp.server import TabdServer
+
+logger = logging.getLogger(__name__)
+
+INLINE_EDIT = "textDocument/copilotInlineEdit"
+DID_SHOW = "textDocument/didShowInlineEdit"
+DID_FOCUS = "textDocument/didFocus"
+ACCEPT_EDIT = "tabd.acceptInlineEdit"
+REJECT_EDIT = "tabd.rejectInlineEdit"
+
+
+def field(obj: Any, name: str) -> Any:
+    """A field of params as pygls hands them over (attribute objects) or as plain JSON (dicts)."""
+    if isinstance(obj, dict):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def _int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def edit_request(params: Any) -> tuple[str, int | None, int, int]:
+    """(uri, version or None, line, character) of a copilotInlineEdit request; InvalidParams when malformed."""
+    document, position = field(params, "textDocument"), field(params, "position")
+    uri = field(document, "uri") if document is not None else None
+    line, character = (field(position, "line"), field(position, "character")) if position is not None else (None, None)
+    if not isinstance(uri, str) or not _int(line) or not _int(character) or line < 0 or character < 0:
+        raise JsonRpcInvalidParams(f"{INLINE_EDIT} expects {{textDocument: {{uri, version}}, position: {{line, character}}}}")
+    version = field(document, "version")
+    return uri, (version if _int(version) and version != 0 else None), line, character
+
+
+async def inline_edit(ls: "TabdServer", params: Any) -> dict:
+    uri, version, line, character = edit_request(params)
+    try:
+        doc = ls.documents.get(uri)
+    except DocumentError as exc:
+        raise JsonRpcInvalidParams(str(exc)) from None
+    if ls.service is None:
+        raise JsonRpcInvalidParams("the server is not initialized")
+    if ls.edits is None:  # --no-inline-edits
+        return {"edits": []}
+    if version is not None and version != doc.version:
+        ls.edits.stale()  # the range would be against a text the client no longer has
+        return {"edits": []}
+    from tabd.lsp.server import doc_id
+
+    offset = doc.offset_at(line, character, ls.encoding)
+    text, at_version = doc.text, doc.version
+    edit = await ls.edits.suggest(doc_id(uri), at_version, text, offset)
+    if edit is None or doc.version != at_version:
+        return {"edits": []}
+    start, end = doc.position_at(edit.start, ls.encoding), doc.position_at(edit.end, ls.encoding)
+    speculation = asyncio.ensure_future(ls.edits.speculate(edit, text))  # the next Tab's answer, computed ahead
+    speculation.add_done_callback(_retrieve)
+    return {"edits": [{
+        "text": edit.text,
+        "range": {"start": {"line": start[0], "character": start[1]}, "end": {"line": end[0], "character": end[1]}},
+        "textDocument": {"uri": uri, "version": at_version},
+        "command": {"title": "Accept next edit (tabd)", "command": ACCEPT_EDIT, "arguments": [edit.id]},
+    }]}
+
+
+def _retrieve(task: "asyncio.Future[None]") -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.warning("edit speculation failed: %s", task.exception())
+
+
+def shown_id(params: Any) -> str | None:
+    """The edit id in didShowInlineEdit's {item: {command: {arguments: [id]}}}."""
+    command = field(field(params, "item"), "command") if field(params, "item") is not None else None
+    arguments = field(command, "arguments") if command is not None else None
+    if isinstance(arguments, (list, tuple)) and arguments and isinstance(arguments[0], (str, int)):
+        return str(arguments[0])
+    return None
+
+
+def register(server: "TabdServer") -> None:
+    """The handlers and commands of next-edit suggestions on `server`."""
+    from tabd.lsp.server import command_args
+
+    @server.feature(INLINE_EDIT)
+    async def copilot_inline_edit(ls: "TabdServer", params: Any) -> dict:
+        return await inline_edit(ls, params)
+
+    @server.feature(DID_SHOW)
+    def did_show_inline_edit(ls: "TabdServer", params: Any) -> None:
+        edit_id = shown_id(params)
+        if edit_id is None or ls.edits is None:
+            logger.warning("%s expects {item: {command: {arguments: [id]}}}", DID_SHOW)
+            return
+        ls.edits.shown(edit_id)
+
+    @server.feature(DID_FOCUS)
+    def did_focus(ls: "TabdServer", params: Any) -> None:
+        return None  # the focus itself changes nothing yet: the next request names its document
+
+    def accept_edit(*args: Any) -> dict:
+        edit_id, _ = command_args(args, ACCEPT_EDIT)
+        return {"accepted": server.edits.accept(edit_id) if server.edits is not None else False}
+
+    def reject_edit(*args: Any) -> dict:
+        edit_id, _ = command_args(args, REJECT_EDIT)
+        return {"rejected": server.edits.reject(edit_id) if server.edits is not None else False}
+
+    server.commands[ACCEPT_EDIT] = accept_edit
+    server.commands[REJECT_EDIT] = reject_edit
+
+    @server.command(ACCEPT_EDIT)
+    def accept(ls: "TabdServer", *args: Any) -> dict:
+        return ls.commands[ACCEPT_EDIT](*args)
+
+    @server.command(REJECT_EDIT)
+    def reject(ls: "TabdServer", *args: Any) -> dict:
+        return ls.commands[REJECT_EDIT](*args)
