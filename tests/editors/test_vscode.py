@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -429,7 +430,9 @@ def test_code_server_next_edit_rename(tmp_path):
     "Tab: jump to line 6" at the cursor; Tab moves the cursor there, Tab applies it, the cursor ends
     after `total`. The one after (line 7, next to the cursor: no marker) shows on its own and Tab
     applies it. The file ends renamed everywhere, and the daemon's copy is the editor's (the
-    extension's `tabd: Check the daemon's copy of this document` compares them)."""
+    extension's `tabd: Check the daemon's copy of this document` compares them). The daemon
+    counted two shown and two accepted, and answered the second from memory (the status item's
+    tooltip, from tabd/stats)."""
     tabd = _tabd_executable()
     if not tabd.exists():
         pytest.skip(f"tabd is missing at {tabd} (make venv)")
@@ -464,3 +467,10 @@ def test_code_server_next_edit_rename(tmp_path):
     final = result.get("finalText") or ""
     assert "count" not in final and final.count("total") == 3, context
     assert "in sync" in (result.get("sync") or ""), "the daemon's copy differs from the editor's" + context
+
+    # The daemon heard both shows and both accepts (tabd/stats, in the status item's tooltip), and answered
+    # the edit after the first Tab from memory (speculated while the first was shown).
+    tooltip = result.get("tooltip") or ""
+    assert "Next edits: 2 shown, 2 accepted, 0 dismissed" in tooltip, tooltip + context
+    memory = re.search(r"(\d+) of (\d+) answered from memory", tooltip)
+    assert memory and int(memory.group(1)) >= 1, tooltip + context

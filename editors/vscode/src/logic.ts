@@ -108,6 +108,8 @@ export interface Stats {
   prefetch: { started: number; finished: number; cancelled: number };
   afterAccept: { requests: number; fromCache: number; hitRate: number | null; p50Ms: number | null };
   last: { source: string; latencyMs: number | null; reason?: string } | null;
+  /** next-edit suggestions (a daemon that serves them): how many were shown, accepted, rejected, from memory */
+  edits?: { requests: number; shown: number; accepted: number; rejected: number; fromMemory: number };
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -157,6 +159,17 @@ export function parseStats(raw: unknown): Stats | undefined {
     prefetch: { started: count(pf.started), finished: count(pf.finished), cancelled: count(pf.cancelled) },
     afterAccept: { requests, fromCache, hitRate: requests > 0 ? hitRate : null, p50Ms: requests > 0 ? maybeNumber(aa.p50_ms) : null },
     last,
+    ...(isObject(raw.edits)
+      ? {
+          edits: {
+            requests: count(raw.edits.requests),
+            shown: count(raw.edits.shown),
+            accepted: count(raw.edits.accepted),
+            rejected: count(raw.edits.rejected),
+            fromMemory: count(raw.edits.from_memory),
+          },
+        }
+      : {}),
   };
 }
 
@@ -216,6 +229,10 @@ export function statusTooltip(stats: Stats | undefined, control?: string): strin
   ];
   if (stats.last) {
     lines.push("", `Last: ${stats.last.source}, ${formatMs(stats.last.latencyMs)}`);
+  }
+  if (stats.edits) {
+    const e = stats.edits;
+    lines.push("", `Next edits: ${e.shown} shown, ${e.accepted} accepted, ${e.rejected} dismissed, ${e.fromMemory} of ${e.requests} answered from memory`);
   }
   return lines.join("\n");
 }

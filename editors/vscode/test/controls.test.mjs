@@ -99,3 +99,11 @@ test("status: snoozed, disabled, off for a language, excluded, and a passing rea
   // A snooze that has run out is no snooze.
   assert.deepEqual(controlStatus({ ...base, snoozedUntil: now - 1 }, now), {});
 });
+
+test("status: next-edit figures in the tooltip when the daemon has them", () => {
+  const stats = parseStats({ edits: { requests: 4, shown: 3, accepted: 2, rejected: 1, from_memory: 2, gated: 0 } });
+  assert.deepEqual(stats.edits, { requests: 4, shown: 3, accepted: 2, rejected: 1, fromMemory: 2 });
+  assert.match(statusTooltip(stats), /Next edits: 3 shown, 2 accepted, 1 dismissed, 2 of 4 answered from memory/);
+  assert.equal(parseStats({}).edits, undefined);
+  assert.doesNotMatch(statusTooltip(parseStats({})), /Next edits/);
+});

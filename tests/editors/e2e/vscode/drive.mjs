@@ -588,6 +588,26 @@ async function waitForEdit(page, label, timeoutMs) {
   return record;
 }
 
+// The tabd status item's tooltip (a hover over it), as text.
+async function statusTooltipText(page) {
+  const box = await page.evaluate(() => {
+    const items = [...document.querySelectorAll(".statusbar-item")];
+    const item = items.find((e) => /tabd/.test(e.textContent ?? ""));
+    if (!item) return null;
+    const r = item.getBoundingClientRect();
+    return { x: r.x + r.width / 2, y: r.y + r.height / 2 };
+  });
+  if (!box) return null;
+  await page.mouse.move(box.x, box.y);
+  const text = await waitFor(() => page.evaluate(() => {
+    const hover = [...document.querySelectorAll(".workbench-hover, .monaco-hover")]
+      .find((h) => h.offsetParent !== null && /tabd/.test(h.textContent ?? ""));
+    return hover ? hover.textContent : null;
+  }), 5000, 100);
+  await page.mouse.move(5, 5);
+  return text;
+}
+
 async function renameScenario(page) {
   await waitForDaemon(page);
   result.edits = [];
@@ -647,6 +667,9 @@ async function renameScenario(page) {
   result.sync = await waitFor(() => notification(page, "tabd: the daemon's copy"), 10000, 100);
   step("sync", { message: result.sync });
   result.finalText = (await editorLines(page)).join("\n");
+  await sleep(1000); // the status item polls tabd/stats every 500 ms in the test
+  result.tooltip = await statusTooltipText(page);
+  step("tooltip", { text: result.tooltip });
   await shot(page, "rename-done");
   result.ok = Boolean(result.lineApplied1 && result.lineApplied2 && result.sync);
 }
