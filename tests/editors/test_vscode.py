@@ -432,7 +432,8 @@ def test_code_server_next_edit_rename(tmp_path):
     applies it. The file ends renamed everywhere, and the daemon's copy is the editor's (the
     extension's `tabd: Check the daemon's copy of this document` compares them). The daemon
     counted two shown and two accepted, and answered the second from memory (the status item's
-    tooltip, from tabd/stats)."""
+    tooltip, from tabd/stats). A second rename's edit is dismissed with Esc: gone, the text as it
+    was, and the daemon counted the dismissal."""
     tabd = _tabd_executable()
     if not tabd.exists():
         pytest.skip(f"tabd is missing at {tabd} (make venv)")
@@ -474,3 +475,9 @@ def test_code_server_next_edit_rename(tmp_path):
     assert "Next edits: 2 shown, 2 accepted, 0 dismissed" in tooltip, tooltip + context
     memory = re.search(r"(\d+) of (\d+) answered from memory", tooltip)
     assert memory and int(memory.group(1)) >= 1, tooltip + context
+
+    # A second rename (`total` -> `size`): its edit drawn, Esc dismisses it, the text stays, the daemon heard it.
+    assert len(edits) >= 3 and edits[2]["line"] == 5, "no edit after the second rename" + context
+    assert result.get("editAfterEscape") == "-1", "the edit is still drawn after Esc" + context
+    assert "total" in (result.get("linesAfterEscape") or [""] * 6)[5], context
+    assert "1 dismissed" in (result.get("tooltipAfterEscape") or ""), context

@@ -646,7 +646,12 @@ async function renameScenario(page) {
     const v = await editView(page);
     return v[applied] && !/count/.test(v[applied].text) ? v[applied].text : null;
   }, 3000, 50);
-  result.cursorAfterApply1 = await cursorPosition(page);
+  // The status bar follows the cursor a moment later.
+  const jumped = JSON.stringify(result.afterJump);
+  result.cursorAfterApply1 = await waitFor(async () => {
+    const now = await cursorPosition(page);
+    return now && JSON.stringify(now) !== jumped ? now : null;
+  }, 3000, 20) ?? (await cursorPosition(page));
   step("Tab (apply)", { line: result.lineApplied1, cursor: result.cursorAfterApply1 });
 
   edit = await waitForEdit(page, "after the first Tab", ghostTimeout);
@@ -671,6 +676,36 @@ async function renameScenario(page) {
   result.tooltip = await statusTooltipText(page);
   step("tooltip", { text: result.tooltip });
   await shot(page, "rename-done");
+
+  // Rename again (`total` -> `size` on line 2), and dismiss the edit that follows with Esc.
+  await page.click(".editor-instance .monaco-editor .view-lines");
+  await page.keyboard.down("Control");
+  await page.keyboard.press("KeyG");
+  await page.keyboard.up("Control");
+  await page.waitForSelector(".quick-input-widget input", { visible: true, timeout: 10000 });
+  await page.keyboard.type("2", { delay: 30 });
+  await page.keyboard.press("Enter");
+  await sleep(300);
+  await page.keyboard.press("End");
+  await page.keyboard.press("Home");
+  await page.keyboard.down("Shift");
+  await page.keyboard.down("Control");
+  await page.keyboard.press("ArrowRight");
+  await page.keyboard.up("Control");
+  await page.keyboard.up("Shift");
+  await page.keyboard.type("size", { delay: 120 });
+  edit = await waitForEdit(page, "after the second rename", ghostTimeout);
+  await hideGhost(page);
+  await page.keyboard.press("Escape");
+  result.editAfterEscape = await waitFor(async () => {
+    const i = editShown(await editView(page));
+    return i < 0 ? String(i) : null;
+  }, 3000, 50);
+  result.linesAfterEscape = await editorLines(page);
+  step("Esc", { edit: result.editAfterEscape });
+  await sleep(1000);
+  result.tooltipAfterEscape = await statusTooltipText(page);
+  step("tooltip", { text: result.tooltipAfterEscape });
   result.ok = Boolean(result.lineApplied1 && result.lineApplied2 && result.sync);
 }
 
