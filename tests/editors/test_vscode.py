@@ -165,10 +165,11 @@ def _assert_next_from_memory(events: list[dict], tab_at: float | None, context: 
 
 def _code_server_run(tmp_path: Path, tabd: Path, scenario: str, typed: str = TYPED,
                      args: list[str] | None = None, file: str = "main.py",
-                     content: str = SAMPLE) -> tuple[dict, str, Path]:
+                     content: str = SAMPLE, settings: dict | None = None) -> tuple[dict, str, Path]:
     """Installs the .vsix into a fresh code-server, opens `file` (holding `content`) in Chromium
     and runs one scenario of drive.mjs, typing `typed`; `args` go after `tabd serve` (default:
-    the TABD_E2E_ARGS environment variable). The extension's own settings are its defaults.
+    the TABD_E2E_ARGS environment variable). The extension's own settings are its defaults, but
+    for `settings`.
     Returns (the driver's result, its stderr, the user data dir)."""
     node = _node()
     vsix = EXT / "tabd.vsix"
@@ -183,7 +184,7 @@ def _code_server_run(tmp_path: Path, tabd: Path, scenario: str, typed: str = TYP
     user_data = tmp_path / "user-data"
     (user_data / "User").mkdir(parents=True)
     extensions = tmp_path / "extensions"
-    settings = {
+    user_settings = {
         "tabd.path": str(tabd),
         "tabd.log": str(tmp_path / "tabd.jsonl"),
         "tabd.statsInterval": 500,
@@ -208,8 +209,9 @@ def _code_server_run(tmp_path: Path, tabd: Path, scenario: str, typed: str = TYP
         "telemetry.telemetryLevel": "off",
         "chat.commandCenter.enabled": False,
         "update.mode": "none",
+        **(settings or {}),
     }
-    (user_data / "User" / "settings.json").write_text(json.dumps(settings, indent=2), encoding="utf-8")
+    (user_data / "User" / "settings.json").write_text(json.dumps(user_settings, indent=2), encoding="utf-8")
     env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_DATA_HOME=str(tmp_path / "data"))
     common = [node, str(CODE_SERVER), "--user-data-dir", str(user_data), "--extensions-dir", str(extensions)]
 
@@ -481,3 +483,26 @@ def test_code_server_next_edit_rename(tmp_path):
     assert result.get("editAfterEscape") == "-1", "the edit is still drawn after Esc" + context
     assert "total" in (result.get("linesAfterEscape") or [""] * 6)[5], context
     assert "1 dismissed" in (result.get("tooltipAfterEscape") or ""), context
+
+
+@pytest.mark.slow
+def test_code_server_excluded_file_says_so(tmp_path):
+    """`tabd.exclude` reaches the daemon (initializationOptions `exclude`): in a file it matches,
+    typing and an explicit trigger bring no ghost text, the daemon's empty answer carries the
+    reason `excluded`, and the status item says "excluded file" (its tooltip, why the last answer
+    was empty, in words)."""
+    tabd = _tabd_executable()
+    if not tabd.exists():
+        pytest.skip(f"tabd is missing at {tabd} (make venv)")
+    result, err, _ = _code_server_run(tmp_path, tabd, "excluded", typed="def read_config(path):",
+                                      args=["--min-confidence", "0"], file="private_notes.py",
+                                      settings={"tabd.exclude": ["**/private_*.py"]})
+    events = _read_log(tmp_path / "tabd.jsonl")
+    print("e2e:", json.dumps({k: result.get(k) for k in ("status", "ghost", "tooltip")}))
+    print("driver:", err[-3000:])
+    context = (f"\nresult: {json.dumps(result, indent=1)[-4000:]}\ndriver: {err[-3000:]}"
+               f"\nlog events: {[(e.get('event'), e.get('source')) for e in events][-40:]}"
+               f"\nshots: {tmp_path / 'shots'}")
+    assert "excluded file" in (result.get("status") or ""), "the status item does not say excluded" + context
+    assert not (result.get("ghost") or "").strip(), "ghost text in an excluded file" + context
+    assert "Last empty answer: excluded file" in (result.get("tooltip") or ""), context

@@ -709,7 +709,25 @@ async function renameScenario(page) {
   result.ok = Boolean(result.lineApplied1 && result.lineApplied2 && result.sync);
 }
 
-const SCENARIOS = { rename: renameScenario, tab: tabScenario, pair: pairScenario, "not-found": notFoundScenario, toggle: toggleScenario };
+// A file the daemon excludes (tabd.exclude): typing and an explicit trigger bring no ghost text, and the
+// status item says why.
+async function excludedScenario(page) {
+  await waitForDaemon(page);
+  await page.keyboard.type(typed.split("\\n")[0], { delay: 60 });
+  result.ghost = await waitFor(someGhost(page), 3000);
+  await trigger(page);
+  result.status = await waitFor(async () => {
+    const s = await statusBarText(page);
+    return s && /excluded/.test(s) ? s : null;
+  }, 30000, 200) ?? (await statusBarText(page));
+  result.ghost = result.ghost ?? (await waitFor(someGhost(page), 2000));
+  result.tooltip = await statusTooltipText(page);
+  step("excluded", { status: result.status, ghost: result.ghost, tooltip: result.tooltip });
+  await shot(page, "excluded");
+  result.ok = Boolean(result.status && /excluded/.test(result.status) && !result.ghost);
+}
+
+const SCENARIOS = { excluded: excludedScenario, rename: renameScenario, tab: tabScenario, pair: pairScenario, "not-found": notFoundScenario, toggle: toggleScenario };
 
 let browser;
 let page;
