@@ -255,11 +255,15 @@ def _code_server_run(tmp_path: Path, tabd: Path, scenario: str, typed: str = TYP
 
 @pytest.mark.slow
 def test_code_server_reports_missing_tabd(tmp_path):
-    result, err, _ = _code_server_run(tmp_path, tmp_path / "nowhere" / "tabd", "not-found")
+    """A tabd.path that names nothing is reported (and the setting offered); so is a `tabd.enable`
+    that is not a map of languages to true/false, which is then ignored."""
+    result, err, _ = _code_server_run(tmp_path, tmp_path / "nowhere" / "tabd", "not-found",
+                                      settings={"tabd.enable": "python"})
     context = f"\nresult: {json.dumps(result, indent=1)[-3000:]}\ndriver: {err[-3000:]}\nshots: {tmp_path / 'shots'}"
     assert "cannot find the tabd executable" in (result.get("notFoundMessage") or ""), context
     assert "tabd.path" in result["notFoundMessage"], context
     assert "not found" in (result.get("status") or ""), context
+    assert any("tabd.enable must be an object" in m for m in result.get("notifications") or []), context
 
 
 @pytest.mark.slow

@@ -201,7 +201,9 @@ async function notFoundScenario(page) {
     return hit ? hit.textContent : null;
   }), 60000, 250);
   result.status = await statusBarText(page);
-  step("not found", { message: result.notFoundMessage, status: result.status });
+  result.notifications = await page.evaluate(() =>
+    [...document.querySelectorAll(".notification-list-item-message")].map((e) => e.textContent ?? ""));
+  step("not found", { message: result.notFoundMessage, status: result.status, notifications: result.notifications });
   await shot(page, "not-found");
   result.ok = Boolean(result.notFoundMessage);
 }
