@@ -443,8 +443,10 @@ def test_code_server_next_edit_rename(tmp_path):
     tabd = _tabd_executable()
     if not tabd.exists():
         pytest.skip(f"tabd is missing at {tabd} (make venv)")
+    # Ghost text would take Tab whenever a completion answers late (the first one loads the model): inline
+    # completions are off here, so each Tab is the edit's.
     result, err, _ = _code_server_run(tmp_path, tabd, "rename", typed="", args=["--edit-min-confidence", "0"],
-                                      content=RENAME_SAMPLE)
+                                      content=RENAME_SAMPLE, settings={"editor.inlineSuggest.enabled": False})
     events = _read_log(tmp_path / "tabd.jsonl")
     print("e2e:", json.dumps({k: result.get(k) for k in ("edits", "afterJump", "lineApplied1", "lineApplied2",
                                                            "sync")}))
