@@ -512,3 +512,33 @@ def test_code_server_excluded_file_says_so(tmp_path):
     assert "excluded file" in (result.get("status") or ""), "the status item does not say excluded" + context
     assert not (result.get("ghost") or "").strip(), "ghost text in an excluded file" + context
     assert "Last empty answer: excluded file" in (result.get("tooltip") or ""), context
+
+
+GO_SAMPLE = """package main
+
+import "fmt"
+
+func main() {
+\tfmt.Println("hello")
+}
+
+"""
+GO_TYPED = "\\n".join(["func add(a int, b int) int {", "return a +", "var total = add(1,"])
+
+
+@pytest.mark.slow
+def test_code_server_go_file_gets_ghost_text(tmp_path):
+    """A Go file, with the extension's defaults and the embedded model (its gate off, as in the
+    TypeScript test): ghost text shows, from a request the daemon logged."""
+    tabd = _tabd_executable()
+    if not tabd.exists():
+        pytest.skip(f"tabd is missing at {tabd} (make venv)")
+    result, err, _ = _code_server_run(tmp_path, tabd, "ghost", typed=GO_TYPED, args=["--min-confidence", "0"],
+                                      file="main.go", content=GO_SAMPLE)
+    events = _read_log(tmp_path / "tabd.jsonl")
+    print("e2e:", json.dumps({k: result.get(k) for k in ("ghost", "lines")}))
+    context = (f"\nresult: {json.dumps(result, indent=1)[-4000:]}\ndriver: {err[-3000:]}"
+               f"\nlog events: {[(e.get('event'), e.get('source')) for e in events][-40:]}"
+               f"\nshots: {tmp_path / 'shots'}")
+    assert (result.get("ghost") or "").strip(), "no ghost text in main.go" + context
+    assert any(e.get("event") == "completion" and e.get("chars") for e in events), context

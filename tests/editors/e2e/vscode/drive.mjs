@@ -729,7 +729,17 @@ async function excludedScenario(page) {
   result.ok = Boolean(result.status && /excluded/.test(result.status) && !result.ghost);
 }
 
-const SCENARIOS = { excluded: excludedScenario, rename: renameScenario, tab: tabScenario, pair: pairScenario, "not-found": notFoundScenario, toggle: toggleScenario };
+// Type `--type`'s lines until ghost text shows; nothing more (a language's first suggestion).
+async function ghostScenario(page) {
+  await waitForDaemon(page);
+  result.ghost = await typeUntilGhost(page, typed.split("\\n"), firstGhostTimeout);
+  result.lines = await editorLines(page);
+  step("ghost text", { ghost: result.ghost });
+  await shot(page, "ghost");
+  result.ok = Boolean(result.ghost);
+}
+
+const SCENARIOS = { ghost: ghostScenario, excluded: excludedScenario, rename: renameScenario, tab: tabScenario, pair: pairScenario, "not-found": notFoundScenario, toggle: toggleScenario };
 
 let browser;
 let page;
