@@ -1,5 +1,7 @@
-// The VS Code side of tabd: starts `tabd serve` over stdio as a language client and
-// shows the daemon's live figures in the status bar. Inline completion itself is
+// The VS Code side of tabd: starts `tabd serve` over stdio as a language client for
+// documents of every language and shows the daemon's live figures in the status bar.
+// The user's switches are toggles.ts (rules: controls.ts); next-edit suggestions are
+// inlineEdits.ts (rules: edits.ts); pure helpers are logic.ts. Inline completion itself is
 // vscode-languageclient 10's built-in feature: VS Code shows the ghost text, Tab
 // (and Ctrl+Right, word by word, by VS Code's own word rule: this extension performs no
 // partial accept of its own) accepts it, and the `tabd.accept` command each item
