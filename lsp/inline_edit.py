@@ -64,7 +64,7 @@ async def inline_edit(ls: "TabdServer", params: Any) -> dict:
         raise JsonRpcInvalidParams(str(exc)) from None
     if ls.service is None:
         raise JsonRpcInvalidParams("the server is not initialized")
-    if ls.edits is None:  # --no-inline-edits
+    if ls.edits is None or uri not in ls.serving:  # --no-inline-edits; an excluded or switched-off document
         return {"edits": []}
     if version is not None and version != doc.version:
         ls.edits.stale()  # the range would be against a text the client no longer has

@@ -419,14 +419,15 @@ class TabdProtocol(LanguageServerProtocol):
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams):
         """pygls' initialize, plus what tabd tells clients beyond LSP: experimental.tabd.debounceMs, the server's
-        debounce floor (0: none), so a client can send at once and leave the waiting to the server; and that it
-        serves next-edit suggestions."""
+        debounce floor (0: none), so a client can send at once and leave the waiting to the server; that it serves
+        next-edit suggestions; and that it takes tabd/setEnabled."""
         result = yield from super().lsp_initialize(params)
         config = getattr(self._server, "config", None)
         # copilotInlineEdit: next-edit suggestions in GitHub Copilot's shape (lsp/inline_edit.py), which NES clients
-        # look for; tabd.inlineEdit says the same to tabd's own clients
+        # look for; tabd.inlineEdit says the same to tabd's own clients; tabd.setEnabled: runtime/controls.py
         result.capabilities.experimental = {"copilotInlineEdit": True,
-                                            "tabd": {"debounceMs": getattr(config, "debounce_ms", 0), "inlineEdit": True}}
+                                            "tabd": {"debounceMs": getattr(config, "debounce_ms", 0), "inlineEdit": True,
+                                                     "setEnabled": True}}
         return result
 
     @lsp_method(types.EXIT)

@@ -19,7 +19,10 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from tabd.cache.state import DocState
+from tabd.daemon.runtime.exclusion import Exclusion
+from tabd.daemon.runtime.answer import DISABLED, EXCLUDED, LOADING, refusal
 from tabd.daemon.runtime.config import Config, apply_client_options
+from tabd.daemon.runtime.controls import Controls, read_switch
 from tabd.daemon.runtime.events import EventLog, LogFile
 from tabd.daemon.runtime.lifecycle import start_parent_watch
 from tabd.daemon.runtime.service import Answer, CompletionService
@@ -38,7 +41,9 @@ STATS = "tabd/stats"
 DOCUMENT = "tabd/document"  # the server's copy of a document, for clients and tests to check sync
 CONTEXT = "tabd/context"  # the workspace context a document's prompts start with (debug; the log has counts only)
 FOCUS = "tabd/focus"  # notification {uri, position}: the user moved there; warm the KV up before the first request
+SET_ENABLED = "tabd/setEnabled"  # notification {enabled, uri?, minutes?}: suggestions on or off (runtime/controls.py)
 REQUEST_TIMEOUT_S = 30.0  # a loaded model that takes longer than this answers empty rather than never
+LOAD_WAIT_S = 60.0  # a request waits this long for the model to load, then answers empty ("loading")
 
 
 def doc_id(uri: str) -> str:
@@ -64,6 +69,10 @@ class TabdServer(LanguageServer):
         self.roots: list[str] = []  # workspace folder paths, for the `# path` lines of context chunks
         self.commands = {ACCEPT: self.accept_command, DISMISS: self.dismiss_command}  # both paths run these
         self.cursors: dict[str, int] = {}  # uri -> where its last edit (or request) left the cursor, for --record
+        self.exclusion = Exclusion(config.exclude)
+        self.excluded: dict[str, str] = {}  # uri -> why: open documents kept from the service, the log and --record
+        self.controls = Controls(self.switched)
+        self.serving: set[str] = set()  # open documents the service knows: neither excluded nor switched off
 
     def start_io(self, stdin=None, stdout=None) -> int:  # type: ignore[override]
         """Serve on stdio with our transport (see lsp/transport.py); the process exit code."""
@@ -113,6 +122,7 @@ class TabdServer(LanguageServer):
     def close(self) -> None:
         if self.parent_watch is not None:
             self.parent_watch.cancel()
+        self.controls.close()
         if self.service is not None:
             self.service.close()
         for close in self.closers:
@@ -169,6 +179,8 @@ class TabdServer(LanguageServer):
         if request is None or self.service is None:
             return NOT_PLAIN
         uri, (line, character), invoked = request
+        if uri not in self.serving:  # excluded, switched off or not open: the normal path answers why
+            return NOT_PLAIN
         try:
             doc, version, state, offset = self.state_at(uri, types.Position(line=line, character=character))
         except DocumentError:
@@ -179,6 +191,61 @@ class TabdServer(LanguageServer):
             return NOT_PLAIN
         start, end = self.span_of(uri, offset, answer)
         return inline_result(answer, _position_dict(start), _position_dict(end))
+
+    def blocked(self, uri: str) -> str:
+        """Why an open document gets no suggestions whatever the model says (a reason code), or ""."""
+        if uri in self.excluded:
+            return EXCLUDED
+        return "" if self.controls.enabled(uri) else DISABLED
+
+    def refused(self, why: str) -> Answer:
+        if self.service is not None:
+            self.service.refused(why)
+        return refusal(why)
+
+    def opened(self, uri: str, text: str, version: int, language: str) -> None:
+        """didOpen: the document, excluded or not (asked once per open), and what the service and --record get."""
+        if uri in self.serving and self.service is not None:  # opened again: the service takes the new text
+            self.serving.discard(uri)
+            self.service.document_closed(doc_id(uri))
+        self.documents.open(uri, text, version, language)
+        why = self.exclusion.why(_fs_path(uri) or uri, self.roots)
+        if why:
+            self.excluded[uri] = why
+            self.record("open", uri=uri, language=language, excluded=True)  # that it was there, never its text
+            logger.info("%s excluded: %s", doc_id(uri), why)
+        else:
+            self.excluded.pop(uri, None)
+            self.record("open", uri=uri, language=language, text=text)
+        self.serve(uri)
+
+    def serve(self, uri: str) -> None:
+        """Tell the service about a document now allowed (its text becomes context), or take it away from it (its
+        context, prefetches and waits go): after an open, a close or a switch."""
+        allowed = uri in self.documents.docs and not self.blocked(uri)
+        if self.service is None or allowed == (uri in self.serving):
+            return
+        if allowed:
+            self.serving.add(uri)
+            document = self.documents.get(uri)
+            self.service.document_opened(doc_id(uri), context_path(uri, self.roots), document.text, document.language)
+        else:
+            self.serving.discard(uri)
+            self.service.document_closed(doc_id(uri))
+            if self.edits is not None:
+                self.edits.closed(doc_id(uri))
+
+    def switched(self) -> None:
+        """A switch moved (tabd/setEnabled, or a snooze's end): every open document follows it."""
+        for uri in list(self.documents.docs):
+            self.serve(uri)
+
+    def set_enabled(self, params: Any) -> None:
+        switch = read_switch(_plain(params))
+        if isinstance(switch, str):
+            self.show(types.MessageType.Warning, switch)
+            return
+        self.controls.set(switch)
 
     def change_now(self, params: Any) -> Any:
         """didChange on plain JSON (a keystroke, and the edit a Tab makes); NOT_PLAIN when it does not read."""
@@ -209,27 +276,31 @@ class TabdServer(LanguageServer):
             logger.warning("%s", exc)
             return
         cursor = None
+        secret = uri in self.excluded  # its changes are never recorded
+        serving = uri in self.serving and self.service is not None
         for span, text in changes:
             if span is None:
                 cursor = doc.apply(None, None, text, self.encoding)
-                self.record("change", uri=uri, text=text)
+                if not secret:
+                    self.record("change", uri=uri, text=text)
                 continue
             start, end = span
             try:
-                if self.edits is not None:
-                    a, b = doc.offset_at(*start, self.encoding), doc.offset_at(*end, self.encoding)
+                a, b = doc.offset_at(*start, self.encoding), doc.offset_at(*end, self.encoding)
+                if self.edits is not None and serving and b >= a:  # an excluded or switched-off document's edits teach nothing
                     self.edits.edited(doc_id(uri), a, doc.content.slice(a, b) if b > a else "", text)
                 cursor = doc.apply(start, end, text, self.encoding)
             except DocumentError as exc:
                 logger.warning("change to %s skipped: %s", doc_id(uri), exc)
                 continue
-            self.record("change", uri=uri, range=_range_dict(start, end), text=text)
-            if self.service is not None and text:  # an accept by a client that never runs tabd.accept?
-                self.service.document_edited(doc_id(uri), cursor - len(text), int(start != end), text)
+            if not secret:
+                self.record("change", uri=uri, range=_range_dict(start, end), text=text)
+            if serving and self.service is not None:  # an accept by a client that never runs tabd.accept? elsewhere?
+                self.service.document_edited(doc_id(uri), a, b - a, text)
         doc.version = version
         if cursor is not None:
             self.cursors[uri] = cursor
-        if self.service is not None:
+        if serving and self.service is not None:
             state = self.state_of(doc, cursor) if cursor is not None else None
             self.service.document_changed(doc_id(uri), state, lambda: doc.text, cursor)  # joined only when a pick reads it
 
@@ -243,17 +314,24 @@ class TabdServer(LanguageServer):
             raise JsonRpcInvalidParams(str(exc)) from None
         if self.service is None:
             raise JsonRpcInvalidParams("the server is not initialized")
-        self.moved_to(uri, offset, {"line": position.line, "character": position.character})
+        why = self.blocked(uri)
+        if why != EXCLUDED:  # a recording keeps nothing of an excluded document but its open
+            self.moved_to(uri, offset, {"line": position.line, "character": position.character})
+        if why:
+            return self.refused(why), position, position
         answer = self.service.lookup(doc, version, state, invoked)  # from memory: answered with no await at all
         if answer is not None:
             return answer, *self.span_of(uri, offset, answer)
-        await self.service.ready()  # loading is bounded on its own; the timeout is for the answer
+        try:  # the load goes on (shielded); this request stops waiting for it
+            await asyncio.wait_for(self.service.ready(), LOAD_WAIT_S)
+        except asyncio.TimeoutError:
+            return self.refused(LOADING), position, position
         try:
             answer = await asyncio.wait_for(self.service.complete(doc, version, state, invoked, arrived), REQUEST_TIMEOUT_S)
         except asyncio.TimeoutError:
             logger.warning("no answer within %.0f s; answering empty", REQUEST_TIMEOUT_S)
             self.events.emit("error", where="timeout", doc=doc, message=f"no answer within {REQUEST_TIMEOUT_S:.0f} s")
-            answer = Answer("", "", "none")
+            answer = Answer("", "", "none", reason="error")
         return answer, *self.span_of(uri, offset, answer)
 
 
@@ -275,6 +353,8 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
             ls.config.log = before.log
         encoding = ServerCapabilitiesBuilder.choose_position_encoding(params.capabilities)
         ls.encoding = str(getattr(encoding, "value", encoding))
+        ls.exclusion = Exclusion(ls.config.exclude)
+        ls.pending_messages.extend(ls.exclusion.problems)
         ls.service = CompletionService(ls.config, ls.backend_factory, ls.events)
         ls.edits = EditService(ls.service.score, ls.config.edit_min_confidence) if ls.config.inline_edits else None
         ls.roots = workspace_roots(params)
@@ -295,10 +375,7 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: TabdServer, params: types.DidOpenTextDocumentParams) -> None:
         d = params.text_document
-        ls.documents.open(d.uri, d.text, d.version, d.language_id)
-        ls.record("open", uri=d.uri, language=d.language_id, text=d.text)
-        if ls.service is not None:
-            ls.service.document_opened(doc_id(d.uri), context_path(d.uri, ls.roots), d.text)
+        ls.opened(d.uri, d.text, d.version, d.language_id)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: TabdServer, params: types.DidChangeTextDocumentParams) -> None:
@@ -316,8 +393,8 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
         ls.record("close", uri=uri)
         if ls.edits is not None:
             ls.edits.closed(doc_id(uri))
-        if ls.service is not None:
-            ls.service.document_closed(doc_id(uri))
+        ls.serve(uri)
+        ls.excluded.pop(uri, None)
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(ls: TabdServer, params: types.InlineCompletionParams) -> dict:
@@ -367,12 +444,18 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
         if ls.service is None or not isinstance(uri, str) or not isinstance(line, int) or not isinstance(character, int):
             logger.warning("tabd/focus expects {uri, position: {line, character}}")
             return
+        if uri not in ls.serving:
+            return  # excluded or switched off: nothing to warm up
         try:
             _, _, state, _ = ls.state_at(uri, types.Position(line=max(0, line), character=max(0, character)))
         except DocumentError as exc:
             logger.warning("tabd/focus: %s", exc)
             return
         ls.service.focus(doc_id(uri), state)
+
+    @server.feature(SET_ENABLED)
+    def set_enabled(ls: TabdServer, params: Any) -> None:
+        ls.set_enabled(params)
 
     @server.feature(CONTEXT)
     def context(ls: TabdServer, params: Any) -> dict:
@@ -403,7 +486,7 @@ def inline_result(answer: Answer, at: dict, end: dict | None = None) -> dict:
     """An InlineCompletionList as plain JSON: the one item of a suggestion at `at` (replacing through `end`: the
     editor's closers it writes itself), with tabd.accept, or none."""
     if not answer.text:
-        return {"items": []}
+        return {"items": [], "tabd": {"reason": answer.reason or "nothing"}}
     return {"items": [{"insertText": answer.text, "range": {"start": at, "end": end or at},
                        "command": {"title": "Accept tabd suggestion", "command": ACCEPT, "arguments": [answer.id]}}]}
 
@@ -447,6 +530,17 @@ def command_args(args: tuple, name: str) -> tuple[str, dict]:
     if not isinstance(options, dict):
         raise JsonRpcInvalidParams(f"{name}: second argument must be an object")
     return str(args[0]), options
+
+
+def _plain(value: Any) -> Any:
+    """A notification's params as plain dicts and lists (pygls gives an unknown method's params as namedtuples)."""
+    if hasattr(value, "_asdict"):
+        value = value._asdict()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _position_dict(p: types.Position) -> dict:

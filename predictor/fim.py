@@ -10,7 +10,7 @@ sequence (each piece tokenized on its own, as the daemon does):
     [context]  <tabd_suf> suffix <tabd_pre> prefix  -> middle <tabd_eot>
 
 where the optional workspace context is a run of chunks, each written as
-`# path\\n` + its text + `\\n`, followed by `<tabd_eot>`: the separator the
+`# path\\n` (`// path`, `-- path`: the chunk's language's line comment) + its text + `\\n`, followed by `<tabd_eot>`: the separator the
 model already knows from between files in its plain-text rows.
 
 Families whose models were trained on repository context get their own tokens
@@ -46,9 +46,9 @@ REPO_NAME = "workspace"  # what `<|repo_name|>` is followed by: the daemon knows
 
 
 def chunk_text(chunk: ContextChunk) -> str:
-    """One context chunk as the model reads it: a path comment, then the text."""
+    """One context chunk as the model reads it: a path comment (in the chunk's language), then the text."""
     text = chunk.text if chunk.text.endswith("\n") else chunk.text + "\n"
-    return f"# {chunk.path}\n{text}"
+    return f"{chunk.comment} {chunk.path}\n{text}"
 
 
 def tabd_context_pieces(chunks: Sequence[ContextChunk]) -> list[tuple[str, bool]]:

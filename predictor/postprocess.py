@@ -8,11 +8,12 @@ OPENERS = {"(": ")", "[": "]", "{": "}"}
 CLOSERS = {v: k for k, v in OPENERS.items()}
 
 
-def wants_multiline(line_before: str, line_after: str, previous_line: str) -> bool:
-    """Multi-line when the cursor sits on an empty line inside a block."""
+def wants_multiline(line_before: str, line_after: str, previous_line: str, openers: tuple[str, ...] = (":",)) -> bool:
+    """Multi-line when the cursor sits on an empty line inside a block: indented, or after a line that opens one
+    (`openers`: the language's, `:` in Python, `{` in brace languages)."""
     if line_before.strip() or line_after.strip():
         return False
-    return previous_line.rstrip().endswith(":") or bool(line_before) or previous_line.startswith((" ", "\t"))
+    return previous_line.rstrip().endswith(openers) or bool(line_before) or previous_line.startswith((" ", "\t"))
 
 
 def repeats(text: str, min_repeats: int = 4, min_span: int = 16) -> int:

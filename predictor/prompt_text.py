@@ -41,12 +41,16 @@ def split_context(template: FimTemplate, prompt: str) -> tuple[list[ContextChunk
     return chunks, rest
 
 
+COMMENT_LEADERS = ("#", "//", "--")  # the path comments context chunks are headed with (predictor/fim.py)
+
+
 def _one_chunk(text: str) -> list[ContextChunk]:
-    """`# path\\n` + text as one chunk."""
-    if not text.startswith("# ") or "\n" not in text:
+    """`# path\\n` (or `// path`, `-- path`) + text as one chunk."""
+    leader = next((c for c in COMMENT_LEADERS if text.startswith(c + " ")), None)
+    if leader is None or "\n" not in text:
         return []
     line, _, body = text.partition("\n")
-    return [ContextChunk(line[2:], body)]
+    return [ContextChunk(line[len(leader) + 1:], body, comment=leader)]
 
 
 def _parse_head(template: FimTemplate, head: str) -> list[ContextChunk]:

@@ -49,6 +49,7 @@ class ContextChunk:
     text: str
     # searched for copy candidates only, never put in the prompt: whole open files, which cost no tokens
     lookup_only: bool = False
+    comment: str = "#"  # the line comment of the chunk's language: `# path`, `// path` or `-- path` heads it
 
 
 def prompt_chunks(context: Sequence["ContextChunk"]) -> list["ContextChunk"]:

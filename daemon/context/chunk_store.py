@@ -52,6 +52,7 @@ class Chunk:
     text: str
     kind: str  # "open", "edit", "imports", "scope"
     words: frozenset[str] = frozenset()
+    comment: str = "#"  # its language's line comment, which heads it in the prompt (context/languages.py)
 
     @property
     def cost(self) -> int:
@@ -91,6 +92,7 @@ EMPTY = Snapshot()
 class _Doc:
     path: str
     text: str | None  # None: skipped (binary-looking or not UTF-8)
+    comment: str = "#"  # its language's line comment (context/languages.py)
     chunks: list[Chunk] | None = None  # None: to be chunked again
     edits: deque[int] = field(default_factory=deque)  # offsets of recent edit regions, newest last
     fetch: Callable[[], str] | None = None  # set by an edit: the current text, read when a pick needs it
@@ -133,7 +135,8 @@ def unusable(text: str) -> str | None:
     return None
 
 
-def chunk_document(doc: str, path: str, text: str, lines_per_chunk: int, limit_chunks: int, limit_bytes: int) -> list[Chunk]:
+def chunk_document(doc: str, path: str, text: str, lines_per_chunk: int, limit_chunks: int, limit_bytes: int,
+                   comment: str = "#") -> list[Chunk]:
     """Consecutive chunks of `lines_per_chunk` lines, the first `limit_chunks` non-blank ones within `limit_bytes`."""
     out: list[Chunk] = []
     used = 0
@@ -146,7 +149,7 @@ def chunk_document(doc: str, path: str, text: str, lines_per_chunk: int, limit_c
             if end >= len(text):
                 break
         piece = text[start:end]
-        chunk = Chunk(doc, path, line, piece, "open", identifiers(piece))
+        chunk = Chunk(doc, path, line, piece, "open", identifiers(piece), comment)
         if used + chunk.size > limit_bytes:
             break
         if piece.strip():
@@ -248,13 +251,13 @@ class ContextStore:
 
     # -- what the editor tells us --------------------------------------------------
 
-    def open(self, doc: str, path: str, text: str) -> None:
+    def open(self, doc: str, path: str, text: str, comment: str = "#") -> None:
         why = unusable(text)
         if why:
             self.skipped[doc] = why
         else:
             self.skipped.pop(doc, None)
-        self.docs[doc] = _Doc(path, None if why else text)
+        self.docs[doc] = _Doc(path, None if why else text, comment)
         self.docs.move_to_end(doc)
         self.generation += 1
 
@@ -311,7 +314,7 @@ class ContextStore:
                 continue
             if d.chunks is None:  # one document gets at most half the bounds, so a huge file leaves room for others
                 d.chunks = chunk_document(doc, d.path, text, o.chunk_lines, max(1, o.max_chunks // 2),
-                                          max(1, o.max_bytes // 2))
+                                          max(1, o.max_bytes // 2), d.comment)
             kept: list[Chunk] = []
             for c in d.chunks:
                 if len(kept) >= left_chunks or c.size > left_bytes:
@@ -343,7 +346,7 @@ class ContextStore:
                     continue  # the edit is in the window the model sees anyway
                 line, text = lines_around(current, at, radius)
                 if text.strip():
-                    out.append(Chunk(other, d.path, line, text, "edit", identifiers(text)))
+                    out.append(Chunk(other, d.path, line, text, "edit", identifiers(text), d.comment))
         own = self.docs.get(doc)
         if own is not None and own.current() is not None:
             out += self._own_chunks(doc, own, offset, window_start)
@@ -355,10 +358,10 @@ class ContextStore:
         out: list[Chunk] = []
         block = import_block(text)
         if block is not None and block[0] < first_window_line:
-            out.append(Chunk(doc, own.path, 0, block[1], "imports", identifiers(block[1])))
+            out.append(Chunk(doc, own.path, 0, block[1], "imports", identifiers(block[1]), own.comment))
         headers = enclosing_headers(text, offset, first_window_line)
         if headers:
-            out.append(Chunk(doc, own.path, -1, headers, "scope", identifiers(headers)))
+            out.append(Chunk(doc, own.path, -1, headers, "scope", identifiers(headers), own.comment))
         return out
 
     def sources(self, doc: str, window_start: int) -> list[tuple[str, str]]:
@@ -418,7 +421,7 @@ def make_snapshot(chunks: list[Chunk], generation: int, anchor: int, suffix: str
     if not chunks and not sources:
         return Snapshot(generation=generation, anchor=anchor, suffix=suffix)
     h = hashlib.blake2b(digest_size=8)
-    for part in [p for c in chunks for p in (c.path, c.text)] + ["\0sources"] + [p for s in sources for p in s]:
+    for part in [p for c in chunks for p in (c.comment, c.path, c.text)] + ["\0sources"] + [p for s in sources for p in s]:
         data = part.encode("utf-8", "surrogatepass")
         h.update(len(data).to_bytes(8, "little"))
         h.update(data)

@@ -14,13 +14,13 @@ from __future__ import annotations
 import hashlib
 import itertools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Awaitable, Callable
 
 from cachetools import LRUCache
 
 from tabd.daemon.edits.history import DocHistory, Group
-from tabd.daemon.edits.propagation import Proposal, Substitution, next_site, propose
+from tabd.daemon.edits.propagation import Proposal, next_site, propose
 
 # (doc, prefix, suffix, new) -> the model's probability of writing `new` there (0..1)
 Scorer = Callable[[str, str, str, str, bool], Awaitable[float]]
@@ -137,7 +137,8 @@ class EditService:
             self.memory[key] = found
         else:
             self.stats.from_memory += 1
-        self.last = {"origin": origin, "source": "propagation" if found else "none"}
+        self.last = {"origin": origin, "source": "propagation" if found else "none",
+                     "kind": found[0].substitution.kind if found else ""}
         if found is None:
             self.showing.pop(doc, None)
             return None
@@ -161,8 +162,7 @@ class EditService:
         if made is None:
             return
         sub = made.substitution
-        moved = Substitution(sub.old, sub.new, edit.start)
-        proposal = next_site(after, moved, cursor)
+        proposal = next_site(after, replace(sub, at=edit.start), cursor)
         self.memory[key] = await self._gate(edit.doc, after, proposal, background=True)
         self.stats.speculated += 1
 

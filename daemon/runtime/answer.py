@@ -1,9 +1,24 @@
-"""What a completion request ends with: the Outcome inside the service, and the Answer the LSP layer shows."""
+"""What a completion request ends with: the Outcome inside the service, and the Answer the LSP layer shows.
+
+An empty answer says why it is empty (a reason code; README, "Why nothing shows"), so a client can show it in words.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from tabd.predictor.types import Prediction
+
+# why an answer is empty: the codes clients read (extend, never rename)
+UNSURE = "unsure"  # confidence gating (or the shortest-worth-a-Tab rule) showed none of the suggestion
+DEBOUNCED = "debounced"  # a newer keystroke came while the request waited for typing to pause
+SUPERSEDED = "superseded"  # a newer request for the document took over
+EXCLUDED = "excluded"  # the document is excluded (content exclusion)
+DISABLED = "disabled"  # suggestions are switched off for the document or everywhere (tabd/setEnabled)
+LOADING = "loading"  # the model is still loading
+UNREACHABLE = "unreachable"  # the remote engine cannot be reached
+ERROR = "error"  # the model could not load, or failed on this request
+NOTHING = "nothing"  # the model wrote nothing
+REASONS = (UNSURE, DEBOUNCED, SUPERSEDED, EXCLUDED, DISABLED, LOADING, UNREACHABLE, ERROR, NOTHING)
 
 
 @dataclass
@@ -17,6 +32,17 @@ class Answer:
     # characters after the cursor the suggestion replaces: the editor's closers it writes itself (predictor/pairs.py),
     # so `foo(|)` with `x)` is shown and applied as `foo(x)|`
     replaces: int = 0
+    reason: str = ""  # for an empty answer: why (one of REASONS); "" when it has text
+
+
+def refusal(reason: str) -> Answer:
+    """The empty answer to a request the service never sees (an excluded or disabled document)."""
+    return Answer("", "", "none", reason=reason)
+
+
+def error_reason(message: str) -> str:
+    """The reason code of a failed model call: a remote engine that cannot be reached, or another error."""
+    return UNREACHABLE if "cannot reach" in message else ERROR
 
 
 @dataclass(frozen=True)
@@ -34,6 +60,7 @@ class Outcome:
     error: str | None = None
     debounce_ms: float = 0.0  # the wait before the model (0 for an answer from memory before any wait)
     debounce_why: str = ""
+    cut: str = ""  # an empty answer's reason where the service knows it (debounced, superseded, loading)
 
     @property
     def shown_source(self) -> str:
@@ -44,3 +71,16 @@ class Outcome:
     def computed(self) -> Prediction | None:
         """The model's prediction when this request's answer came from a model run it started."""
         return self.prediction if self.source == "model" else None
+
+    @property
+    def reason(self) -> str:
+        """Why the answer is empty ("" when it has text)."""
+        if self.text:
+            return ""
+        if self.cut:
+            return self.cut
+        if self.hidden:
+            return UNSURE
+        if self.error is not None:
+            return error_reason(self.error)
+        return NOTHING

@@ -18,7 +18,7 @@ CLIENT_OPTIONS: dict[str, Setting] = {s.spec.init: s for s in SETTINGS if s.spec
 
 def accepted_types(row: Setting) -> tuple[type, ...]:
     """The JSON types a client may send for a row: a number where a float goes, else exactly the row's type."""
-    return (float, int) if row.type is float else (row.type,)
+    return (float, int) if row.type is float else (list, tuple) if row.type is tuple else (row.type,)
 
 
 def apply_client_options(config: Config, options: Any) -> tuple[Config, list[str]]:
@@ -37,7 +37,12 @@ def apply_client_options(config: Config, options: Any) -> tuple[Config, list[str
         if value is None:
             continue
         types = accepted_types(row)
-        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+        if row.type is tuple:  # a list adds to the command line's (--exclude and the client's globs both count)
+            if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+                problems.append(f"option {key!r} must be a list of strings, got {value!r}; ignored")
+                continue
+            value = getattr(updated, row.name) + tuple(value)
+        elif not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
             problems.append(f"option {key!r} must be {'/'.join(t.__name__ for t in types)}, got {value!r}; ignored")
             continue
         change: dict[str, Any] = {row.name: value}

@@ -55,7 +55,7 @@ class ModelCall:
 
 def chunks_of(context: Snapshot) -> list[ContextChunk]:
     """The snapshot as the predictor takes it: the prompt's chunks, then the texts to copy from."""
-    return ([ContextChunk(path, text) for path, text in context.pairs()]
+    return ([ContextChunk(c.path, c.text, comment=c.comment) for c in context.chunks]
             + [ContextChunk(path, text, lookup_only=True) for path, text in context.sources])
 
 

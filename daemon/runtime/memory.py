@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tabd.cache.inflight import InflightTable
-from tabd.cache.state import Window
+from tabd.cache.rebase import RebaseIndex
+from tabd.cache.state import DocState, Window
 from tabd.cache.store import CompletionCache, Entry
 from tabd.cache.typed import Shown, TypeThroughIndex
 from tabd.daemon.runtime.computation import Computation
@@ -30,10 +31,12 @@ class Memory:
         self.enabled = config.cache
         self.cache = CompletionCache(config.cache_entries, config.cache_bytes)
         self.typed = TypeThroughIndex()
+        self.rebase = RebaseIndex()  # the last suggestion per document, across edits elsewhere
         self.inflight: InflightTable[Computation] = InflightTable()
 
-    def recall(self, key: str, window: Window) -> Recalled | None:
-        """The answer memory holds for a request's key and window; None when it holds none (or is off)."""
+    def recall(self, key: str, window: Window, doc: str = "", state: DocState | None = None) -> Recalled | None:
+        """The answer memory holds for a request's key and window (or, after an edit elsewhere, for the document's
+        cursor: `doc` and `state`); None when it holds none (or is off)."""
         if not self.enabled:
             return None
         entry = self.cache.get(key)
@@ -43,6 +46,10 @@ class Memory:
         if hit is not None:
             shown, rest = hit
             return Recalled(rest, "typed", shown.depth, shown.key)
+        placed = self.rebase.lookup(doc, state, window) if state is not None else None
+        if placed is not None:
+            where, rest = placed
+            return Recalled(rest, "cache" if rest == where.text else "typed", where.depth, where.key)
         return None
 
     def running(self, key: str) -> Computation | None:
@@ -67,7 +74,11 @@ class Memory:
         if prediction is not None and self.enabled:
             self.cache.put(comp.key, Entry(prediction.text, comp.depth, prediction.confidence))
 
-    def shown(self, window: Window, text: str, key: str, depth: int) -> None:
-        """A suggestion shown (or ready to show) at a window: typing into it serves the rest."""
+    def shown(self, window: Window, text: str, key: str, depth: int, doc: str = "",
+              state: DocState | None = None) -> None:
+        """A suggestion shown (or ready to show) at a window: typing into it serves the rest; an edit elsewhere in
+        its document keeps it (`doc`, `state`: where it is)."""
         if self.enabled:
             self.typed.add(Shown(window, text, key, depth))
+            if state is not None:
+                self.rebase.shown(doc, state, window, text, key, depth)

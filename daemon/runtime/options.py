@@ -33,6 +33,8 @@ def add_setting_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGr
         spec = row.spec
         if row.type is bool:  # a switch: it sets the value that is not the default (--no-cache, --fixed-depth)
             parser.add_argument(row.flag, action="store_true", help=escaped(spec.help))
+        elif row.type is tuple:  # repeatable: each use adds one value
+            parser.add_argument(row.flag, action="append", default=None, metavar=spec.metavar, help=escaped(spec.help))
         else:
             parser.add_argument(row.flag, type=row.type, default=row.default, choices=spec.choices,
                                 metavar=spec.metavar, help=help_of(row))
@@ -56,7 +58,7 @@ def help_of(row: Setting) -> str:
 
 def flag_defaults(row: Setting) -> dict[str, Any]:
     """The namespace attributes a row's flags set when not given."""
-    out: dict[str, Any] = {row.dest: False if row.type is bool else row.default}
+    out: dict[str, Any] = {row.dest: False if row.type is bool else None if row.type is tuple else row.default}
     if row.spec.off_flag:
         out[row.off_dest] = False
     return out
@@ -68,6 +70,8 @@ def value_from_args(row: Setting, args: argparse.Namespace) -> Any:
         return row.off_value
     if row.type is bool:
         return (not row.default) if given else row.default
+    if row.type is tuple:
+        return row.default + tuple(given or ())
     return given
 
 
@@ -87,6 +91,8 @@ def flags_of(args: argparse.Namespace, names: Iterable[str] | None = None) -> li
         value = getattr(args, row.dest)
         if row.type is bool:
             flags += [row.flag] if value else []
+        elif row.type is tuple:
+            flags += [part for item in value or () for part in (row.flag, item)]
         elif value is not None and value != row.default:
             flags += [row.flag, str(value)]
         if row.spec.off_flag and getattr(args, row.off_dest):

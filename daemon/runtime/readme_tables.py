@@ -12,7 +12,8 @@ from pathlib import Path
 
 from tabd.daemon.runtime.settings import CONTEXT, MODEL, SERVE, SETTINGS, Setting
 
-JSON_TYPES: dict[type, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
+JSON_TYPES: dict[type, str] = {str: "string", int: "integer", float: "number", bool: "boolean",
+                               tuple: "array of strings"}
 
 
 def cell(text: str) -> str:

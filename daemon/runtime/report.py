@@ -72,6 +72,7 @@ class Reporter:
             "queue_depth": self.scheduler.depth(), "context_chunks": len(req.context.chunks),
             **(engine_fields(computed) if computed is not None else {}),
             **({"hidden": True} if out.hidden else {}),
+            **({"reason": out.reason} if not out.text else {}),
             **({"from_key": short_key(out.from_key)} if out.from_key else {}),
             **({"error": out.error[:200]} if out.error else {}),
             **({"text": out.text} if self.config.log_text and out.text else {}),
@@ -93,7 +94,8 @@ class Reporter:
             },
             "latency_ms": {"p50": _p50(s.latency_ms)},
             "last": {"source": s.last_source, "latency_ms": round(s.last_latency_ms, 3), "depth": s.last_depth,
-                     "debounce_ms": round(s.last_debounce_ms, 3)},
+                     "debounce_ms": round(s.last_debounce_ms, 3), "reason": s.last_reason},
+            "refusals": dict(s.refusals),  # requests answered empty at once: excluded or disabled documents
             "debounce": {**self.debounce.summary(), **s.debounce, "p50_ms": _p50(s.debounce_ms),
                          "waiting": len(self.waits)},
             "model_calls": s.model.started + s.prefetch.started,  # every job the model worker was given

@@ -17,6 +17,7 @@ from tabd.predictor import pairs
 from tabd.cache.key import state_key
 from tabd.cache.state import DocState, Window
 from tabd.daemon.context.chunk_store import EMPTY, Snapshot
+from tabd.daemon.context.languages import COLON
 from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime.loaded_model import Model
 from tabd.daemon.runtime.workspace import Workspace
@@ -64,20 +65,29 @@ class RequestBuilder:
         self.after_accept = after_accept  # whether a key is one an accept reaches (the speculator's)
         self._ids = itertools.count(1)
         self._held: dict[str, Request] = {}  # doc -> a request memory could not answer, for the path that awaits
+        self._openers: dict[str, tuple[str, ...]] = {}  # doc -> where its blocks open (context/languages.py)
 
     def window_of(self, state: DocState) -> Window:
         return state.window(self.config.prefix_chars, self.config.suffix_chars)
 
-    def settings_for(self, state: DocState) -> GenSettings:
+    def opened(self, doc: str, openers: tuple[str, ...]) -> None:
+        """The line endings after which a block opens in the document's language (a multi-line suggestion may start)."""
+        self._openers[doc] = openers
+
+    def closed(self, doc: str) -> None:
+        self._openers.pop(doc, None)
+
+    def settings_for(self, state: DocState, doc: str = "") -> GenSettings:
         line_before, line_after = state.current_line()
         lines = state.before.rsplit("\n", 2)
         previous = lines[-2] if len(lines) >= 2 else ""
-        return GenSettings(self.config.max_new_tokens, wants_multiline(line_before, line_after, previous),
+        multiline = wants_multiline(line_before, line_after, previous, self._openers.get(doc, COLON))
+        return GenSettings(self.config.max_new_tokens, multiline,
                            lookup_min_p=self.config.lookup_min_p, known_names=self.config.known_names)
 
-    def key_of(self, state: DocState, context: Snapshot = EMPTY) -> str:
+    def key_of(self, state: DocState, context: Snapshot = EMPTY, doc: str = "") -> str:
         """The cache key of a state under a context (a state speculation plans, not one a user asked in)."""
-        return self.key_for(self.window_of(state), self.settings_for(state), context)
+        return self.key_for(self.window_of(state), self.settings_for(state, doc), context)
 
     def key_for(self, window: Window, settings: GenSettings, context: Snapshot) -> str:
         return state_key(self.model.model_id, settings.tag(), window, context.digest)
@@ -117,7 +127,7 @@ class RequestBuilder:
         window = self.window_of(state)
         self.workspace.requested(doc, state)
         context = self.workspace.snapshot(doc, state, window)
-        settings = self.settings_for(state)
+        settings = self.settings_for(state, doc)
         key = self.key_for(window, settings, context) if ready else ""
         return Request(str(next(self._ids)), doc, version, state, window, settings, key, time.monotonic(),
                        self.after_accept(key), invoked, 0.0 if invoked else self.config.min_confidence, context,

@@ -25,8 +25,9 @@ from typing import Any, Callable
 from tabd.predictor import pairs
 from tabd.cache.state import DocState, Window
 from tabd.daemon.context.chunk_store import Snapshot, TextSource
+from tabd.daemon.context.languages import block_openers, comment_of
 from tabd.daemon.runtime.activity import Listeners
-from tabd.daemon.runtime.answer import Answer, Outcome
+from tabd.daemon.runtime.answer import DEBOUNCED, SUPERSEDED, Answer, Outcome
 from tabd.daemon.runtime.computation import Computation
 from tabd.daemon.runtime.computations import Computations
 from tabd.daemon.runtime.config import Config
@@ -207,7 +208,7 @@ class CompletionService:
         return await self._await(req, comp, "model", wait.ms if left > 0 else 0.0, wait.why if left > 0 else "")
 
     def _from_memory(self, req: Request, waited: float = 0.0) -> Answer | None:
-        recalled = self.memory.recall(req.key, req.window)
+        recalled = self.memory.recall(req.key, req.window, req.doc, req.state)
         if recalled is None:
             return None
         self.speculator.used(recalled.key)
@@ -240,7 +241,8 @@ class CompletionService:
         if cut:
             self.stats.debounce["superseded"] += 1
             self.events.emit("cancel", id=req.id, doc=req.doc, reason=cut, debounce_ms=round(_since(started), 3))
-            return self._finish(req, Outcome("", "none", debounce_ms=_since(started), debounce_why=why))
+            return self._finish(req, Outcome("", "none", debounce_ms=_since(started), debounce_why=why,
+                                             cut=DEBOUNCED if cut == "stale" else SUPERSEDED))
         self.stats.waited(ms)
         return await self._reused(req, ms)  # a prefetch may have answered, or begun, this state meanwhile
 
@@ -255,7 +257,7 @@ class CompletionService:
             prediction = await asyncio.shield(result)
         except Cancelled:
             self.events.emit("cancel", id=req.id, doc=req.doc, reason=comp.cancel_reason or "shutdown")
-            return self._finish(req, Outcome("", "none", debounce_ms=waited, debounce_why=why))
+            return self._finish(req, Outcome("", "none", debounce_ms=waited, debounce_why=why, cut=SUPERSEDED))
         except asyncio.CancelledError:
             comp.waiters -= 1
             if comp.waiters == 0 and not comp.prefetch:
@@ -280,12 +282,13 @@ class CompletionService:
 
     def _shown_to_user(self, req: Request, out: Outcome) -> None:
         """What a suggestion on screen sets going, once its answer is out: type-through, accept tracking, speculation."""
-        self.memory.shown(req.window, out.text, req.key, out.depth)
+        self.memory.shown(req.window, out.text, req.key, out.depth, req.doc, req.state)
         self.speculator.shown(req, out.text, typed=out.source == "typed")
 
     def _finish(self, req: Request, out: Outcome) -> Answer:
         latency = _since(req.t0)
-        self.stats.answered(out.shown_source, latency, req.after_accept, out.depth, out.debounce_ms)
+        reason = out.reason
+        self.stats.answered(out.shown_source, latency, req.after_accept, out.depth, out.debounce_ms, reason)
         self.activity.shown(bool(out.text))  # while a suggestion shows, a Tab may come (the hand-over holds off)
         computed = out.computed
         if computed is not None:
@@ -295,7 +298,12 @@ class CompletionService:
             self.activity.answered()
         # after the answer is out: the log line costs the user nothing
         self._after(lambda: self._log("completion", self.reporter.completion(req, out, latency)))
-        return Answer(req.id, out.text, out.shown_source, out.depth, req.key, latency, pairs.consumed(out.text, req.state.after))
+        return Answer(req.id, out.text, out.shown_source, out.depth, req.key, latency, pairs.consumed(out.text, req.state.after),
+                      reason)
+
+    def refused(self, reason: str) -> None:
+        """A request the service never saw (an excluded or disabled document): tabd/stats' last answer says why."""
+        self.stats.refused(reason)
 
     def _log(self, event: str, fields: dict[str, Any]) -> None:
         self.events.emit(event, **fields)
@@ -334,12 +342,16 @@ class CompletionService:
         self.activity.shown(False)
         return self.speculator.dismiss(answer_id)
 
-    def document_opened(self, doc: str, path: str, text: str) -> None:
-        self.workspace.opened(doc, path, text)
+    def document_opened(self, doc: str, path: str, text: str, language: str = "") -> None:
+        """A document the service may read (`language`: the editor's languageId; "" or unknown: by the path)."""
+        self.requests.opened(doc, block_openers(language, path))
+        self.workspace.opened(doc, path, text, comment_of(language, path))
 
     def document_edited(self, doc: str, offset: int, removed: int, inserted: str) -> None:
-        """One didChange edit (offset in the text before it): an accept when it inserts the suggestion shown there."""
+        """One didChange edit (offset in the text before it, `removed` characters replaced by `inserted`): an accept
+        when it inserts the suggestion shown there; the suggestion shown stays across an edit elsewhere."""
         self.speculator.edited(doc, offset, removed, inserted)
+        self.memory.rebase.edited(doc, offset, removed, inserted)
 
     def document_changed(self, doc: str, state: DocState | None, text: TextSource | None = None,
                          offset: int | None = None) -> None:
@@ -355,9 +367,11 @@ class CompletionService:
 
     def document_closed(self, doc: str) -> None:
         self.speculator.closed(doc)
+        self.memory.rebase.closed(doc)
         self.document_changed(doc, None)
         self.debounce.closed(doc)
         self.requests.release(doc)
+        self.requests.closed(doc)
         self.workspace.closed(doc)
 
     def focus(self, doc: str, state: DocState) -> Snapshot:
@@ -375,7 +389,7 @@ class CompletionService:
             return
         self.computations.cancel_prefetches(doc, unless_digest=context.digest)
         if not self.speculator.context_changed(doc, window, state, context) and self.config.warmup:
-            self.warmer.submit(doc, window, self.requests.settings_for(state), context)
+            self.warmer.submit(doc, window, self.requests.settings_for(state, doc), context)
 
     # -- the report and the end ---------------------------------------------------------------------
 

@@ -170,6 +170,11 @@ class Config:
     warmup: bool = setting(
         True, "no background prefill on open, focus or context change", flag="--no-warmup", init="warmup",
         group=CONTEXT)
+    exclude: tuple[str, ...] = setting(
+        (), "more files to keep away from the model, beside the default deny list and what git ignores: a glob on "
+            "the path within the workspace (no / in it: any part of the path); repeat the flag for more (the "
+            "client's list adds to it)",
+        flag="--exclude", metavar="GLOB", init="exclude", group=CONTEXT, shown="none", see="Content exclusion")
     log: str | None = setting(
         None, "append JSONL events (no source text) to FILE", flag="--log", metavar="FILE", init="log", group=SERVE)
     log_text: bool = setting(
@@ -199,7 +204,7 @@ class Setting:
     """One row of the table: a Config field and what its metadata says about it."""
 
     name: str
-    type: type  # int, float, str or bool (None aside)
+    type: type  # int, float, str, bool (None aside), or tuple: a list of strings (a repeatable flag)
     optional: bool  # None is a value (it means: decide at run time)
     default: Any
     spec: Spec
@@ -245,6 +250,10 @@ class Setting:
         spec, name = self.spec, self.name
         if value is None and self.optional:
             return None
+        if self.type is tuple:
+            if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
+                return f"{name} must be a list of strings, got {value!r}"
+            return None
         if spec.choices is not None and value not in spec.choices:
             return f"{name} must be {either(spec.choices)}, got {value!r}"
         if spec.bounds is None:
@@ -288,7 +297,7 @@ def rows() -> tuple[Setting, ...]:
     out = []
     for f in dataclasses.fields(Config):
         args = typing.get_args(hints[f.name]) or (hints[f.name],)
-        base = next(a for a in args if a is not type(None))
+        base = tuple if typing.get_origin(hints[f.name]) is tuple else next(a for a in args if a is not type(None))
         out.append(Setting(f.name, base, type(None) in args, f.default, f.metadata["setting"]))
     return tuple(out)
 

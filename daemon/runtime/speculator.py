@@ -79,7 +79,7 @@ class Speculator:
         """A suggestion is on screen (`typed`: the rest of one typed into): track its accept, plan its states."""
         self.on_screen[req.doc] = (req.window, text)
         self.accepts.shown(req.id, req.doc, req.state, text, typed)
-        self._remember(req.state.insert(text), partial=False, context=req.context)  # so a Tab is recognised
+        self._remember(req.doc, req.state.insert(text), partial=False, context=req.context)  # so a Tab is recognised
         if self.on:
             self.prefetch_after(req.doc, req.state, text, 0, req.window, "", req.context)
 
@@ -104,7 +104,7 @@ class Speculator:
     def prefetch_after(self, doc: str, state: DocState, text: str, depth: int, root: Window | None, chain: str,
                        context: Snapshot = EMPTY, kinds: tuple[str, ...] = ()) -> None:
         for plan in plan_after(state, text, depth, self.policy, self.config.partial_accept_prefetch, doc, kinds):
-            key = self._remember(plan.state, plan.partial, context)
+            key = self._remember(doc, plan.state, plan.partial, context)
             if self.memory.has(key):
                 continue
             self.prefetched.add(key)
@@ -112,11 +112,11 @@ class Speculator:
             self.events.emit("prefetch", outcome="started", depth=plan.depth, branch=plan.branch, key=short_key(key),
                              doc=doc)
             self.computations.prefetch(Computation(
-                key, doc, plan.state, self.requests.window_of(plan.state), self.requests.settings_for(plan.state),
+                key, doc, plan.state, self.requests.window_of(plan.state), self.requests.settings_for(plan.state, doc),
                 plan.depth, root, chain + plan.inserted, context, plan.kinds))
 
-    def _remember(self, state: DocState, partial: bool, context: Snapshot) -> str:
-        key = self.requests.key_of(state, context)
+    def _remember(self, doc: str, state: DocState, partial: bool, context: Snapshot) -> str:
+        key = self.requests.key_of(state, context, doc)
         if not partial:
             self.planned.add(key)
         return key
@@ -149,7 +149,7 @@ class Speculator:
         self.stats.accepted(a.via)
         if a.partial:  # the next request there is an after-accept one (a whole accept reaches what shown() remembered)
             # under the document's kept context: accepting at the cursor keeps it, and the next request is keyed so
-            self._remember(a.reached, partial=False, context=self.context_of(a.doc))
+            self._remember(a.doc, a.reached, partial=False, context=self.context_of(a.doc))
         self.events.emit("accept", id=a.answer_id, doc=a.doc, chars=a.chars, partial=a.partial, kind=a.kind, via=a.via,
                          known=True)
 

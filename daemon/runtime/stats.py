@@ -35,6 +35,8 @@ class Stats:
     last_latency_ms: float = 0.0
     last_depth: int = 0  # the speculation depth that computed the last answer (0: the request itself)
     last_debounce_ms: float = 0.0  # what the last answer waited before the model (0: it came from memory)
+    last_reason: str = ""  # why the last answer was empty ("" when it had text; runtime/answer.py's codes)
+    refusals: dict[str, int] = field(default_factory=dict)  # requests answered empty before the service: excluded...
     accepts_by: dict[str, int] = field(default_factory=dict)  # "command" (tabd.accept) or "edit" (seen in didChange)
     branches: dict[str, int] = field(default_factory=dict)  # prefetches started per branch ("all", "all.word", ...)
     # prompt tokens [reused, total] per kind of model run: what share of each prompt the kept KV covered
@@ -47,16 +49,23 @@ class Stats:
     served_by: dict[str, int] = field(default_factory=dict)  # model answers per engine ("native", "fast", ...)
     torch_free: int = 0  # model answers computed before torch was imported
 
-    def answered(self, source: str, latency: float, after_accept: bool, depth: int, debounce_ms: float) -> None:
+    def answered(self, source: str, latency: float, after_accept: bool, depth: int, debounce_ms: float,
+                 reason: str = "") -> None:
         self.sources[source] += 1
         self.latency_ms.append(latency)
         self.last_source, self.last_latency_ms = source, latency
-        self.last_depth, self.last_debounce_ms = depth, debounce_ms
+        self.last_depth, self.last_debounce_ms, self.last_reason = depth, debounce_ms, reason
         if after_accept:
             self.after_accept_requests += 1
             self.after_accept_ms.append(latency)
             if source in ("cache", "typed"):
                 self.after_accept_from_cache += 1
+
+    def refused(self, reason: str) -> None:
+        """An empty answer the service was never asked for (an excluded or disabled document)."""
+        self.last_source, self.last_latency_ms, self.last_depth, self.last_debounce_ms = "none", 0.0, 0, 0.0
+        self.last_reason = reason
+        self.refusals[reason] = self.refusals.get(reason, 0) + 1
 
     def reused(self, kind: str, p: Prediction) -> None:
         """A model run's prompt: how much of it the kept KV covered."""

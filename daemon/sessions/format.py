@@ -10,6 +10,9 @@ event per line, in time order:
     {"t": 2.5, "op": "dismiss", "uri": ..., "id": ...}
     {"t": 9.0, "op": "close", "uri": ...}
 
+An excluded document (content exclusion, README) is recorded as an open with `"excluded": true` and no text,
+and nothing else of it: the reader leaves it out, with one note, and skips what refers to it.
+
 A change's "cursor" (optional) is where the editor leaves the cursor when that is not
 the end of the inserted text: an auto-closed pair `()` leaves it between. A "move" is the
 cursor moving with no change to the text: an editor that overtypes the `)` it inserted
@@ -167,6 +170,24 @@ def _event_problem(event: Any, docs: dict[str, str]) -> str | None:
     return None
 
 
+def _left_out(event: Any, excluded: set[str], docs: dict[str, str]) -> bool:
+    """Whether the event is an excluded document's open, or refers to one; updates `excluded`."""
+    if not isinstance(event, dict) or not isinstance(event.get("uri"), str):
+        return False
+    uri = event["uri"]
+    if event.get("op") == "open":
+        if event.get("excluded") is True:
+            excluded.add(uri)
+            docs.pop(uri, None)
+            return True
+        excluded.discard(uri)
+        return False
+    if uri in excluded and event.get("op") == "close":
+        excluded.discard(uri)
+        return True
+    return uri in excluded
+
+
 def parse_session(lines: Iterable[str], path: str = "<session>") -> Session:
     raw = list(lines)
     if not raw or all(not line.strip() for line in raw):
@@ -180,6 +201,7 @@ def parse_session(lines: Iterable[str], path: str = "<session>") -> Session:
     language = _check_header(path, header)
     events: list[dict[str, Any]] = []
     docs: dict[str, str] = {}
+    excluded: set[str] = set()  # documents recorded without their text: left out of the session
     last_t = 0.0
     for index in range(1, last_index + 1):
         line = raw[index]
@@ -193,6 +215,10 @@ def parse_session(lines: Iterable[str], path: str = "<session>") -> Session:
                 warnings.append(f"{path}:{lineno}: torn last line ignored ({len(line)} bytes, {exc.msg})")
                 break
             raise SessionError(f"{path}:{lineno}: not a JSON line ({exc.msg} at column {exc.colno})") from None
+        if _left_out(event, excluded, docs):
+            if event.get("op") == "open":
+                warnings.append(f"{path}:{lineno}: {event['uri']} was excluded when recorded (no text): left out")
+            continue
         problem = _event_problem(event, docs)
         if problem:
             warnings.append(f"{path}:{lineno}: {event.get('op', '?') if isinstance(event, dict) else '?'} event skipped: {problem}")

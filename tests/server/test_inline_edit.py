@@ -149,3 +149,20 @@ def test_inline_edits_can_be_switched_off():
         assert inline_edit(s, 1, 0)["result"] == {"edits": []}
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("blocked", ["excluded", "disabled"])
+def test_an_excluded_or_switched_off_document_gets_no_next_edit(server: RawServer, blocked):
+    """The same rename as above: a plain .py gets its edit, a .env (excluded) or a switched-off one none."""
+    uri = "file:///w/stock_off.py" if blocked == "disabled" else "file:///w/.env.stock"
+    for name in (URI, uri):
+        server.open(name, CODE)
+    if blocked == "disabled":
+        server.notify("tabd/setEnabled", {"enabled": False, "uri": uri})
+    got = {}
+    for name in (URI, uri):
+        server.change(name, 2, [{"range": rng(0, 12, 17), "text": NEW}])
+        reply = server.call("textDocument/copilotInlineEdit", {
+            "textDocument": {"uri": name, "version": 0}, "position": {"line": 1, "character": 0}})
+        got[name] = reply["result"]["edits"]
+    assert len(got[URI]) == 1 and got[uri] == []

@@ -10,7 +10,7 @@ import pytest
 from support.rawserver import RawServer
 
 
-IDENT = "qzx_secret_ident_7781"
+IDENT = "qzx_hidden_ident_7781"
 
 
 @pytest.mark.slow

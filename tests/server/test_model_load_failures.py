@@ -44,7 +44,7 @@ def test_a_model_that_cannot_load_gives_empty_results_and_a_message(tmp_path, ki
         s.initialize()
         s.open("file:///m.py", "import os\nos.")
         t0 = time.monotonic()
-        assert s.inline("file:///m.py", 1, 3, timeout=120)["result"] == {"items": []}
+        assert s.inline("file:///m.py", 1, 3, timeout=120)["result"] == {"items": [], "tabd": {"reason": "error"}}
         assert time.monotonic() - t0 < 120
         message = s.wait_for(lambda m: m.get("method") == "window/showMessage", timeout=30)["params"]
         assert message["type"] == 1 and "could not be loaded" in message["message"]

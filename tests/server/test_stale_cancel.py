@@ -43,10 +43,10 @@ def test_an_edit_cancels_the_model_call_it_made_stale(tmp_path):
     events = [e for e in read_log(log) if e["event"] in ("completion", "cancel", "error")]
 
     assert running == {"started": 1, "finished": 0, "cancelled": 0}  # the call was under way when the edit came
-    assert reply["result"] == {"items": []}, f"the stale request was answered with {reply['result']} (the stub's {HELD_ANSWER!r})"
+    assert reply["result"] == {"items": [], "tabd": {"reason": "superseded"}}, f"the stale request was answered with {reply['result']} (the stub's {HELD_ANSWER!r})"
     assert after == {"started": 1, "finished": 0, "cancelled": 1}
     assert hung_up is True  # the model's connection was closed: its work stopped, not only its answer dropped
     assert len(model.hits) == 1
     request_id = [e["id"] for e in events if e["event"] == "completion"]
     assert [(e["event"], e.get("id"), e.get("reason"), e.get("source")) for e in events] == [
-        ("cancel", *request_id, "stale", None), ("completion", *request_id, None, "none")]
+        ("cancel", *request_id, "stale", None), ("completion", *request_id, "superseded", "none")]

@@ -17,12 +17,15 @@ HELD_ANSWER = "return 42"  # what a held call streams when the test releases it 
 
 class Scripted(BaseHTTPRequestHandler):
     """Modes: "500", "404", "sleep" (answers after 5 s), "stream" (100 chunks, 0.1 s apart), "infill" (llama-server's
-    route), "hold" (headers, then nothing until the client hangs up, `closed`, or the test sets `release`)."""
+    route), "hold" (headers, then nothing until the client hangs up, `closed`, or the test sets `release`), "answer"
+    (streams `answer` at once)."""
 
     protocol_version = "HTTP/1.1"
     mode = "500"
+    answer = "total = 0"
     hits: list[str] = []
     bodies: list[dict] = []
+    raw: list[bytes] = []  # every POST as it arrived: path, headers and body bytes
     started: threading.Event  # a POST arrived: the model call began
     closed: threading.Event  # the client hung up on a call still being answered
     release: threading.Event  # "hold": answer now
@@ -51,10 +54,13 @@ class Scripted(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def do_GET(self) -> None:
+        self.raw.append(self.path.encode() + b"\n" + bytes(self.headers))
         self._send(404, {"error": "not here"})
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.raw.append(self.path.encode() + b"\n" + bytes(self.headers) + raw)
+        body = json.loads(raw or b"{}")
         self.hits.append(self.path)
         self.bodies.append(body)
         self.started.set()
@@ -80,6 +86,10 @@ class Scripted(BaseHTTPRequestHandler):
                 type(self).closed.set()
                 return
             self._data({"choices": [{"text": HELD_ANSWER, "index": 0}]})
+            self._data("[DONE]")
+        elif mode == "answer":
+            self._event_stream()
+            self._data({"choices": [{"text": self.answer, "index": 0}]})
             self._data("[DONE]")
         elif mode == "infill":
             self._event_stream()
@@ -107,7 +117,7 @@ class Scripted(BaseHTTPRequestHandler):
 @contextmanager
 def stub_model(mode: str = "500") -> Iterator[tuple[type[Scripted], str]]:
     """(the handler class, whose attributes the test reads and sets; the server's URL), served until the block ends."""
-    handler = type("H", (Scripted,), {"mode": mode, "hits": [], "bodies": [], "started": threading.Event(),
+    handler = type("H", (Scripted,), {"mode": mode, "hits": [], "bodies": [], "raw": [], "started": threading.Event(),
                                       "closed": threading.Event(), "release": threading.Event()})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True

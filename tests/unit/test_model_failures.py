@@ -35,7 +35,7 @@ async def test_a_model_too_slow_to_answer_is_an_empty_result_in_bounded_time(mon
         srv.notify("textDocument/didOpen", {"textDocument": {"uri": "file:///a.py", "languageId": "python", "version": 1, "text": "x = "}})
         t0 = time.monotonic()
         srv.request(92, INLINE, inline_params(line=0, character=4))
-        assert (await srv.reply(92))["result"] == {"items": []}
+        assert (await srv.reply(92))["result"] == {"items": [], "tabd": {"reason": "error"}}
         assert time.monotonic() - t0 < 2.0
     finally:
         srv.close()
@@ -47,7 +47,7 @@ async def test_a_model_error_is_an_empty_result():
         await srv.initialize({"speculation": False})
         srv.notify("textDocument/didOpen", {"textDocument": {"uri": "file:///a.py", "languageId": "python", "version": 1, "text": "x = "}})
         srv.request(90, INLINE, inline_params(line=0, character=4))
-        assert (await srv.reply(90))["result"] == {"items": []}
+        assert (await srv.reply(90))["result"] == {"items": [], "tabd": {"reason": "error"}}
     finally:
         srv.close()
 
@@ -62,8 +62,31 @@ async def test_a_model_that_cannot_load_is_shown_to_the_user():
         await srv.initialize()
         srv.notify("textDocument/didOpen", {"textDocument": {"uri": "file:///a.py", "languageId": "python", "version": 1, "text": "x = "}})
         srv.request(91, INLINE, inline_params(line=0, character=4))
-        assert (await srv.reply(91))["result"] == {"items": []}
+        assert (await srv.reply(91))["result"] == {"items": [], "tabd": {"reason": "error"}}
         shown = [m for m in srv.out.sent if m.get("method") == "window/showMessage"]
         assert shown and shown[0]["params"]["type"] == 1 and "weights are corrupt" in shown[0]["params"]["message"]
+    finally:
+        srv.close()
+
+
+async def test_a_model_still_loading_when_the_wait_runs_out_answers_loading(monkeypatch):
+    import tabd.lsp.server as server_module
+
+    monkeypatch.setattr(server_module, "LOAD_WAIT_S", 0.2)
+
+    def slow_factory(config):
+        time.sleep(1.0)
+        return FakeBackend(text="later()")
+
+    srv = InProcess()
+    srv.server.backend_factory = slow_factory
+    try:
+        await srv.initialize({"speculation": False, "debounceMs": 0})
+        srv.notify("textDocument/didOpen", {"textDocument": {"uri": "file:///a.py", "languageId": "python", "version": 1, "text": "x = "}})
+        srv.request(93, INLINE, inline_params(line=0, character=4))
+        assert (await srv.reply(93))["result"] == {"items": [], "tabd": {"reason": "loading"}}
+        await asyncio.sleep(1.5)  # the load went on (it takes 1 s): the next request gets its answer
+        srv.request(94, INLINE, inline_params(line=0, character=4))
+        assert (await srv.reply(94, timeout=10))["result"]["items"][0]["insertText"] == "later()"
     finally:
         srv.close()

@@ -20,14 +20,14 @@ STATS_KEYS = {
     "": {"sources", "prefetch", "accepts_by", "speculation", "after_accept", "latency_ms", "last", "debounce",
          "model_calls", "requests_to_model", "accepts", "dismisses", "cache", "kv_bytes", "queue_depth",
          "worker_faults", "gc", "nice", "model", "engine", "engine_why", "torch_loaded", "served_by",
-         "torch_free_answers", "hand_over", "weights", "rss_bytes", "error", "context", "prompt_reuse"},
+         "torch_free_answers", "hand_over", "weights", "rss_bytes", "error", "context", "prompt_reuse", "refusals"},
     "sources": {"cache", "typed", "inflight", "model", "none"},
     "prefetch": {"started", "finished", "cancelled", "preempted", "used", "wasted_per_accept"},
     "speculation": {"mode", "ceiling", "first", "further", "user_rates", "user_depth", "outcomes", "branches"},
     "speculation.user_rates": {"all", "word", "line", "streak"},
     "after_accept": {"requests", "from_cache", "hit_rate", "p50_ms"},
     "latency_ms": {"p50"},
-    "last": {"source", "latency_ms", "depth", "debounce_ms"},
+    "last": {"source", "latency_ms", "depth", "debounce_ms", "reason"},
     "debounce": {"base_ms", "rhythm_ms", "model_ms", "waited", "superseded", "p50_ms", "waiting"},
     "requests_to_model": {"started", "finished", "cancelled"},
     "cache": {"entries", "bytes", "bound_bytes"},
@@ -146,10 +146,30 @@ async def test_a_model_that_cannot_load_answers_empty_with_why():
     try:
         assert await service.ready() is False
         answer = await service.complete("d", 1, _state())
-        assert (answer.text, answer.source) == ("", "none")
+        assert (answer.text, answer.source, answer.reason) == ("", "none", "error")
         assert service.load_error == "no weights here" and service.stats_dict()["error"] == "no weights here"
     finally:
         service.close()
+
+
+async def test_an_empty_answer_says_why():
+    from tabd.daemon.runtime.answer import Outcome
+    from tabd.predictor.types import Prediction
+
+    cases = {"": FakeBackend(text=""), "x": FakeBackend(text="x"), "fail": FakeBackend(fail=True),
+             "gated": FakeBackend(text=lambda p, s: Prediction("return total", confidence=[(6, 0.2), (12, 0.2)]))}
+    reasons = {}
+    for name, backend in cases.items():
+        service, _ = _service(backend, speculation=False)
+        try:
+            answer = await service.complete("d", 1, _state())
+            reasons[name] = (answer.text, answer.reason, service.stats_dict()["last"]["reason"])
+        finally:
+            service.close()
+    assert reasons == {"": ("", "nothing", "nothing"), "x": ("", "unsure", "unsure"), "fail": ("", "error", "error"),
+                       "gated": ("", "unsure", "unsure")}
+    assert Outcome("", "none", error="cannot reach http://127.0.0.1:9 (connection refused)").reason == "unreachable"
+    assert Outcome("", "none", cut="debounced").reason == "debounced" and Outcome("ok", "model").reason == ""
 
 
 async def test_stats_keys_and_log_fields_are_the_ones_other_tools_read():

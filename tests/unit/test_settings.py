@@ -31,6 +31,8 @@ def other_value(row: Setting) -> Any:
     """A valid value for the row that is not its default."""
     if row.type is bool:
         return not row.default
+    if row.type is tuple:
+        return ("elsewhere/x",)
     if row.spec.choices:
         return next(c for c in row.spec.choices if c != row.default)
     if row.spec.bounds:
@@ -48,6 +50,8 @@ def bad_value(row: Setting) -> Any:
 
 
 def as_args(row: Setting, value: Any) -> list[str]:
+    if row.type is tuple:
+        return [part for item in value for part in (row.flag, item)]
     return [row.flag] if row.type is bool else [row.flag, str(value)]
 
 
@@ -168,3 +172,13 @@ def test_the_readme_lists_every_initialization_option_with_its_default_and_nothi
 def test_the_readme_tables_are_written_from_the_table():
     text = README.read_text(encoding="utf-8")
     assert with_tables(text) == text, "run: .venv/bin/python -m tabd.daemon.runtime.readme_tables README.md"
+
+
+def test_the_client_s_exclude_globs_add_to_the_flag_s_and_a_string_is_refused():
+    config = config_from_args(parse("serve", "--exclude", "*.log", "--exclude", "build/**"))
+    assert config.exclude == ("*.log", "build/**")
+    assert flags_of(parse("replay", "--exclude", "*.log")) == ["--exclude", "*.log"]
+    added, problems = apply_client_options(config, {"exclude": ["*.tmp"]})
+    assert added.exclude == ("*.log", "build/**", "*.tmp") and problems == []
+    kept, problems = apply_client_options(config, {"exclude": "*.tmp"})
+    assert kept == config and problems == ["option 'exclude' must be a list of strings, got '*.tmp'; ignored"]
