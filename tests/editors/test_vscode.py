@@ -372,8 +372,8 @@ def test_code_server_typescript_and_toggle(tmp_path):
     tabd = _tabd_executable()
     if not tabd.exists():
         pytest.skip(f"tabd is missing at {tabd} (make venv)")
-    result, err, _ = _code_server_run(tmp_path, tabd, "toggle", typed=TS_TYPED, args=["--min-confidence", "0"],
-                                      file="main.ts", content=TS_SAMPLE)
+    result, err, user_data = _code_server_run(tmp_path, tabd, "toggle", typed=TS_TYPED,
+                                              args=["--min-confidence", "0"], file="main.ts", content=TS_SAMPLE)
     events = _read_log(tmp_path / "tabd.jsonl")
     summary = {k: result.get(k) for k in ("ghostBefore", "statusOff", "ghostWhileOff", "statusOn", "ghostAfter")}
     print("e2e:", json.dumps(summary))
@@ -414,6 +414,14 @@ def test_code_server_typescript_and_toggle(tmp_path):
     assert _completions_between(events, result.get("languageOffAt"), result.get("languageOnAt")) == [], \
         "requests reached the daemon with TypeScript off" + context
     assert result.get("statusLanguageOn"), "TypeScript did not come back on" + context
+
+    # Each switch went to the daemon too (tabd/setEnabled, as the extension's log has it), so a switched-off
+    # document costs it nothing.
+    host_logs = "\n".join(p.read_text(errors="replace") for p in (user_data / "logs").rglob("*.log"))
+    uri = (tmp_path / "ws" / "main.ts").as_uri()
+    for sent in ['{"enabled":false}', '{"enabled":true}', '{"enabled":false,"minutes":0.1}',
+                 f'{{"enabled":false,"uri":"{uri}"}}', f'{{"enabled":true,"uri":"{uri}"}}']:
+        assert f"tabd/setEnabled {sent}" in host_logs, f"not sent: {sent}" + context
 
 
 # `count` at three places: line 2 (renamed by hand), line 6 (four lines away: a jump first) and line 7 (the

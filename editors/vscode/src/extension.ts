@@ -107,12 +107,19 @@ function renderStatus(): void {
   statusItem.tooltip = new vscode.MarkdownString(statusTooltip(lastStats, control.line));
 }
 
+/** The switch, to a daemon that says it takes it (initialize result: experimental.tabd.setEnabled). An older
+ * one still gets no request from a switched-off document: the provider asks nothing. */
 function sendSetEnabled(params: SetEnabledParams): void {
   const c = client;
-  output.info(`${SET_ENABLED} ${JSON.stringify(params)}`);
-  if (c !== undefined && c.state === State.Running) {
-    c.sendNotification(SET_ENABLED, params).catch(() => undefined);
+  if (c === undefined || c.state !== State.Running) {
+    return;
   }
+  const tabd = (c.initializeResult?.capabilities.experimental as { tabd?: { setEnabled?: unknown } } | undefined)?.tabd;
+  if (tabd?.setEnabled !== true) {
+    return;
+  }
+  output.info(`${SET_ENABLED} ${JSON.stringify(params)}`);
+  c.sendNotification(SET_ENABLED, params).catch(() => undefined);
 }
 
 /** ms from the last edit to asking for the next edit; -1 when next-edit suggestions are off. */
