@@ -165,7 +165,8 @@ def _assert_next_from_memory(events: list[dict], tab_at: float | None, context: 
 
 def _code_server_run(tmp_path: Path, tabd: Path, scenario: str, typed: str = TYPED,
                      args: list[str] | None = None, file: str = "main.py",
-                     content: str = SAMPLE, settings: dict | None = None) -> tuple[dict, str, Path]:
+                     content: str = SAMPLE, settings: dict | None = None,
+                     driver_args: list[str] | None = None) -> tuple[dict, str, Path]:
     """Installs the .vsix into a fresh code-server, opens `file` (holding `content`) in Chromium
     and runs one scenario of drive.mjs, typing `typed`; `args` go after `tabd serve` (default:
     the TABD_E2E_ARGS environment variable). The extension's own settings are its defaults, but
@@ -181,6 +182,8 @@ def _code_server_run(tmp_path: Path, tabd: Path, scenario: str, typed: str = TYP
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / file).write_text(content, encoding="utf-8")
+    if file != "main.py":
+        (ws / "main.py").write_text(SAMPLE, encoding="utf-8")  # another file to open (driver_args --other)
     user_data = tmp_path / "user-data"
     (user_data / "User").mkdir(parents=True)
     extensions = tmp_path / "extensions"
@@ -233,7 +236,7 @@ def _code_server_run(tmp_path: Path, tabd: Path, scenario: str, typed: str = TYP
         cmd = [node, str(DRIVER / "drive.mjs"), "--url", f"http://127.0.0.1:{port}/?folder={ws}",
                "--scenario", scenario, "--file", file, "--type", typed, "--chromium", CHROMIUM,
                "--profile", str(tmp_path / "chromium"), "--shots", str(tmp_path / "shots"),
-               "--deadline", "300000", "--ghost-timeout", "30000"]
+               "--deadline", "300000", "--ghost-timeout", "30000", *(driver_args or [])]
         driver = subprocess.Popen(cmd, cwd=DRIVER, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True, start_new_session=True)
         try:
@@ -500,19 +503,23 @@ def test_code_server_next_edit_rename(tmp_path):
 
 
 @pytest.mark.slow
-def test_code_server_excluded_file_says_so(tmp_path):
+def test_code_server_excluded_file_says_so(tmp_path, fixture_model):
     """`tabd.exclude` reaches the daemon (initializationOptions `exclude`): in a file it matches,
     typing and an explicit trigger bring no ghost text, the daemon's empty answer carries the
     reason `excluded`, and the status item says "excluded file" (its tooltip, why the last answer
-    was empty, in words)."""
+    was empty, in words). Then in main.py, which the daemon serves: the fixture model's
+    ` total()` is shorter than --min-chars 100, so the gate holds it back; the status item leaves
+    "excluded" behind and its tooltip says the last answer was empty as "unsure"."""
     tabd = _tabd_executable()
     if not tabd.exists():
         pytest.skip(f"tabd is missing at {tabd} (make venv)")
     result, err, _ = _code_server_run(tmp_path, tabd, "excluded", typed="def read_config(path):",
-                                      args=["--min-confidence", "0"], file="private_notes.py",
-                                      settings={"tabd.exclude": ["**/private_*.py"]})
+                                      args=["--model", fixture_model, "--min-chars", "100"], file="private_notes.py",
+                                      settings={"tabd.exclude": ["**/private_*.py"]},
+                                      driver_args=["--other", "main.py"])
     events = _read_log(tmp_path / "tabd.jsonl")
-    print("e2e:", json.dumps({k: result.get(k) for k in ("status", "ghost", "tooltip")}))
+    print("e2e:", json.dumps({k: result.get(k) for k in ("status", "ghost", "tooltip", "otherStatus",
+                                                         "otherTooltip")}))
     print("driver:", err[-3000:])
     context = (f"\nresult: {json.dumps(result, indent=1)[-4000:]}\ndriver: {err[-3000:]}"
                f"\nlog events: {[(e.get('event'), e.get('source')) for e in events][-40:]}"
@@ -520,6 +527,10 @@ def test_code_server_excluded_file_says_so(tmp_path):
     assert "excluded file" in (result.get("status") or ""), "the status item does not say excluded" + context
     assert not (result.get("ghost") or "").strip(), "ghost text in an excluded file" + context
     assert "Last empty answer: excluded file" in (result.get("tooltip") or ""), context
+
+    assert "Last empty answer: unsure" in (result.get("otherTooltip") or ""), context
+    assert "excluded" not in (result.get("otherStatus") or "excluded"), context
+    assert not (result.get("otherGhost") or "").strip(), context
 
 
 GO_SAMPLE = """package main

@@ -168,6 +168,10 @@ async function trigger(page) {
 }
 
 async function openFile(page) {
+  return openFileNamed(page, fileName);
+}
+
+async function openFileNamed(page, fileName) {
   const tabSelector = `.tabs-container .tab[aria-label*="${fileName}"]`;
   // Quick open (Ctrl+P), then the explorer as a fallback.
   for (let attempt = 0; attempt < 3 && left() > 0; attempt++) {
@@ -727,6 +731,27 @@ async function excludedScenario(page) {
   step("excluded", { status: result.status, ghost: result.ghost, tooltip: result.tooltip });
   await shot(page, "excluded");
   result.ok = Boolean(result.status && /excluded/.test(result.status) && !result.ghost);
+
+  // --other FILE: a file the daemon serves, whose answers its gate holds back (the test sets the gate):
+  // the status item leaves "excluded" behind, its tooltip says "unsure".
+  if (args.other) {
+    await openFileNamed(page, args.other);
+    await page.waitForSelector(".editor-instance .monaco-editor .view-lines", { visible: true, timeout: 20000 });
+    await sleep(500);
+    await page.click(".editor-instance .monaco-editor .view-lines");
+    await page.keyboard.down("Control");
+    await page.keyboard.press("End");
+    await page.keyboard.up("Control");
+    await page.keyboard.type(typed.split("\\n")[0], { delay: 60 });
+    result.otherTooltip = await waitFor(async () => {
+      const t = await statusTooltipText(page);
+      return t && /Last empty answer: unsure/.test(t) ? t : null;
+    }, 30000, 500) ?? (await statusTooltipText(page));
+    result.otherStatus = await statusBarText(page);
+    result.otherGhost = await ghostText(page);
+    step("other file", { status: result.otherStatus, tooltip: result.otherTooltip, ghost: result.otherGhost });
+    await shot(page, "other");
+  }
 }
 
 // Type `--type`'s lines until ghost text shows; nothing more (a language's first suggestion).
