@@ -79,6 +79,8 @@ async def inline_edit(ls: "TabdServer", params: Any) -> dict:
     start, end = doc.position_at(edit.start, ls.encoding), doc.position_at(edit.end, ls.encoding)
     speculation = asyncio.ensure_future(ls.edits.speculate(edit, text))  # the next Tab's answer, computed ahead
     speculation.add_done_callback(_retrieve)
+    after, cursor = ls.edits.applied(edit, text)  # and the completion where the cursor lands once it is applied
+    ls.service.prefetch_at(doc_id(uri), ls.state_from(after, cursor), ls.state_from(text, offset))
     return {"edits": [{
         "text": edit.text,
         "range": {"start": {"line": start[0], "character": start[1]}, "end": {"line": end[0], "character": end[1]}},

@@ -20,7 +20,7 @@ from typing import Awaitable, Callable
 from cachetools import LRUCache
 
 from tabd.daemon.edits.history import DocHistory, Group
-from tabd.daemon.edits.propagation import Proposal, next_site, propose
+from tabd.daemon.edits.propagation import Proposal, next_site, propose, still_typing
 
 # (doc, prefix, suffix, new) -> the model's probability of writing `new` there (0..1)
 Scorer = Callable[[str, str, str, str, bool], Awaitable[float]]
@@ -133,10 +133,10 @@ class EditService:
         key = state_key(doc, text, cursor)
         origin = "cache" if key in self.memory else "computed"
         found = self.memory[key] if origin == "cache" else await self._compute(doc, text, cursor, background=False)
-        if origin == "computed":
-            self.memory[key] = found
-        else:
+        if origin == "cache":
             self.stats.from_memory += 1
+        elif found is not None or not self._typing(doc, text, cursor):
+            self.memory[key] = found  # "nothing while you type" is not kept: after a pause the same state has an edit
         self.last = {"origin": origin, "source": "propagation" if found else "none",
                      "kind": found[0].substitution.kind if found else ""}
         if found is None:
@@ -151,10 +151,14 @@ class EditService:
         self.stats.suggested += 1
         return edit
 
+    @staticmethod
+    def applied(edit: EditSuggestion, text: str) -> tuple[str, int]:
+        """The text once the edit is applied, and where the cursor lands: after its new text."""
+        return text[:edit.start] + edit.text + text[edit.end:], edit.start + len(edit.text)
+
     async def speculate(self, edit: EditSuggestion, text: str) -> None:
         """Compute the edit after this one, in the text as accepting it would leave it (the next Tab's answer)."""
-        after = text[:edit.start] + edit.text + text[edit.end:]
-        cursor = edit.start + len(edit.text)
+        after, cursor = self.applied(edit, text)
         key = state_key(edit.doc, after, cursor)
         if key in self.memory:
             return
@@ -165,6 +169,11 @@ class EditService:
         proposal = next_site(after, replace(sub, at=edit.start), cursor)
         self.memory[key] = await self._gate(edit.doc, after, proposal, background=True)
         self.stats.speculated += 1
+
+    def _typing(self, doc: str, text: str, cursor: int) -> bool:
+        history = self.histories.get(doc)
+        group = history.last if history is not None else None
+        return group is not None and group.end <= len(text) and still_typing(text, group, cursor, self.clock())
 
     async def _compute(self, doc: str, text: str, cursor: int, background: bool) -> tuple[Proposal, float | None] | None:
         history = self.histories.get(doc)

@@ -96,6 +96,7 @@ class Driver:
         self._deadline = None if options.max_seconds is None else time.monotonic() + options.max_seconds
         self.stats_supported = True
         self.last_depth: int | None = None  # the last answer's speculation depth, from tabd/stats
+        self.last_origin: str | None = None  # the layer that answered, even with nothing to show (tabd/stats)
 
     # ------------------------------------------------------------ process
 
@@ -206,6 +207,7 @@ class Driver:
     async def _source_of_last(self) -> str | None:
         """The source of the last answer (tabd/stats "last"); its speculation depth is kept in self.last_depth."""
         self.last_depth = None
+        self.last_origin = None
         if not self.stats_supported:
             return None
         try:
@@ -228,6 +230,7 @@ class Driver:
         last = stats.get("last") if isinstance(stats, dict) else None
         if isinstance(last, dict) and isinstance(last.get("depth"), int):
             self.last_depth = last["depth"]
+        self.last_origin = last.get("origin") if isinstance(last, dict) else None
         return last.get("source") if isinstance(last, dict) else None
 
     async def _await_pending(self, deadline: float | None) -> list[Suggestion] | None:
@@ -281,8 +284,8 @@ class Driver:
             self.m.unattributed += 1
         if source == "model":
             self.m.model_ms.append(latency)
-            if p.after_opener:
-                self.m.model_after_opener_ms.append(latency)
+        if p.after_opener and (source == "model" or self.last_origin == "model"):  # an empty answer costs the same
+            self.m.model_after_opener_ms.append(latency)
         if items:
             self.m.shown += 1
             if source != "typed":  # type-through keeps showing the suggestion typed into: the same one, not a new one

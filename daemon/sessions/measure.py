@@ -70,7 +70,8 @@ class Measurements:
     after_accept_ms: list[float] = field(default_factory=list)
     after_accept_memory_ms: list[float] = field(default_factory=list)  # those answered from memory (cache, typed)
     model_ms: list[float] = field(default_factory=list)
-    model_after_opener_ms: list[float] = field(default_factory=list)  # of those, right after a typed `(`/`[`/`{`
+    # model runs right after a typed `(`/`[`/`{` (VS Code's `()`), whether or not they had something to show
+    model_after_opener_ms: list[float] = field(default_factory=list)
     keystroke_runs: list[ModelRun] = field(default_factory=list)  # from the server's log (serverlog.py)
     sources: collections.Counter = field(default_factory=collections.Counter)
     after_accept_sources: collections.Counter = field(default_factory=collections.Counter)

@@ -130,3 +130,17 @@ def test_other_changes_do_not_propagate():
         h.edited(start, removed, inserted, 0.0)
         after = text[:start] + inserted + text[start + len(removed):]
         assert propagation.substitution(after, h.last) is None, (text, inserted)
+
+
+def test_nothing_while_typing_is_not_remembered_so_the_pause_brings_the_edit():
+    async def run() -> None:
+        clock = [0.0]
+        svc = EditService(clock=lambda: clock[0])
+        svc.edited("d", 4, "count", "total")
+        text = "a = total\nb = count\n"
+        assert await svc.suggest("d", 2, text, 9) is None  # the cursor at the end of the name just typed
+        clock[0] = 5.0  # a pause
+        edit = await svc.suggest("d", 2, text, 9)
+        assert edit is not None and edit.start == text.index("count")
+
+    asyncio.run(run())
