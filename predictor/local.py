@@ -256,8 +256,8 @@ class LocalBackend(CopyVerification, Backend):
         raw = raw[len(heal) :] if raw.startswith(heal) else ""
         text = postprocess.finish(raw, line, settings.multiline, settings.max_lines)
         confidence = self._confidence(tokens, decoded.probs, heal, line, settings, len(text))
-        text, confidence, scored = self._copy_candidate(prefix, text, confidence, logits, slot, len(ids), layout, line,
-                                                        settings, context, lookup)
+        text, confidence, scored, other = self._copy_candidate(prefix, text, confidence, logits, slot, len(ids), layout,
+                                                               line, settings, context, lookup)
         if settings.known_names:
             text, confidence = self.known.judge(prefix, suffix, text, confidence, context)
         return Prediction(
@@ -273,6 +273,7 @@ class LocalBackend(CopyVerification, Backend):
             accepted_drafts=decoded.accepted_drafts,
             engine=self.engine_name,
             torch_loaded="torch" in sys.modules,
+            alternatives=(other,) if other.strip() and other != text else (),
         )
 
     def _lookup_now(self, threads: int) -> bool:

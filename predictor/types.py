@@ -39,6 +39,9 @@ class Prediction:
     accepted_drafts: int = 0  # decode tokens that came as prompt-lookup drafts the model agreed with
     engine: str = ""  # the engine that computed it (a local backend's: "native", "fast", ...)
     torch_loaded: bool | None = None  # whether torch was imported (or being imported) in this process then
+    # other candidates the run had, best first: the model's own guess where a copy won, the copy where the model's
+    # own guess won (an invoked request offers them to cycle through; automatic ones show `text` alone)
+    alternatives: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,13 @@ from __future__ import annotations
 import hashlib
 import itertools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Awaitable, Callable
 
 from cachetools import LRUCache
 
 from tabd.daemon.edits.history import DocHistory, Group
-from tabd.daemon.edits.propagation import Proposal, Substitution, next_site, propose
+from tabd.daemon.edits.propagation import Proposal, next_site, propose, still_typing
 
 # (doc, prefix, suffix, new) -> the model's probability of writing `new` there (0..1)
 Scorer = Callable[[str, str, str, str, bool], Awaitable[float]]
@@ -127,17 +127,32 @@ class EditService:
     def stale(self) -> None:
         self.stats.stale += 1
 
+    def recall(self, doc: str, version: int, text: str, cursor: int) -> tuple[EditSuggestion | None] | None:
+        """(the edit, or None for "no edit") when memory holds the answer at this state; None when it must be
+        computed (suggest)."""
+        key = state_key(doc, text, cursor)
+        if key not in self.memory:
+            return None
+        self.stats.requests += 1
+        self.stats.from_memory += 1
+        return (self._issue(doc, version, self.memory[key], "cache"),)
+
     async def suggest(self, doc: str, version: int, text: str, cursor: int) -> EditSuggestion | None:
         """The edit to show at `cursor` in `text` (the document at `version`), or None."""
+        recalled = self.recall(doc, version, text, cursor)
+        if recalled is not None:
+            return recalled[0]
         self.stats.requests += 1
-        key = state_key(doc, text, cursor)
-        origin = "cache" if key in self.memory else "computed"
-        found = self.memory[key] if origin == "cache" else await self._compute(doc, text, cursor, background=False)
-        if origin == "computed":
-            self.memory[key] = found
-        else:
-            self.stats.from_memory += 1
-        self.last = {"origin": origin, "source": "propagation" if found else "none"}
+        found = await self._compute(doc, text, cursor, background=False)
+        if found is not None or not self._typing(doc, text, cursor):
+            # "nothing while you type" is not kept: after a pause the same state has an edit
+            self.memory[state_key(doc, text, cursor)] = found
+        return self._issue(doc, version, found, "computed")
+
+    def _issue(self, doc: str, version: int, found: tuple[Proposal, float | None] | None,
+               origin: str) -> EditSuggestion | None:
+        self.last = {"origin": origin, "source": "propagation" if found else "none",
+                     "kind": found[0].substitution.kind if found else ""}
         if found is None:
             self.showing.pop(doc, None)
             return None
@@ -150,10 +165,14 @@ class EditService:
         self.stats.suggested += 1
         return edit
 
+    @staticmethod
+    def applied(edit: EditSuggestion, text: str) -> tuple[str, int]:
+        """The text once the edit is applied, and where the cursor lands: after its new text."""
+        return text[:edit.start] + edit.text + text[edit.end:], edit.start + len(edit.text)
+
     async def speculate(self, edit: EditSuggestion, text: str) -> None:
         """Compute the edit after this one, in the text as accepting it would leave it (the next Tab's answer)."""
-        after = text[:edit.start] + edit.text + text[edit.end:]
-        cursor = edit.start + len(edit.text)
+        after, cursor = self.applied(edit, text)
         key = state_key(edit.doc, after, cursor)
         if key in self.memory:
             return
@@ -161,10 +180,14 @@ class EditService:
         if made is None:
             return
         sub = made.substitution
-        moved = Substitution(sub.old, sub.new, edit.start)
-        proposal = next_site(after, moved, cursor)
+        proposal = next_site(after, replace(sub, at=edit.start), cursor)
         self.memory[key] = await self._gate(edit.doc, after, proposal, background=True)
         self.stats.speculated += 1
+
+    def _typing(self, doc: str, text: str, cursor: int) -> bool:
+        history = self.histories.get(doc)
+        group = history.last if history is not None else None
+        return group is not None and group.end <= len(text) and still_typing(text, group, cursor, self.clock())
 
     async def _compute(self, doc: str, text: str, cursor: int, background: bool) -> tuple[Proposal, float | None] | None:
         history = self.histories.get(doc)

@@ -34,6 +34,8 @@ class Answer:
     # so `foo(|)` with `x)` is shown and applied as `foo(x)|`
     replaces: int = 0
     reason: str = ""  # for an empty answer: why (one of REASONS); "" when it has text
+    # an invoked request's other candidates, each with the characters after the cursor it replaces
+    alternatives: tuple[tuple[str, int], ...] = ()
 
 
 def refusal(reason: str) -> Answer:
@@ -65,6 +67,7 @@ class Outcome:
     debounce_ms: float = 0.0  # the wait before the model (0 for an answer from memory before any wait)
     debounce_why: str = ""
     cut: str = ""  # an empty answer's reason where the service knows it (debounced, superseded, loading)
+    alternatives: tuple[str, ...] = ()  # other candidates to offer (an invoked request's)
 
     @property
     def shown_source(self) -> str:

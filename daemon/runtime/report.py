@@ -94,7 +94,7 @@ class Reporter:
             },
             "latency_ms": {"p50": _p50(s.latency_ms)},
             "last": {"source": s.last_source, "latency_ms": round(s.last_latency_ms, 3), "depth": s.last_depth,
-                     "debounce_ms": round(s.last_debounce_ms, 3), "reason": s.last_reason},
+                     "debounce_ms": round(s.last_debounce_ms, 3), "reason": s.last_reason, "origin": s.last_origin},
             "refusals": dict(s.refusals),  # requests answered empty at once: excluded or disabled documents
             "debounce": {**self.debounce.summary(), **s.debounce, "p50_ms": _p50(s.debounce_ms),
                          "waiting": len(self.waits)},

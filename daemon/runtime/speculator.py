@@ -115,6 +115,21 @@ class Speculator:
                 key, doc, plan.state, self.requests.window_of(plan.state), self.requests.settings_for(plan.state, doc),
                 plan.depth, root, chain + plan.inserted, context, plan.kinds))
 
+    def prefetch_state(self, doc: str, state: DocState, root: Window) -> None:
+        """The completion at a state another kind of accept reaches (a next-edit suggestion applied, the cursor
+        after it), computed ahead like a Tab's; `root`: the user's state now."""
+        if not self.on:
+            return
+        context = self.context_of(doc)
+        key = self._remember(doc, state, False, context)
+        if self.memory.has(key):
+            return
+        self.prefetched.add(key)
+        self.stats.prefetch_started("edit")
+        self.events.emit("prefetch", outcome="started", depth=1, branch="edit", key=short_key(key), doc=doc)
+        self.computations.prefetch(Computation(key, doc, state, self.requests.window_of(state),
+                                               self.requests.settings_for(state, doc), 1, root, "", context, ("edit",)))
+
     def _remember(self, doc: str, state: DocState, partial: bool, context: Snapshot) -> str:
         key = self.requests.key_of(state, context, doc)
         if not partial:

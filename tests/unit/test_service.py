@@ -28,7 +28,7 @@ STATS_KEYS = {
     "after_accept": {"requests", "from_cache", "hit_rate", "p50_ms"},
     "latency_ms": {"p50"},
     "held_back": {"behind_requests"},
-    "last": {"source", "latency_ms", "depth", "debounce_ms", "reason"},
+    "last": {"source", "latency_ms", "depth", "debounce_ms", "reason", "origin"},
     "debounce": {"base_ms", "rhythm_ms", "model_ms", "waited", "superseded", "p50_ms", "waiting"},
     "requests_to_model": {"started", "finished", "cancelled"},
     "cache": {"entries", "bytes", "bound_bytes"},
@@ -206,5 +206,21 @@ async def test_a_service_composed_over_a_model_loaded_elsewhere_answers_with_it(
         answer = await service.complete("d", 1, _state())
         assert (answer.text, answer.source) == ("composed()", "model") and len(backend.calls) == 1
         assert service.stats_dict()["hand_over"] == {"state": "off"}
+    finally:
+        service.close()
+
+
+async def test_an_invoked_request_offers_the_run_s_other_candidates_and_an_automatic_one_does_not():
+    from tabd.predictor.types import Prediction
+
+    backend = FakeBackend(text=lambda prefix, suffix: Prediction("compute(a)", alternatives=("compute(b)", "compute(a)", " ")))
+    service, _ = _service(backend, speculation=False)
+    try:
+        auto = await service.complete("d", 1, _state())
+        assert (auto.text, auto.alternatives) == ("compute(a)", ())
+        service.run_after()
+        invoked = service.lookup("d", 1, _state(), invoked=True)  # the same state, from memory: the others kept
+        assert invoked is not None and invoked.source == "cache"
+        assert invoked.alternatives == (("compute(b)", 0),)  # distinct, not blank, not the shown text
     finally:
         service.close()
