@@ -95,8 +95,8 @@ class RequestBuilder:
         if line_after.strip():
             return False
         openers = self._openers.get(doc, COLON)
-        if line_before.strip():
-            return line_before.rstrip().endswith(openers)
+        if line_before.strip():  # right after the opener (`def f():|`); `x: |` is an annotation being typed
+            return line_before.endswith(openers)
         lines = state.before.rsplit("\n", 2)
         return len(lines) >= 2 and lines[-2].rstrip().endswith(openers)
 
