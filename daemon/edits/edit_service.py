@@ -26,6 +26,7 @@ from tabd.daemon.edits.propagation import Proposal, next_site, propose, still_ty
 Scorer = Callable[[str, str, str, str, bool], Awaitable[float]]
 CACHED = 512  # speculated and answered states kept
 SHOWN_KEPT = 256  # ids the client may still accept or reject
+MEASURED = 4  # edits shown before their acceptance decides how far ahead to compute
 
 
 @dataclass(frozen=True)
@@ -170,19 +171,32 @@ class EditService:
         """The text once the edit is applied, and where the cursor lands: after its new text."""
         return text[:edit.start] + edit.text + text[edit.end:], edit.start + len(edit.text)
 
+    def depth(self) -> int:
+        """How many edits ahead to compute: one, and more as the user takes what is shown (as completions do)."""
+        shown = self.stats.shown or self.stats.suggested
+        if shown < MEASURED:
+            return 1
+        rate = self.stats.accepted / shown
+        return 1 + int(rate >= 0.5) + int(rate >= 0.8)
+
     async def speculate(self, edit: EditSuggestion, text: str) -> None:
-        """Compute the edit after this one, in the text as accepting it would leave it (the next Tab's answer)."""
-        after, cursor = self.applied(edit, text)
-        key = state_key(edit.doc, after, cursor)
-        if key in self.memory:
-            return
+        """Compute the edits after this one, each in the text as accepting the one before leaves it (the next Tabs'
+        answers), as deep as depth() says."""
         made = self.made.get(edit.id)
         if made is None:
             return
-        sub = made.substitution
-        proposal = next_site(after, replace(sub, at=edit.start), cursor)
-        self.memory[key] = await self._gate(edit.doc, after, proposal, background=True)
-        self.stats.speculated += 1
+        start, end, new, sub = edit.start, edit.end, edit.text, made.substitution
+        for _ in range(self.depth()):
+            text, cursor = text[:start] + new + text[end:], start + len(new)
+            key = state_key(edit.doc, text, cursor)
+            found = self.memory.get(key) if key in self.memory else None
+            if key not in self.memory:
+                found = await self._gate(edit.doc, text, next_site(text, replace(sub, at=start), cursor), background=True)
+                self.memory[key] = found
+                self.stats.speculated += 1
+            if found is None:
+                return
+            start, end, new = found[0].start, found[0].end, found[0].text
 
     def _typing(self, doc: str, text: str, cursor: int) -> bool:
         history = self.histories.get(doc)

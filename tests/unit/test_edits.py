@@ -144,3 +144,19 @@ def test_nothing_while_typing_is_not_remembered_so_the_pause_brings_the_edit():
         assert edit is not None and edit.start == text.index("count")
 
     asyncio.run(run())
+
+
+def test_a_user_who_takes_the_edits_gets_more_of_the_chain_computed_ahead():
+    async def run() -> None:
+        svc = EditService(clock=lambda: 10.0)
+        text = "a = total\n" + "b = count\n" * 5
+        svc.edited("d", 4, "count", "total")
+        first = await svc.suggest("d", 2, text, 10)
+        await svc.speculate(first, text)
+        assert svc.stats.speculated == 1  # nothing measured yet: one ahead
+        svc.stats.shown, svc.stats.accepted = 10, 9
+        assert svc.depth() == 3
+        await svc.speculate(first, text)
+        assert svc.stats.speculated == 3  # the two after the one already known
+
+    asyncio.run(run())
