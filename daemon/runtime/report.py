@@ -108,7 +108,11 @@ class Reporter:
             "queue_depth": self.scheduler.depth(),
             # background jobs (prefetches, warm-ups) that waited, by why: behind_requests, a request of the user's ran
             # on an engine without priorities (--parallel above 1)
-            "held_back": {"behind_requests": self.scheduler.held},
+            # prefetches held back: waiting behind the user's requests (engines without priorities), and not
+            # started at all while a shared engine is loaded (engine_load.py), with how loaded it looks
+            "held_back": {"behind_requests": self.scheduler.held,
+                          "engine_loaded": self.speculator.engine.held.get("engine_loaded", 0),
+                          "engine_load": round(self.speculator.engine.ratio(), 2)},
             # whether the engine runs a keystroke before prefetches (--remote-priority; false after vLLM refused it)
             "engine_priority": backend.orders_by_priority if backend is not None else None,
             "worker_faults": self.scheduler.faults,

@@ -312,6 +312,7 @@ class CompletionService:
             self.stats.reused("request", computed)
             self.stats.served(computed)
             self.debounce.model_answered(latency - out.debounce_ms)
+            self.speculator.engine.observe(latency - out.debounce_ms)
             self.activity.answered()
         # after the answer is out: the log line costs the user nothing
         self._after(lambda: self._log("completion", self.reporter.completion(req, out, latency)))

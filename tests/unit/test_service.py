@@ -27,7 +27,7 @@ STATS_KEYS = {
     "speculation.user_rates": {"all", "word", "line", "streak"},
     "after_accept": {"requests", "from_cache", "hit_rate", "p50_ms"},
     "latency_ms": {"p50"},
-    "held_back": {"behind_requests"},
+    "held_back": {"behind_requests", "engine_loaded", "engine_load"},
     "last": {"source", "latency_ms", "depth", "debounce_ms", "reason", "origin"},
     "debounce": {"base_ms", "rhythm_ms", "model_ms", "waited", "superseded", "p50_ms", "waiting"},
     "requests_to_model": {"started", "finished", "cancelled"},
@@ -222,5 +222,22 @@ async def test_an_invoked_request_offers_the_run_s_other_candidates_and_an_autom
         invoked = service.lookup("d", 1, _state(), invoked=True)  # the same state, from memory: the others kept
         assert invoked is not None and invoked.source == "cache"
         assert invoked.alternatives == (("compute(b)", 0),)  # distinct, not blank, not the shown text
+    finally:
+        service.close()
+
+
+async def test_a_loaded_shared_engine_holds_prefetches_back_and_says_so():
+    fake = FakeBackend(text="foo(bar, baz)")
+    config = Config(debounce_ms=0, backend="openai", url="http://127.0.0.1:9")
+    service = CompletionService(config, lambda c: fake, EventLog())
+    try:
+        for ms in [40.0] * 20 + [400.0] * 8:  # the engine answers ten times slower than it did unloaded
+            service.speculator.engine.observe(ms)
+        first = await service.complete("d", 1, _state())
+        service.run_after()
+        await asyncio.sleep(0.05)
+        s = service.stats_dict()
+        assert first.text == "foo(bar, baz)"
+        assert s["prefetch"]["started"] == 0 and s["held_back"]["engine_loaded"] >= 1, s["held_back"]
     finally:
         service.close()
