@@ -79,13 +79,13 @@ def files_to_type(args: argparse.Namespace, workdir: Path, count: int | None = N
     return out
 
 
-def make_session(files: list[str], args: argparse.Namespace, workdir: Path) -> Path:
+def make_session(files: list[str], args: argparse.Namespace, workdir: Path, name: str = "quality") -> Path:
     from tabd.daemon.sessions.format import write_session
     from tabd.daemon.sessions.typist import typed_session
 
     language, events = typed_session(files, seed=args.quality_seed, spans=args.quality_spans,
                                      max_chars=args.quality_max_chars, editor=args.quality_editor)
-    path = workdir / "quality.jsonl"
+    path = workdir / f"{name}.jsonl"
     write_session(path, events, language)
     return path
 
@@ -111,6 +111,16 @@ def replay_user(session: Path, user: str, server_args: list[str], args: argparse
 
 def engine_rows(session: Path, server_args: list[str], args: argparse.Namespace) -> dict[str, Any]:
     return {user: replay_user(session, user, server_args, args) for user in USERS}
+
+
+def by_language(files: list[str]) -> dict[str, list[str]]:
+    """The files grouped by language (from the extension, as the daemon reads an unknown languageId)."""
+    from tabd.daemon.context.languages import EXTENSIONS
+
+    groups: dict[str, list[str]] = {}
+    for f in files:
+        groups.setdefault(EXTENSIONS.get(Path(f).suffix.lower(), "plaintext"), []).append(f)
+    return groups
 
 
 def without_backend(flags: list[str]) -> list[str]:
@@ -152,6 +162,12 @@ def run_section(args: argparse.Namespace) -> dict[str, Any]:
         session = make_session(files, args, workdir)
         out: dict[str, Any] = {"files": [Path(f).name for f in files], "editor": args.quality_editor}
         out.update(engine_rows(session, flags, args))
+        languages = by_language(files)
+        if len(languages) > 1:  # files of several languages: the Tab user's figures per language too
+            out["by_language"] = {lang: replay_user(make_session(group, args, workdir, f"quality-{lang}"), "tab",
+                                                    flags, args) for lang, group in languages.items()}
+        elif languages:
+            out["language"] = next(iter(languages))
         if not args.quality_no_baseline:
             base = without_backend(flags)
             out["copy_baseline"] = engine_rows(session, [*base, "--backend", "copy"], args)
