@@ -33,15 +33,19 @@ serve() {
     # The CPU worker otherwise claims 92% of NUMA node 0's memory for its KV cache and refuses to start when that is
     # not free; 1 GiB of KV cache is thousands of 2048-token sequences for the embedded model.
     export VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}"
+    # float32: the embedded model's own dtype, which the local backend runs, so the two can be compared (the model is
+    # 3M parameters; bfloat16 saves nothing that matters). Prefix caching shares whole KV blocks only, and the CPU
+    # default is 128 tokens: a keystroke's prompt would reuse none of a block it only partly shares, so blocks of 32
+    # (the smallest the CPU attention kernels take; multiples of 32).
     # The `vllm` console script fails (the distribution is named vllm-cpu: "No package metadata was found for vllm"),
     # so the OpenAI server module is run directly. The served name is what tabd's --model-name defaults to.
     exec "$PY" -m vllm.entrypoints.openai.api_server \
         --model predictor/model \
         --served-model-name tabd \
         --host 127.0.0.1 --port "$port" \
-        --dtype "${VLLM_DTYPE:-bfloat16}" \
+        --dtype "${VLLM_DTYPE:-float32}" \
         --max-model-len "${VLLM_MAX_MODEL_LEN:-2048}" \
-        --enable-prefix-caching \
+        --enable-prefix-caching --block-size "${VLLM_BLOCK_SIZE:-32}" \
         --gpu-memory-utilization "${VLLM_MEMORY_UTILIZATION:-0.5}"
 }
 

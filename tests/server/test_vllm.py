@@ -40,8 +40,10 @@ pytestmark = [
     pytest.mark.skipif(not INSTALLED, reason="vLLM is not installed in .cache/vllm: `make test-vllm` installs it and runs these"),
 ]
 
+# TABD_TEST_VLLM_URL: an engine already running (scripts/vllm.sh serve PORT), to rerun the tests without a new start.
+RUNNING = os.environ.get("TABD_TEST_VLLM_URL", "").rstrip("/")
 PORT = free_port()
-URL = f"http://127.0.0.1:{PORT}"
+URL = RUNNING or f"http://127.0.0.1:{PORT}"
 START_TIMEOUT = 900.0  # a cold start on 2 busy cores: imports, the CPU worker, the model, the warm-up
 
 
@@ -57,6 +59,9 @@ def metrics(url: str = URL) -> dict[str, float]:
 
 @pytest.fixture(scope="module")
 def vllm(tmp_path_factory):
+    if RUNNING:
+        yield RUNNING
+        return
     log = tmp_path_factory.mktemp("vllm") / "vllm.log"
     # A session of its own: vLLM runs its engine core in a child process, and the group is stopped together.
     proc = subprocess.Popen([str(SCRIPT), "serve", str(PORT)], stdout=log.open("w"), stderr=subprocess.STDOUT,
@@ -96,17 +101,19 @@ def test_vllm_serves_the_embedded_model_under_its_name(vllm):
 
 # -- the remote backend against vLLM, beside the local backend ----------------------------------------------
 
-# Prefixes that end after punctuation or whitespace: the local backend backs off a last token that ends in a letter or
-# digit and lets the model re-choose it (token healing); vLLM takes the prompt as it is, so there the two differ by
-# design (test_a_prefix_ending_mid_word_is_where_they_may_differ).
+# The local backend's states (test_remote.py), less a prefix ending in a letter or digit: the local backend backs that
+# last token off and lets the model re-choose it (token healing); vLLM takes the prompt as it is, so there the two
+# may differ by design.
 STATES = [
     ("import os\nimport sys\n\n\ndef main(argv):\n    ", "\n"),
     ("class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.", "\n"),
     ("for i in range(", "):\n    pass\n"),
     ("result = {}\nwith open(path) as handle:\n    for line in handle:\n", "\n    return result\n"),
+    ("", ""),
     ("x = ", "  # the answer\n"),
     ("def read(path):\n    \"\"\"Read a file.\"\"\"\n", ""),
 ]
+SETTINGS = [GenSettings(24), GenSettings(24, multiline=True, max_lines=4), GenSettings(48)]
 
 
 @pytest.fixture(scope="module")
@@ -117,27 +124,32 @@ def local():
 
 
 def test_vllm_suggestions_equal_local(vllm, local):
+    """The same prompt tokens, float32 on both sides, greedy: the same text, with two explained exceptions where
+    vLLM's suggestion is the local one written on: the local backend cuts a multi-line suggestion where the model's
+    confidence in a line drops (it has the token probabilities; tabd does not ask vLLM for them), and it stops at a
+    FIM marker past the first token (the model starting another document), which tabd can only ban on vLLM."""
     remote = RemoteBackend(RemoteSettings(vllm, read_timeout=120, total_timeout=300))
     assert remote.template is not None and remote.template.name == "tabd-spm"  # guessed from the served name
-    assert remote.route == "prompt"
-    settings = GenSettings(16)
-    pairs = [(local.predict(p, s, settings).text, remote.predict(p, s, settings).text) for p, s in STATES]
-    assert any(want for want, _ in pairs), "the model suggested nothing at all: the comparison says little"
-    assert [got for _, got in pairs] == [want for want, _ in pairs]
-
-
-def test_a_prefix_ending_mid_word_is_where_they_may_differ(vllm, local):
-    """Not an equality check: the local backend re-chooses the last token here (token healing) and vLLM cannot.
-
-    What must hold on vLLM's side is that the suggestion continues the word as typed: tabd's clean-up keeps it to the
-    line, and the answer is text (possibly empty), never an error.
-    """
-    remote = RemoteBackend(RemoteSettings(vllm, read_timeout=120, total_timeout=300))
-    prefix, suffix = "def add(a, b):\n    return a", ""
-    got = remote.predict(prefix, suffix, GenSettings(16)).text
-    want = local.predict(prefix, suffix, GenSettings(16)).text
-    assert "\n" not in got.rstrip("\n")
-    print(f"mid-word prefix: local {want!r}, vLLM {got!r}")
+    assert remote.route == "prompt" and sorted(remote.logit_bias) == sorted(str(i) for i in local.marker_ids)
+    markers = set(local.marker_ids)
+    same, longer = 0, []
+    for prefix, suffix in STATES:
+        for settings in SETTINGS:
+            want = local.predict(prefix, suffix, settings).text
+            stopped_at_marker = bool(local.last_tokens) and local.last_tokens[-1] in markers
+            got = remote.predict(prefix, suffix, settings).text
+            if settings.multiline or stopped_at_marker:
+                assert got.startswith(want), (prefix, suffix, settings, want, got)
+            else:
+                assert got == want, (prefix, suffix, settings)
+            if got == want:
+                same += bool(want)
+            else:
+                longer.append((want, got))
+    for want, got in longer:
+        print(f"vLLM wrote on: local {want!r}, vLLM {got!r}")
+    print(f"vLLM against the local backend: {same} equal, {len(longer)} written on")
+    assert same, "the model suggested nothing at all: the comparison says little"
 
 
 # -- the daemon in front of vLLM, over LSP ----------------------------------------------------------------
