@@ -20,12 +20,15 @@ class Entry:
     depth: int  # 0 when computed for a request, n for a prefetch n accepts ahead
     # (end of text, probability) per token: lets each request gate the full text by its own threshold
     confidence: tuple[tuple[int, float], ...] = ()
+    alternatives: tuple[str, ...] = ()  # other candidates the run had (an invoked request cycles through them)
 
 
 def entry_bytes(entry: Entry) -> int:
-    """What a stored entry holds: its text, its own object and key, and its confidence pairs."""
+    """What a stored entry holds: its text, its own object and key, its confidence pairs and its alternatives."""
     pairs = sys.getsizeof(entry.confidence) + PAIR_BYTES * len(entry.confidence) if entry.confidence else 0  # () is shared
-    return sys.getsizeof(entry.text) + ENTRY_OVERHEAD + pairs
+    others = (sys.getsizeof(entry.alternatives) + sum(sys.getsizeof(a) for a in entry.alternatives)
+              if entry.alternatives else 0)
+    return sys.getsizeof(entry.text) + ENTRY_OVERHEAD + pairs + others
 
 
 class CompletionCache:

@@ -84,6 +84,45 @@ def suggestions(result: Any) -> list[Suggestion]:
     return out
 
 
+@dataclass(frozen=True)
+class InlineEdit:
+    """One next-edit suggestion: `text` replaces `range` of document `uri` at `version`; `command` accepts it."""
+
+    text: str
+    range: dict[str, Any]
+    uri: str | None
+    version: int | None
+    command: dict | None
+
+    @property
+    def item_id(self) -> Any:
+        args = (self.command or {}).get("arguments")
+        return args[0] if isinstance(args, list) and args else None
+
+
+def _is_position(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(value.get(k), int) and not isinstance(value.get(k), bool)
+                                           for k in ("line", "character"))
+
+
+def inline_edits(result: Any) -> list[InlineEdit]:
+    """The well-formed edits of a copilotInlineEdit result (`{"edits": [...]}`, or null); malformed ones are dropped."""
+    edits = result.get("edits") if isinstance(result, dict) else None
+    out = []
+    for edit in edits if isinstance(edits, list) else []:
+        if not isinstance(edit, dict) or not isinstance(edit.get("text"), str):
+            continue
+        rng = edit.get("range")
+        if not isinstance(rng, dict) or not _is_position(rng.get("start")) or not _is_position(rng.get("end")):
+            continue
+        doc = edit.get("textDocument") if isinstance(edit.get("textDocument"), dict) else {}
+        version = doc.get("version")
+        command = edit.get("command") if isinstance(edit.get("command"), dict) else None
+        out.append(InlineEdit(edit["text"], rng, doc.get("uri") if isinstance(doc.get("uri"), str) else None,
+                              version if isinstance(version, int) and not isinstance(version, bool) else None, command))
+    return out
+
+
 def frame(message: dict) -> bytes:
     body = json.dumps(message, separators=(",", ":")).encode("utf-8")
     return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
@@ -153,6 +192,7 @@ class Client:
         self._gone = False  # the server's output closed
         self._ended = False  # ...and what was pending has failed
         self.notifications: list[dict] = []  # what the server sent unasked (window/showMessage, ...), last 100
+        self.capabilities: dict = {}  # the server's, from its initialize result
 
     @property
     def process(self) -> asyncio.subprocess.Process | None:
@@ -176,7 +216,9 @@ class Client:
         result = await self.call("initialize", {"processId": os.getpid(), "rootUri": None, "capabilities": capabilities,
                                                 "clientInfo": {"name": self.name, "version": "1"}})
         self.notify("initialized", {})
-        sync = (result or {}).get("capabilities", {}).get("textDocumentSync") if isinstance(result, dict) else None
+        capabilities = result.get("capabilities") if isinstance(result, dict) else None
+        self.capabilities = capabilities if isinstance(capabilities, dict) else {}
+        sync = self.capabilities.get("textDocumentSync")
         kind = sync.get("change") if isinstance(sync, dict) else sync
         return kind != FULL_SYNC
 
@@ -263,6 +305,20 @@ class Client:
         params = {"context": {"triggerKind": INVOKED if invoked else AUTOMATIC}, "textDocument": {"uri": uri},
                   "position": {"line": position["line"], "character": position["character"]}}
         return self.request("textDocument/inlineCompletion", params, msg_id=msg_id)
+
+    def offers_inline_edits(self) -> bool:
+        """Whether the server advertised `textDocument/copilotInlineEdit` (capabilities.experimental.copilotInlineEdit)."""
+        experimental = self.capabilities.get("experimental")
+        return isinstance(experimental, dict) and experimental.get("copilotInlineEdit") is True
+
+    def inline_edit(self, uri: str, version: int, position: dict[str, int], msg_id: int | None = None) -> Future:
+        """Send textDocument/copilotInlineEdit (GitHub Copilot's shape); the future's result goes through inline_edits()."""
+        params = {"textDocument": {"uri": uri, "version": version},
+                  "position": {"line": position["line"], "character": position["character"]}}
+        return self.request("textDocument/copilotInlineEdit", params, msg_id=msg_id)
+
+    def did_show_inline_edit(self, command: dict) -> None:
+        self.notify("textDocument/didShowInlineEdit", {"item": {"command": command}})
 
     async def suggest(self, uri: str, position: dict[str, int]) -> list[Suggestion]:
         return suggestions(await asyncio.wrap_future(self.inline_completion(uri, position)))

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pygls.exceptions import JsonRpcInvalidParams
 
+from tabd.daemon.edits.edit_service import EditSuggestion
 from tabd.lsp.documents import DocumentError
 
 if TYPE_CHECKING:
@@ -56,7 +57,9 @@ def edit_request(params: Any) -> tuple[str, int | None, int, int]:
     return uri, (version if _int(version) and version != 0 else None), line, character
 
 
-async def inline_edit(ls: "TabdServer", params: Any) -> dict:
+def _asked(ls: "TabdServer", params: Any) -> tuple[str, Any, int] | dict:
+    """(uri, document, cursor offset) of a request to answer, or the answer itself when there is no edit to look
+    for (switched off, excluded, stale); InvalidParams when malformed or the document is unknown."""
     uri, version, line, character = edit_request(params)
     try:
         doc = ls.documents.get(uri)
@@ -69,20 +72,61 @@ async def inline_edit(ls: "TabdServer", params: Any) -> dict:
     if version is not None and version != doc.version:
         ls.edits.stale()  # the range would be against a text the client no longer has
         return {"edits": []}
+    return uri, doc, doc.offset_at(line, character, ls.encoding)
+
+
+async def inline_edit(ls: "TabdServer", params: Any) -> dict:
+    asked = _asked(ls, params)
+    if isinstance(asked, dict):
+        return asked
+    uri, doc, offset = asked
     from tabd.lsp.server import doc_id
 
-    offset = doc.offset_at(line, character, ls.encoding)
     text, at_version = doc.text, doc.version
+    assert ls.edits is not None
     edit = await ls.edits.suggest(doc_id(uri), at_version, text, offset)
     if edit is None or doc.version != at_version:
         return {"edits": []}
+    return _answered(ls, uri, doc, text, offset, edit)
+
+
+def edit_now(ls: "TabdServer", params: Any) -> Any:
+    """A copilotInlineEdit answered from memory on plain JSON (the next edit of a chain after a Tab), with no task
+    and no loop turn; NOT_PLAIN when memory does not have it, or the params need the normal path to report them."""
+    from tabd.lsp.protocol import NOT_PLAIN
+    from tabd.lsp.server import doc_id
+
+    try:
+        asked = _asked(ls, params)
+    except JsonRpcInvalidParams:
+        return NOT_PLAIN
+    if isinstance(asked, dict):
+        return asked
+    uri, doc, offset = asked
+    assert ls.edits is not None
+    text = doc.text
+    recalled = ls.edits.recall(doc_id(uri), doc.version, text, offset)
+    if recalled is None:
+        return NOT_PLAIN
+    edit = recalled[0]
+    return {"edits": []} if edit is None else _answered(ls, uri, doc, text, offset, edit)
+
+
+def _answered(ls: "TabdServer", uri: str, doc: Any, text: str, offset: int, edit: EditSuggestion) -> dict:
+    """The result for an edit, with what it sets going: the edit after it and the completion where it leaves the
+    cursor, both computed ahead."""
+    from tabd.lsp.server import doc_id
+
+    assert ls.edits is not None and ls.service is not None
     start, end = doc.position_at(edit.start, ls.encoding), doc.position_at(edit.end, ls.encoding)
     speculation = asyncio.ensure_future(ls.edits.speculate(edit, text))  # the next Tab's answer, computed ahead
     speculation.add_done_callback(_retrieve)
+    after, cursor = ls.edits.applied(edit, text)  # and the completion where the cursor lands once it is applied
+    ls.service.prefetch_at(doc_id(uri), ls.state_from(after, cursor), ls.state_from(text, offset))
     return {"edits": [{
         "text": edit.text,
         "range": {"start": {"line": start[0], "character": start[1]}, "end": {"line": end[0], "character": end[1]}},
-        "textDocument": {"uri": uri, "version": at_version},
+        "textDocument": {"uri": uri, "version": edit.version},
         "command": {"title": "Accept next edit (tabd)", "command": ACCEPT_EDIT, "arguments": [edit.id]},
     }]}
 
@@ -104,6 +148,9 @@ def shown_id(params: Any) -> str | None:
 def register(server: "TabdServer") -> None:
     """The handlers and commands of next-edit suggestions on `server`."""
     from tabd.lsp.server import command_args
+
+    server.protocol.plain[INLINE_EDIT] = lambda params: edit_now(server, params)
+    server.protocol.now = server.protocol.now | {INLINE_EDIT}
 
     @server.feature(INLINE_EDIT)
     async def copilot_inline_edit(ls: "TabdServer", params: Any) -> dict:

@@ -160,6 +160,10 @@ class TabdServer(LanguageServer):
         before, after = doc.around(offset, self.config.prefix_chars * 2, self.config.suffix_chars * 2)
         return DocState(offset, before, after)
 
+    def state_from(self, text: str, offset: int) -> DocState:
+        """The state the service sees at an offset of a text (a document as an accept would leave it)."""
+        return DocState.from_text(text, offset, self.config.prefix_chars * 2, self.config.suffix_chars * 2)
+
     def position_of(self, uri: str, offset: int) -> types.Position:
         line, character = self.documents.get(uri).position_at(offset, self.encoding)
         return types.Position(line=line, character=character)
@@ -483,12 +487,16 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
 
 
 def inline_result(answer: Answer, at: dict, end: dict | None = None) -> dict:
-    """An InlineCompletionList as plain JSON: the one item of a suggestion at `at` (replacing through `end`: the
-    editor's closers it writes itself), with tabd.accept, or none."""
+    """An InlineCompletionList as plain JSON: the item of a suggestion at `at` (replacing through `end`: the
+    editor's closers it writes itself), with tabd.accept, then an invoked request's alternatives; or none, with why."""
     if not answer.text:
         return {"items": [], "tabd": {"reason": answer.reason or "nothing"}}
-    return {"items": [{"insertText": answer.text, "range": {"start": at, "end": end or at},
-                       "command": {"title": "Accept tabd suggestion", "command": ACCEPT, "arguments": [answer.id]}}]}
+    command = {"title": "Accept tabd suggestion", "command": ACCEPT, "arguments": [answer.id]}
+    items = [{"insertText": answer.text, "range": {"start": at, "end": end or at}, "command": command}]
+    for text, replaces in answer.alternatives:  # an invoked request's other candidates (the closers are on the line)
+        items.append({"insertText": text, "range": {"start": at, "end": {**at, "character": at["character"] + replaces}},
+                      "command": command})
+    return {"items": items}
 
 
 def workspace_roots(params: types.InitializeParams) -> list[str]:

@@ -42,3 +42,4 @@ class RemoteSettings:
     retries: int = 2
     backoff: float = 0.05
     discover: bool = True  # look at the server once at start (models, template, route)
+    priority: str = "auto"  # send each request's priority (vLLM's field): auto (engines known to order by it), on, off

@@ -221,6 +221,7 @@ class LocalBackend(CopyVerification, Backend):
         should_stop: Callable[[], bool] = lambda: False,
         slot_id: str = "default",
         context: Sequence[ContextChunk] = (),
+        priority: int = 0,  # one engine, one user: the daemon's scheduler already ran the urgent first
     ) -> Prediction:
         lookup = self._lookup_now(self.threads.adjust())
         line = postprocess.CursorLine.of(prefix, suffix)
@@ -255,8 +256,8 @@ class LocalBackend(CopyVerification, Backend):
         raw = raw[len(heal) :] if raw.startswith(heal) else ""
         text = postprocess.finish(raw, line, settings.multiline, settings.max_lines)
         confidence = self._confidence(tokens, decoded.probs, heal, line, settings, len(text))
-        text, confidence, scored = self._copy_candidate(prefix, text, confidence, logits, slot, len(ids), layout, line,
-                                                        settings, context, lookup)
+        text, confidence, scored, other = self._copy_candidate(prefix, text, confidence, logits, slot, len(ids), layout,
+                                                               line, settings, context, lookup)
         if settings.known_names:
             text, confidence = self.known.judge(prefix, suffix, text, confidence, context)
         return Prediction(
@@ -272,6 +273,7 @@ class LocalBackend(CopyVerification, Backend):
             accepted_drafts=decoded.accepted_drafts,
             engine=self.engine_name,
             torch_loaded="torch" in sys.modules,
+            alternatives=(other,) if other.strip() and other != text else (),
         )
 
     def _lookup_now(self, threads: int) -> bool:
@@ -298,6 +300,7 @@ class LocalBackend(CopyVerification, Backend):
         should_stop: Callable[[], bool] = lambda: False,
         slot_id: str = "default",
         context: Sequence[ContextChunk] = (),
+        priority: int = 0,  # one engine, one user: the daemon's scheduler already ran the urgent first
     ) -> Prediction:
         """Prefill the prompt predict() would run, decode nothing (llama.vim's n_predict 0): its next call is a KV hit."""
         self.threads.adjust()

@@ -83,7 +83,7 @@ class CopyBackend(Backend):
 
     def predict(self, prefix: str, suffix: str, settings: GenSettings,
                 should_stop: Callable[[], bool] = lambda: False, slot_id: str = "default",
-                context: Sequence[ContextChunk] = ()) -> Prediction:
+                context: Sequence[ContextChunk] = (), priority: int = 0) -> Prediction:
         # the baseline copies from the window only; workspace context is the model's to use
         text = copy_suggestion(prefix)
         after = suffix.split("\n", 1)[0].strip()

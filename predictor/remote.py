@@ -12,6 +12,18 @@ predict() runs on the daemon's model worker. The HTTP request runs on a helper
 thread (wire.py) and streams (SSE); the worker waits on its chunks and polls
 should_stop(), so a stop returns at once: the socket is shut down, which ends
 the server's request too. Failures are RemoteError: one line naming the URL.
+
+Faults an engine shows (README, "Faults"): a refused connection marks the engine
+down for DOWN_S (every request in it answers at once), then the next request
+tries once, so tabd reconnects by itself; a connection dropped before or during
+an answer (a restart) is retried; a 200 that is not an event stream is read as
+the JSON body it is (an error, or a whole completion); a model name the engine
+no longer serves is looked up again when tabd chose it. The API key is never
+in a message: the engine's own words are scrubbed of it.
+
+Priorities: each request carries the daemon's priority for it (0 a request the
+user waits for, a prefetch its depth, a warm-up 1), sent as vLLM's `priority`
+field (lower sooner) where the engine orders by it (orders_by_priority).
 """
 from __future__ import annotations
 
@@ -30,9 +42,15 @@ from tabd.predictor.templates import FimTemplate, template_for
 from tabd.predictor.fim import FAMILIES, PAD, chunk_text
 from tabd.predictor.backend_settings import RemoteSettings
 from tabd.predictor.types import Backend, ContextChunk, GenSettings, Interrupted, Prediction, prompt_chunks
+from tabd.predictor.urls import shown_url
 from tabd.predictor.wire import Call, RemoteError, Retry, error_message, one_line
 
 SERVER_FIM = "server"  # the FIM template setting that lets the server apply the model's own
+PRIORITY_MODES = ("auto", "on", "off")
+PRIORITY_ENGINES = ("tabd", "vllm")  # owned_by of engines that order requests by `priority` (vLLM: when started so)
+# A refused engine is not asked again for this long (each request in it answers at once); then one request tries
+# once, with no retries, so an engine that is back is noticed within this time and one that is not costs nothing.
+DOWN_S = 0.25
 
 
 @dataclass
@@ -53,11 +71,14 @@ class RemoteBackend(Backend):
 
     def __init__(self, settings: RemoteSettings) -> None:
         url = settings.url
+        self._secret = settings.api_key or ""
         if not url or not url.startswith(("http://", "https://")):
-            raise RemoteError(f"the server URL must be an http:// or https:// URL, got {url!r}", "url")
-        self.url = url.rstrip("/")
-        if self.url.endswith("/v1"):  # people paste the OpenAI base URL; routes are added here
-            self.url = self.url[:-3]
+            raise RemoteError(f"the server URL must be an http:// or https:// URL, got {shown_url(url or '')!r}", "url")
+        self.endpoint = url.rstrip("/")  # where requests go (a password in it is sent, never shown)
+        if self.endpoint.endswith("/v1"):  # people paste the OpenAI base URL; routes are added here
+            self.endpoint = self.endpoint[:-3]
+        self.url = shown_url(self.endpoint)  # what messages, tabd/stats and the log say
+        self.chosen_model = settings.model is not None  # the user's name: never swapped for another
         self.model = settings.model
         self.fim = settings.fim
         self.total_timeout = settings.total_timeout
@@ -65,11 +86,18 @@ class RemoteBackend(Backend):
         self.backoff = settings.backoff
         headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
         read = settings.read_timeout
+        self.connect_timeout, self.read_timeout = settings.connect_timeout, read
         self.client = httpx.Client(
             headers=headers,
             timeout=httpx.Timeout(connect=settings.connect_timeout, read=read, write=read, pool=read),
             limits=httpx.Limits(max_connections=8, max_keepalive_connections=4),
         )
+        if settings.priority not in PRIORITY_MODES:
+            raise RemoteError(f"priority must be one of {', '.join(PRIORITY_MODES)}, got {settings.priority!r}",
+                              "priority")
+        self.priority_mode = settings.priority
+        self.orders_by_priority = settings.priority == "on"  # auto: decided when the engine says what it is
+        self.priority_refused = ""  # the engine's words when it refused the field (auto then stops sending it)
         self.template: FimTemplate | None = self._explicit_template(self.fim)
         self.info: ServerInfo | None = None
         self.route: str | None = None
@@ -85,7 +113,10 @@ class RemoteBackend(Backend):
             except RemoteError as exc:
                 if "cannot reach" not in str(exc):
                     raise  # unknown model, no template: no request will work, say so at load
-        self.model_id = f"remote:{self.url}:{self.model or '?'}|{self._template_name()}"
+        self.model_id = self._model_id()
+
+    def _model_id(self) -> str:
+        return f"remote:{self.url}:{self.model or '?'}|{self._template_name()}"
 
     # -- what the server is ------------------------------------------------------
 
@@ -106,7 +137,7 @@ class RemoteBackend(Backend):
     def _get(self, path: str) -> httpx.Response | None:
         """GET a discovery path; None when the server has no such route."""
         try:
-            response = self.client.get(self.url + path)
+            response = self.client.get(self.endpoint + path)
         except httpx.TransportError as exc:
             raise self._transport_error(path, exc) from None
         return response if response.status_code < 400 else None
@@ -168,8 +199,10 @@ class RemoteBackend(Backend):
                 f"{self.url}: cannot tell which FIM template model {self.model!r} uses; set the FIM template: "
                 f"FAMILY[:LAYOUT] ({', '.join(FAMILIES)}), or {SERVER_FIM} for the server's own", "fim")
         self.info, self.route, self.parallel = info, route, info.slots
-        if info.owned_by == "vllm" and route == "prompt":
-            self.logit_bias = self._marker_bias()
+        self.logit_bias = self._marker_bias() if info.owned_by == "vllm" and route == "prompt" else {}
+        if self.priority_mode == "auto":
+            self.orders_by_priority = info.owned_by in PRIORITY_ENGINES and not self.priority_refused
+        self.model_id = self._model_id()
 
     def _marker_bias(self) -> dict[str, int]:
         """{token id: -100} for the template's FIM markers, from vLLM's /tokenize; {} where it cannot say.
@@ -193,10 +226,20 @@ class RemoteBackend(Backend):
                 bias[str(ids[0])] = -100
         return bias
 
+    def _forget_model(self) -> bool:
+        """The engine no longer serves the model tabd chose: look again at the next request. False when the name is
+        the user's (--remote-model), which tabd never swaps: the error says so and each request answers empty."""
+        if self.chosen_model:
+            return False
+        with self._resolving:
+            self.model, self.route, self.info, self.logit_bias = None, None, None, {}
+            self.template = self._explicit_template(self.fim)
+        return True
+
     # -- the request -------------------------------------------------------------
 
     def _body(self, prefix: str, suffix: str, settings: GenSettings, slot_id: str,
-              context: Sequence[ContextChunk] = ()) -> tuple[str, dict]:
+              context: Sequence[ContextChunk] = (), priority: int = 0) -> tuple[str, dict]:
         """The route and JSON body; workspace context where the server takes it (input_extra), else as prompt text."""
         info = self.info or ServerInfo()
         context = prompt_chunks(context)  # the lookup-only files are the local backend's to copy from
@@ -225,6 +268,8 @@ class RemoteBackend(Backend):
             body["cache_prompt"] = True
         if self.logit_bias:
             body["logit_bias"] = dict(self.logit_bias)
+        if self.orders_by_priority:
+            body["priority"] = priority
         return "/v1/completions", body
 
     def predict(
@@ -235,6 +280,7 @@ class RemoteBackend(Backend):
         should_stop: Callable[[], bool] = lambda: False,
         slot_id: str = "default",
         context: Sequence[ContextChunk] = (),
+        priority: int = 0,
     ) -> Prediction:
         line = postprocess.CursorLine.of(prefix, suffix)
 
@@ -243,11 +289,9 @@ class RemoteBackend(Backend):
 
         if should_stop():
             raise Interrupted()
-        self._check_up()
-        self._resolve_or_raise()
-        path, body = self._body(prefix, suffix, settings, slot_id, context)
         t0 = time.perf_counter()
-        raw, first_at, chunks, stats = self._stream(path, body, should_stop, done)
+        raw, first_at, chunks, stats = self._stream(
+            lambda: self._body(prefix, suffix, settings, slot_id, context, priority), should_stop, done)
         t2 = time.perf_counter()
         text = postprocess.finish(raw, line, settings.multiline, settings.max_lines)
         t1 = first_at or t2
@@ -269,6 +313,7 @@ class RemoteBackend(Backend):
         should_stop: Callable[[], bool] = lambda: False,
         slot_id: str = "default",
         context: Sequence[ContextChunk] = (),
+        priority: int = 0,
     ) -> Prediction:
         """Have the server prefill the prompt so the next request reuses it; a no-op where a server cannot.
 
@@ -280,11 +325,15 @@ class RemoteBackend(Backend):
         info = self.info or ServerInfo()
         if self.route != "infill" and info.owned_by not in ("tabd", "llamacpp"):
             return Prediction("")
-        path, body = self._body(prefix, suffix, settings, slot_id, context)
-        key = "n_predict" if self.route == "infill" else "max_tokens"
-        body[key] = 1 if info.owned_by == "tabd" else 0
+
+        def body() -> tuple[str, dict]:
+            path, fields = self._body(prefix, suffix, settings, slot_id, context, priority)
+            key = "n_predict" if self.route == "infill" else "max_tokens"
+            fields[key] = 1 if (self.info or ServerInfo()).owned_by == "tabd" else 0
+            return path, fields
+
         t0 = time.perf_counter()
-        _, _, _, stats = self._stream(path, body, should_stop, lambda text: True)
+        _, _, _, stats = self._stream(body, should_stop, lambda text: True)
         return Prediction("", prefill_tokens=int(stats.get("prefill_tokens", 0)),
                           reused_tokens=int(stats.get("reused_tokens", 0)),
                           prefill_ms=float(stats.get("prefill_ms", (time.perf_counter() - t0) * 1000)),
@@ -303,25 +352,47 @@ class RemoteBackend(Backend):
             raise
 
     def _mark_down(self, reason: str) -> None:
-        # A server that is down answers each keystroke at once for a second, instead of retrying every time.
-        self._down_until, self._down_reason = time.monotonic() + 1.0, reason
+        # A server that is down answers each keystroke at once for DOWN_S, instead of retrying every time.
+        self._down_until, self._down_reason = time.monotonic() + DOWN_S, reason
 
-    def _stream(self, path: str, body: dict, should_stop, done) -> tuple[str, float | None, int, dict]:
-        """Raw text, when the first text came, how many chunks, and the server's own counts if it sent them."""
+    def _stream(self, make_body: Callable[[], tuple[str, dict]], should_stop,
+                done) -> tuple[str, float | None, int, dict]:
+        """Raw text, when the first text came, how many chunks, and the server's own counts if it sent them.
+
+        The body is made again for each attempt: a retry after the engine refused the priority field, or after the
+        model name was looked up again, sends what tabd knows now."""
         deadline = time.monotonic() + self.total_timeout
-        attempt = 0
+        attempt, looked_again = 0, False
+        retries = 0 if self._down_reason else self.retries  # the engine was down: one try tells whether it is back
         while True:
-            call = Call(self.client, self.url + path, body)
+            self._check_up()
+            self._resolve_or_raise()
+            path, body = make_body()
+            left = max(0.05, deadline - time.monotonic())  # a helper thread never outlives the request's deadline
+            timeout = httpx.Timeout(connect=min(self.connect_timeout, left), read=min(self.read_timeout, left),
+                                    write=min(self.read_timeout, left), pool=left)
+            call = Call(self.client, self.endpoint + path, body, timeout)
             try:
-                return self._read(call, path, should_stop, done, deadline)
+                answer = self._read(call, path, should_stop, done, deadline)
+                self._down_reason = ""
+                return answer
             except Retry as retry:
                 call.cancel()
                 attempt += 1
-                if attempt > self.retries:
+                if attempt > retries:
                     if retry.down:
                         self._mark_down(str(retry.error))
                     raise retry.error from None
                 self._sleep(self.backoff * 3 ** (attempt - 1), should_stop, deadline)
+            except RemoteError as exc:
+                call.cancel()
+                if exc.setting == "priority" and self.priority_mode == "auto" and self.orders_by_priority:
+                    self.orders_by_priority, self.priority_refused = False, str(exc)
+                    continue  # the same request again, without the field (vLLM without --scheduling-policy priority)
+                if exc.setting == "model" and not looked_again and self._forget_model():
+                    looked_again = True  # the engine restarted with another model: take its name, once per request
+                    continue
+                raise
             except BaseException:
                 call.cancel()
                 raise
@@ -335,6 +406,8 @@ class RemoteBackend(Backend):
 
     def _read(self, call: Call, path: str, should_stop, done, deadline: float) -> tuple[str, float | None, int, dict]:
         text, first_at, chunks, stats, complete = "", None, 0, {}, False
+        finished = False  # an event said the answer is complete (finish_reason, llama-server's stop)
+        other: list[str] = []  # lines that are not events: a body that is not a stream (an error, a whole answer)
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -351,6 +424,8 @@ class RemoteBackend(Backend):
                 error = self._transport_error(path, value)
                 if isinstance(value, (httpx.ConnectError, httpx.ConnectTimeout)):
                     raise Retry(error, down=True)
+                if isinstance(value, httpx.TransportError) and not isinstance(value, httpx.TimeoutException):
+                    raise Retry(error)  # dropped mid-request (a restart, a stale pooled connection): ask again
                 raise error
             if kind == "status":
                 code, payload = value
@@ -359,14 +434,23 @@ class RemoteBackend(Backend):
                     raise Retry(error)
                 raise error
             if kind == "end":
+                if not chunks and not stats and other:
+                    return self._whole_body(path, "\n".join(other))
+                if not (finished or complete):  # no [DONE], no finish_reason: the engine hung up mid-answer
+                    raise Retry(RemoteError(f"{self.url}{path}: the stream ended "
+                                            f"{'mid-answer' if chunks else 'before any answer'} (no [DONE], no "
+                                            "finish_reason); the engine may have restarted"))
                 return text, first_at, chunks, stats
+            if kind == "line" and not value.startswith("data:") and not chunks and sum(map(len, other)) < 1 << 16:
+                other.append(value)
             if kind != "line" or not value.startswith("data:"):
                 continue
             data = value[5:].strip()
             if data == "[DONE]":
                 call.aborted.set()  # the helper drains the last bytes and the connection goes back to the pool
                 return text, first_at, chunks, stats
-            piece, stats = self._parse_event(path, data, stats)
+            piece, stats, last = self._parse_event(path, data, stats)
+            finished = finished or last
             if piece and not complete:
                 first_at = first_at or time.perf_counter()
                 chunks += 1
@@ -377,16 +461,34 @@ class RemoteBackend(Backend):
                         return text, first_at, chunks, stats
                     complete = True  # serve-model stopped by the same rule: read on to [DONE], keep the connection
 
+    def _whole_body(self, path: str, body: str) -> tuple[str, float | None, int, dict]:
+        """A 200 that is not an event stream: an error body said as the error it is, or a whole completion (a
+        server that ignores `stream`); anything else is reported, not taken for an empty suggestion."""
+        try:
+            data = json.loads(body)
+        except ValueError:
+            data = None
+        if isinstance(data, dict) and data.get("error"):
+            raise self._classify(path, 200, error_message(body))
+        if isinstance(data, dict):
+            text, stats, _ = self._parse_event(path, body, {})
+            if text or isinstance(data.get("choices"), list) or "content" in data:
+                return text, time.perf_counter(), 1, stats
+        raise RemoteError(f"{self.url}{path}: HTTP 200 but not an answer (no event stream, no completion): "
+                          f"{self._scrub(one_line(body, 80))}")
+
     def _ends_by_itself(self) -> bool:
         return self.info is not None and self.info.owned_by == "tabd"
 
-    def _parse_event(self, path: str, data: str, stats: dict) -> tuple[str, dict]:
+    def _parse_event(self, path: str, data: str, stats: dict) -> tuple[str, dict, bool]:
+        """The event's text, the server's counts so far, and whether the event says the answer is complete."""
         try:
             event = json.loads(data)
         except ValueError:
-            raise RemoteError(f"{self.url}{path}: the stream sent something that is not JSON: {one_line(data, 80)}") from None
+            raise RemoteError(f"{self.url}{path}: the stream sent something that is not JSON: "
+                              f"{self._scrub(one_line(data, 80))}") from None
         if not isinstance(event, dict):
-            return "", stats
+            return "", stats, False
         if event.get("error"):
             raise self._classify(path, 500, error_message(data))
         if isinstance(event.get("tabd"), dict):
@@ -398,26 +500,36 @@ class RemoteBackend(Backend):
                      "decode_ms": t.get("predicted_ms", 0.0)}
         choices = event.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-            return str(choices[0].get("text") or ""), stats
-        return str(event.get("content") or ""), stats
+            return str(choices[0].get("text") or ""), stats, choices[0].get("finish_reason") is not None
+        return str(event.get("content") or ""), stats, event.get("stop") is True  # llama-server's last event
 
     # -- errors a user can act on --------------------------------------------------------
 
     def _transport_error(self, path: str, exc: BaseException) -> RemoteError:
         if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
             reason = "connection refused" if "refused" in str(exc).lower() else one_line(exc, 120) or type(exc).__name__
-            return RemoteError(f"cannot reach {self.url} ({reason}); is the server running?")
+            return RemoteError(f"cannot reach {self.url} ({self._scrub(reason)}); is the server running?")
         if isinstance(exc, httpx.TimeoutException):
             return RemoteError(f"{self.url}{path}: the server went silent (timeout: {type(exc).__name__})")
         if isinstance(exc, RemoteError):
             return exc
-        return RemoteError(f"{self.url}{path}: {type(exc).__name__}: {one_line(exc, 160)}")
+        return RemoteError(f"{self.url}{path}: {type(exc).__name__}: {self._scrub(one_line(exc, 160))}")
 
     def _status_error(self, path: str, code: int, body: str) -> RemoteError:
         return self._classify(path, code, error_message(body))
 
+    def _scrub(self, text: str) -> str:
+        """The engine's words without the API key (some echo it back: 'Incorrect API key provided: sk-...')."""
+        if self._secret and len(self._secret) >= 4:
+            text = text.replace(self._secret, "***")
+        return text
+
     def _classify(self, path: str, code: int, message: str) -> RemoteError:
+        message = self._scrub(message)
         low = message.lower()
+        if code == 400 and "priority" in low:
+            return RemoteError(f"{self.url}{path}: the engine refused the priority field (HTTP 400: {message}); "
+                               "start vLLM with --scheduling-policy priority, or set the remote priority off", "priority")
         if code == 401 or code == 403:
             return RemoteError(f"{self.url}{path}: HTTP {code}, not authorised ({message}); check the API key", "api_key")
         if "model" in low and ("not found" in low or "does not exist" in low or "not_found" in low):

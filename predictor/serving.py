@@ -1,8 +1,12 @@
 """The local engine behind an OpenAI-compatible HTTP face: /v1/completions and /v1/models.
 
-Stdlib only (ThreadingHTTPServer). One lock around the engine: requests queue
-for it, and a request whose client has gone away is dropped, before and during
-its decode. The prompt string is parsed back into (prefix, suffix) with the
+Stdlib only (ThreadingHTTPServer). One engine, one request at a time: requests
+queue for it by `priority` (vLLM's field: lower sooner, 0 by default; tabd sends
+0 for a keystroke, a prefetch's depth, 1 for a warm-up), then in arrival order,
+and a running request gives the engine up to a more urgent one that arrives
+(it is put back in the queue and resumes from its KV cache). A request whose
+client has gone away is dropped, before and during its decode. GET /tabd/stats
+says what was served in which order (priorities and arrival numbers, no text). The prompt string is parsed back into (prefix, suffix) with the
 engine's FIM template (or taken from the OpenAI `suffix` field), so the engine
 runs exactly what the local backend would, KV reuse and token healing included.
 
@@ -14,14 +18,18 @@ cut at their stop strings.
 """
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 import select
 import socket
 import threading
 import time
 import uuid
+from collections import Counter, deque
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from tabd.predictor.prompt_text import parse_fim_prompt, split_context
 from tabd.predictor.types import GenSettings, Interrupted, Prediction
@@ -52,13 +60,68 @@ def cut_at_stops(text: str, stops: list[str]) -> tuple[str, bool]:
     return (text[:at], True) if at >= 0 else (text, False)
 
 
+class EngineQueue:
+    """The engine's one seat: taken lowest priority first, then in arrival order; what it served, for /tabd/stats."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._waiting: list[tuple[int, int]] = []  # a heap of (priority, arrival)
+        self._busy = False
+        self._arrivals = itertools.count()
+        self.order: deque[tuple[int, int]] = deque(maxlen=512)  # (priority, arrival) as each took the seat
+        self.served: Counter[int] = Counter()  # by priority
+        self.preempted = 0  # runs that gave the seat up to a more urgent request
+        self.dropped = 0  # requests whose client hung up while they waited
+
+    def arrival(self) -> int:
+        return next(self._arrivals)
+
+    @contextmanager
+    def seat(self, priority: int, arrival: int, gone: Callable[[], bool]) -> Iterator[None]:
+        """Wait for the engine: Interrupted if the client hangs up first."""
+        ticket = (priority, arrival)
+        with self._cond:
+            heapq.heappush(self._waiting, ticket)
+            try:
+                while self._busy or self._waiting[0] != ticket:
+                    if gone():
+                        raise Interrupted()
+                    self._cond.wait(0.05)
+            except BaseException:
+                self._waiting.remove(ticket)
+                heapq.heapify(self._waiting)
+                self.dropped += 1
+                self._cond.notify_all()
+                raise
+            heapq.heappop(self._waiting)
+            self._busy = True
+            self.order.append(ticket)
+            self.served[priority] += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+    def more_urgent_waiting(self, priority: int) -> bool:
+        with self._cond:
+            return bool(self._waiting) and self._waiting[0][0] < priority
+
+    def stats(self) -> dict:
+        with self._cond:
+            return {"waiting": len(self._waiting), "busy": self._busy, "order": [list(t) for t in self.order],
+                    "served": {str(p): n for p, n in sorted(self.served.items())}, "preempted": self.preempted,
+                    "dropped": self.dropped}
+
+
 class Engine:
-    """The backend, its lock, and the served model name."""
+    """The backend, its queue, and the served model name."""
 
     def __init__(self, backend, name: str) -> None:
         self.backend = backend
         self.name = name
-        self.lock = threading.Lock()
+        self.queue = EngineQueue()
         self.created = int(time.time())
 
     def models(self) -> dict:
@@ -69,13 +132,23 @@ class Engine:
 
     def complete(self, parsed: tuple, req: dict, gone) -> dict:
         """Run one parsed /v1/completions request; `gone()` says the client hung up."""
-        prefix, suffix, settings, stops, tabd, context = parsed
-        with self.lock:
-            if gone():
-                raise Interrupted()
-            prediction: Prediction = self.backend.predict(prefix, suffix, settings, gone, slot_id=str(req.get("user") or "default"),
-                                                          context=context)
-            text = raw_text(self.backend, prefix, suffix, settings.max_new_tokens) if tabd else prediction.text
+        prefix, suffix, settings, stops, tabd, context, priority = parsed
+        arrival = self.queue.arrival()
+        while True:
+            with self.queue.seat(priority, arrival, gone):
+                if gone():
+                    raise Interrupted()
+                try:
+                    prediction: Prediction = self.backend.predict(
+                        prefix, suffix, settings, lambda: gone() or self.queue.more_urgent_waiting(priority),
+                        slot_id=str(req.get("user") or "default"), context=context)
+                except Interrupted:
+                    if gone():
+                        raise
+                    self.queue.preempted += 1  # back in the queue, at its arrival: it resumes from its KV cache
+                    continue
+                text = raw_text(self.backend, prefix, suffix, settings.max_new_tokens) if tabd else prediction.text
+            break
         text, stopped = cut_at_stops(text, stops)
         ran_out = prediction.decode_tokens >= settings.max_new_tokens and not stopped
         return {
@@ -93,7 +166,7 @@ class Engine:
             },
         }
 
-    def parse(self, req: dict) -> tuple[str, str, GenSettings, list[str], bool, list]:
+    def parse(self, req: dict) -> tuple[str, str, GenSettings, list[str], bool, list, int]:
         model = req.get("model")
         if model not in (None, "", self.name):
             raise RequestError(404, f"The model `{model}` does not exist; this server serves `{self.name}`.", "model", "model_not_found")
@@ -128,13 +201,16 @@ class Engine:
             if parsed is None:
                 context, parsed = [], (prompt, "")
             prefix, suffix = parsed
+        priority = req.get("priority", 0)
+        if isinstance(priority, bool) or not isinstance(priority, int) or not -(1 << 31) <= priority < 1 << 31:
+            raise RequestError(400, f"priority must be an integer (lower runs sooner), got {priority!r}", "priority")
         tabd = req.get("tabd")
         if isinstance(tabd, dict):
             multiline, max_lines = bool(tabd.get("multiline", False)), tabd.get("max_lines", 8)
             if isinstance(max_lines, bool) or not isinstance(max_lines, int) or not 1 <= max_lines <= 1000:
                 raise RequestError(400, "tabd.max_lines must be an integer between 1 and 1000", "tabd")
-            return prefix, suffix, GenSettings(max_tokens, multiline, max_lines), stops, True, context
-        return prefix, suffix, GenSettings(max_tokens, True, 1000), stops, False, context
+            return prefix, suffix, GenSettings(max_tokens, multiline, max_lines), stops, True, context, priority
+        return prefix, suffix, GenSettings(max_tokens, True, 1000), stops, False, context, priority
 
 
 def client_gone(sock: socket.socket) -> bool:
@@ -175,6 +251,8 @@ class Handler(BaseHTTPRequestHandler):
             self._json(200, self.engine.models())
         elif path == "/health":
             self._json(200, {"status": "ok"})
+        elif path == "/tabd/stats":
+            self._json(200, {"model": self.engine.name, "queue": self.engine.queue.stats()})
         else:
             self._json(404, RequestError(404, f"no route GET {path}").body())
 

@@ -39,6 +39,9 @@ class Prediction:
     accepted_drafts: int = 0  # decode tokens that came as prompt-lookup drafts the model agreed with
     engine: str = ""  # the engine that computed it (a local backend's: "native", "fast", ...)
     torch_loaded: bool | None = None  # whether torch was imported (or being imported) in this process then
+    # other candidates the run had, best first: the model's own guess where a copy won, the copy where the model's
+    # own guess won (an invoked request offers them to cycle through; automatic ones show `text` alone)
+    alternatives: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -68,15 +71,18 @@ class Backend(Protocol):
     engine_name: str  # reported in tabd/stats
     engine_why: str | None = None  # why this engine was chosen (tabd/stats); None where there is no choice
     weights_why: str | None = None  # the format the weights are held in, and why (tabd/stats); None where not ours
+    # the engine runs a request with a lower `priority` (predict's, warm's) sooner: a remote engine that orders by it
+    orders_by_priority: bool = False
 
     def predict(self, prefix: str, suffix: str, settings: GenSettings, should_stop: Callable[[], bool] = ...,
-                slot_id: str = "default", context: Sequence["ContextChunk"] = ()) -> Prediction:
+                slot_id: str = "default", context: Sequence["ContextChunk"] = (), priority: int = 0) -> Prediction:
         """The suggestion at the cursor between prefix and suffix, workspace context before them;
-        Interrupted when should_stop() says so."""
+        Interrupted when should_stop() says so. priority: how soon an engine shared with others should run it
+        (0: a request the user waits for; more: a prefetch or a warm-up); an engine in this process ignores it."""
         ...
 
     def warm(self, prefix: str, suffix: str, settings: GenSettings, should_stop: Callable[[], bool] = lambda: False,
-             slot_id: str = "default", context: Sequence["ContextChunk"] = ()) -> Prediction | None:
+             slot_id: str = "default", context: Sequence["ContextChunk"] = (), priority: int = 0) -> Prediction | None:
         """Prefill that prompt without decoding, so the next predict() reuses it; None where the backend cannot
         (then the next request pays, as without a warm-up)."""
         return None

@@ -13,9 +13,9 @@ from tabd.predictor.types import GenSettings
 
 class CopyVerification:
     def _copy_candidate(self, prefix, text, confidence, logits, slot, prompt_len, layout, line, settings, context=(),
-                        batch: bool = False) -> tuple[str, tuple, generate.Scored]:
-        """(text, confidence, what scoring it took): the copy candidate where the model verifies it, else the
-        model's own.
+                        batch: bool = False) -> tuple[str, tuple, generate.Scored, str]:
+        """(text, confidence, what scoring it took, the other candidate): the copy candidate where the model
+        verifies it (the other: the model's own), else the model's own (the other: the copy, if there was one).
 
         Code repeats itself, and a small model judges a copy better than it
         writes one: on held-out cuts, copies kept as far as the model's joint
@@ -36,7 +36,7 @@ class CopyVerification:
         if candidate:
             candidate = postprocess.finish(candidate, line, settings.multiline, settings.max_lines)
         if not candidate or candidate == text:
-            return text, confidence, generate.Scored()
+            return text, confidence, generate.Scored(), ""
         heal = layout.heal
         cand_ids = self.encode(heal + candidate)
         self.pool.cut(slot, prompt_len)
@@ -53,12 +53,12 @@ class CopyVerification:
                 break
             verified = end
         if not candidate[:verified].strip():
-            return text, confidence, scored
+            return text, confidence, scored, candidate
         marks = tuple((end, p) for end, p in marked if end <= verified)
         if verified < len(candidate):
             marks += ((len(candidate), 0.0),)
         self.last_tokens = list(cand_ids)  # what this request "decoded", for serve-model's raw text
-        return candidate, marks, scored
+        return candidate, marks, scored, text
 
     def _confidence(self, tokens: list[int], probs: list[float], heal: str, line, settings: GenSettings,
                     limit: int) -> tuple[tuple[int, float], ...]:

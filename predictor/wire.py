@@ -47,16 +47,20 @@ class Call:
     cancel() shuts the socket down, which wakes the helper thread and tells the server.
     """
 
-    def __init__(self, client: httpx.Client, url: str, body: dict) -> None:
+    def __init__(self, client: httpx.Client, url: str, body: dict, timeout: httpx.Timeout | None = None) -> None:
         self.events: queue.SimpleQueue = queue.SimpleQueue()
         self.aborted = threading.Event()
         self.sock: socket.socket | None = None
-        self._thread = threading.Thread(target=self._run, args=(client, url, body), daemon=True, name="tabd-remote")
+        self._thread = threading.Thread(target=self._run, args=(client, url, body, timeout), daemon=True,
+                                        name="tabd-remote")
         self._thread.start()
 
-    def _run(self, client: httpx.Client, url: str, body: dict) -> None:
+    def _run(self, client: httpx.Client, url: str, body: dict, timeout: httpx.Timeout | None) -> None:
         try:
-            with client.stream("POST", url, json=body) as response:
+            if self.aborted.is_set():
+                return
+            extra = {"timeout": timeout} if timeout is not None else {}
+            with client.stream("POST", url, json=body, **extra) as response:
                 stream = response.extensions.get("network_stream")
                 self.sock = stream.get_extra_info("socket") if stream is not None else None
                 if self.aborted.is_set():

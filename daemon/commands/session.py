@@ -1,4 +1,5 @@
-"""`tabd session from-file FILE... -o SESSION.jsonl`: a session that types real files as a person would."""
+"""`tabd session from-file FILE... | from-diff OLD NEW -o SESSION.jsonl`: sessions that type real files, or a real
+diff, as a person would."""
 from __future__ import annotations
 
 import argparse
@@ -23,11 +24,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--editor", choices=["vscode", "plain"], default="vscode",
                    help="vscode (default): VS Code's auto-closed pairs, overtype and Enter between brackets, with "
                         "cursor moves where it sends no change; plain: every character typed into a plain buffer")
+    d = sub.add_parser("from-diff", help="type the diff between two files or directories as a person would",
+                       description="Open each OLD file and turn it into the NEW one as a person would: move to each "
+                                   "hunk in file order, select and delete the old text, type the new text at a human "
+                                   "rate (pauses, typos fixed, Enter with auto-indent), pause between hunks. OLD and "
+                                   "NEW are two files or two directories (files paired by relative path); binary and "
+                                   "non-UTF-8 files, and files only in OLD, are skipped with a note.")
+    d.add_argument("old", metavar="OLD")
+    d.add_argument("new", metavar="NEW")
+    d.add_argument("-o", "--output", required=True, metavar="SESSION.jsonl")
+    d.add_argument("--seed", type=int, default=0, help="same diff and seed give the same session (default 0)")
+    d.add_argument("--cps", type=float, default=8.0, help="mean keystrokes per second (default 8)")
+    d.add_argument("--typo-rate", type=float, default=0.02, help="chance of a typo per letter (default 0.02)")
+    d.add_argument("--editor", choices=["vscode", "plain"], default="vscode",
+                   help="vscode (default): VS Code's auto-closed pairs and overtype; plain: a plain buffer")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.session_command == "from-diff":
+        return run_from_diff(args)
     if args.session_command != "from-file":
         print("usage: tabd session from-file FILE... -o SESSION.jsonl [--seed N] [--cps 8] [--spans N] "
+              "[--editor vscode|plain]\n       tabd session from-diff OLD NEW -o SESSION.jsonl [--seed N] [--cps 8] "
               "[--editor vscode|plain]", file=sys.stderr)
         return 2
     from tabd.daemon.sessions.typist import TypingStyle, typed_session
@@ -50,4 +68,37 @@ def run(args: argparse.Namespace) -> int:
     duration = events[-1]["t"] if events else 0.0
     print(f"{args.output}: {len(args.files)} file(s), {keys} keystrokes ({args.editor}), {duration:.1f} s typed",
           file=sys.stderr)
+    return 0
+
+
+def run_from_diff(args: argparse.Namespace) -> int:
+    from tabd.daemon.sessions.diff_typist import diff_session, pair_files
+    from tabd.daemon.sessions.typist import TypingStyle
+
+    if args.cps <= 0:
+        print("tabd session: --cps must be > 0", file=sys.stderr)
+        return 2
+    try:
+        pairs, notes = pair_files(args.old, args.new)
+    except (OSError, ValueError) as exc:
+        print(f"tabd session: {exc}", file=sys.stderr)
+        return 1
+    for note in notes:
+        print(f"tabd session: {note}", file=sys.stderr)
+    try:
+        language, events = diff_session(pairs, seed=args.seed, style=TypingStyle(cps=args.cps, typo_rate=args.typo_rate),
+                                        editor=args.editor)
+    except RuntimeError as exc:  # a typist that lost step (a bug): said, not a traceback
+        print(f"tabd session: {exc}", file=sys.stderr)
+        return 1
+    try:
+        write_session(args.output, events, language)
+    except OSError as exc:
+        print(f"tabd session: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    keys = sum(1 for e in events if e["op"] in ("change", "move"))
+    edits = sum(1 for e in events if e["op"] == "move" and "hunk" in e)
+    duration = events[-1]["t"] if events else 0.0
+    print(f"{args.output}: {len(pairs)} file(s), {edits} edits, {keys} keystrokes ({args.editor}), "
+          f"{duration:.1f} s typed", file=sys.stderr)
     return 0

@@ -14,18 +14,19 @@ from __future__ import annotations
 import hashlib
 import itertools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Awaitable, Callable
 
 from cachetools import LRUCache
 
 from tabd.daemon.edits.history import DocHistory, Group
-from tabd.daemon.edits.propagation import Proposal, Substitution, next_site, propose
+from tabd.daemon.edits.propagation import Proposal, next_site, propose, still_typing
 
 # (doc, prefix, suffix, new) -> the model's probability of writing `new` there (0..1)
 Scorer = Callable[[str, str, str, str, bool], Awaitable[float]]
 CACHED = 512  # speculated and answered states kept
 SHOWN_KEPT = 256  # ids the client may still accept or reject
+MEASURED = 4  # edits shown before their acceptance decides how far ahead to compute
 
 
 @dataclass(frozen=True)
@@ -127,17 +128,32 @@ class EditService:
     def stale(self) -> None:
         self.stats.stale += 1
 
+    def recall(self, doc: str, version: int, text: str, cursor: int) -> tuple[EditSuggestion | None] | None:
+        """(the edit, or None for "no edit") when memory holds the answer at this state; None when it must be
+        computed (suggest)."""
+        key = state_key(doc, text, cursor)
+        if key not in self.memory:
+            return None
+        self.stats.requests += 1
+        self.stats.from_memory += 1
+        return (self._issue(doc, version, self.memory[key], "cache"),)
+
     async def suggest(self, doc: str, version: int, text: str, cursor: int) -> EditSuggestion | None:
         """The edit to show at `cursor` in `text` (the document at `version`), or None."""
+        recalled = self.recall(doc, version, text, cursor)
+        if recalled is not None:
+            return recalled[0]
         self.stats.requests += 1
-        key = state_key(doc, text, cursor)
-        origin = "cache" if key in self.memory else "computed"
-        found = self.memory[key] if origin == "cache" else await self._compute(doc, text, cursor, background=False)
-        if origin == "computed":
-            self.memory[key] = found
-        else:
-            self.stats.from_memory += 1
-        self.last = {"origin": origin, "source": "propagation" if found else "none"}
+        found = await self._compute(doc, text, cursor, background=False)
+        if found is not None or not self._typing(doc, text, cursor):
+            # "nothing while you type" is not kept: after a pause the same state has an edit
+            self.memory[state_key(doc, text, cursor)] = found
+        return self._issue(doc, version, found, "computed")
+
+    def _issue(self, doc: str, version: int, found: tuple[Proposal, float | None] | None,
+               origin: str) -> EditSuggestion | None:
+        self.last = {"origin": origin, "source": "propagation" if found else "none",
+                     "kind": found[0].substitution.kind if found else ""}
         if found is None:
             self.showing.pop(doc, None)
             return None
@@ -150,21 +166,42 @@ class EditService:
         self.stats.suggested += 1
         return edit
 
+    @staticmethod
+    def applied(edit: EditSuggestion, text: str) -> tuple[str, int]:
+        """The text once the edit is applied, and where the cursor lands: after its new text."""
+        return text[:edit.start] + edit.text + text[edit.end:], edit.start + len(edit.text)
+
+    def depth(self) -> int:
+        """How many edits ahead to compute: one, and more as the user takes what is shown (as completions do)."""
+        shown = self.stats.shown or self.stats.suggested
+        if shown < MEASURED:
+            return 1
+        rate = self.stats.accepted / shown
+        return 1 + int(rate >= 0.5) + int(rate >= 0.8)
+
     async def speculate(self, edit: EditSuggestion, text: str) -> None:
-        """Compute the edit after this one, in the text as accepting it would leave it (the next Tab's answer)."""
-        after = text[:edit.start] + edit.text + text[edit.end:]
-        cursor = edit.start + len(edit.text)
-        key = state_key(edit.doc, after, cursor)
-        if key in self.memory:
-            return
+        """Compute the edits after this one, each in the text as accepting the one before leaves it (the next Tabs'
+        answers), as deep as depth() says."""
         made = self.made.get(edit.id)
         if made is None:
             return
-        sub = made.substitution
-        moved = Substitution(sub.old, sub.new, edit.start)
-        proposal = next_site(after, moved, cursor)
-        self.memory[key] = await self._gate(edit.doc, after, proposal, background=True)
-        self.stats.speculated += 1
+        start, end, new, sub = edit.start, edit.end, edit.text, made.substitution
+        for _ in range(self.depth()):
+            text, cursor = text[:start] + new + text[end:], start + len(new)
+            key = state_key(edit.doc, text, cursor)
+            found = self.memory.get(key) if key in self.memory else None
+            if key not in self.memory:
+                found = await self._gate(edit.doc, text, next_site(text, replace(sub, at=start), cursor), background=True)
+                self.memory[key] = found
+                self.stats.speculated += 1
+            if found is None:
+                return
+            start, end, new = found[0].start, found[0].end, found[0].text
+
+    def _typing(self, doc: str, text: str, cursor: int) -> bool:
+        history = self.histories.get(doc)
+        group = history.last if history is not None else None
+        return group is not None and group.end <= len(text) and still_typing(text, group, cursor, self.clock())
 
     async def _compute(self, doc: str, text: str, cursor: int, background: bool) -> tuple[Proposal, float | None] | None:
         history = self.histories.get(doc)

@@ -16,9 +16,10 @@ EXCLUDED = "excluded"  # the document is excluded (content exclusion)
 DISABLED = "disabled"  # suggestions are switched off for the document or everywhere (tabd/setEnabled)
 LOADING = "loading"  # the model is still loading
 UNREACHABLE = "unreachable"  # the remote engine cannot be reached
+SLOW = "slow"  # the remote engine answered nothing complete within --remote-timeout
 ERROR = "error"  # the model could not load, or failed on this request
 NOTHING = "nothing"  # the model wrote nothing
-REASONS = (UNSURE, DEBOUNCED, SUPERSEDED, EXCLUDED, DISABLED, LOADING, UNREACHABLE, ERROR, NOTHING)
+REASONS = (UNSURE, DEBOUNCED, SUPERSEDED, EXCLUDED, DISABLED, LOADING, UNREACHABLE, SLOW, ERROR, NOTHING)
 
 
 @dataclass
@@ -33,6 +34,8 @@ class Answer:
     # so `foo(|)` with `x)` is shown and applied as `foo(x)|`
     replaces: int = 0
     reason: str = ""  # for an empty answer: why (one of REASONS); "" when it has text
+    # an invoked request's other candidates, each with the characters after the cursor it replaces
+    alternatives: tuple[tuple[str, int], ...] = ()
 
 
 def refusal(reason: str) -> Answer:
@@ -41,8 +44,11 @@ def refusal(reason: str) -> Answer:
 
 
 def error_reason(message: str) -> str:
-    """The reason code of a failed model call: a remote engine that cannot be reached, or another error."""
-    return UNREACHABLE if "cannot reach" in message else ERROR
+    """The reason code of a failed model call: a remote engine that cannot be reached or is too slow, or another
+    error (predictor/remote.py's messages say "cannot reach" and "(timeout")."""
+    if "cannot reach" in message:
+        return UNREACHABLE
+    return SLOW if "(timeout" in message else ERROR
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,7 @@ class Outcome:
     debounce_ms: float = 0.0  # the wait before the model (0 for an answer from memory before any wait)
     debounce_why: str = ""
     cut: str = ""  # an empty answer's reason where the service knows it (debounced, superseded, loading)
+    alternatives: tuple[str, ...] = ()  # other candidates to offer (an invoked request's)
 
     @property
     def shown_source(self) -> str:

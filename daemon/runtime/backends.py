@@ -15,7 +15,7 @@ from tabd.predictor.types import Backend, BackendError
 FLAGS = {
     "model_dir": "--model", "device": "--device", "fim": "--fim", "engine": "--engine", "weights": "--weights",
     "threads": "--threads", "trust_remote_code": "--trust-remote-code", "url": "--url", "model": "--remote-model",
-    "api_key": "--api-key-env",
+    "api_key": "--api-key-env", "priority": "--remote-priority",
 }
 
 
@@ -69,4 +69,4 @@ def remote_settings(config: Config) -> RemoteSettings:
         if not api_key:
             raise RemoteError(f"--api-key-env {env}: the environment variable {env} is not set or empty")
     return RemoteSettings(config.url, model=config.remote_model, fim=config.fim, api_key=api_key,
-                          total_timeout=float(config.timeout))
+                          total_timeout=float(config.timeout), priority=config.remote_priority)

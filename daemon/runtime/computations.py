@@ -58,7 +58,8 @@ class Computations:
         for comp in self.memory.runs_of(doc):
             if comp.prefetch:
                 reachable = now is not None and comp.root is not None and (
-                    now == comp.root or typed_length(comp.root, comp.chain + "\0", now) is not None
+                    now == comp.root or now == comp.window  # the user is where it was planned from, or its state
+                    or typed_length(comp.root, comp.chain + "\0", now) is not None
                 )
                 if not reachable:
                     self.cancel(comp, "closed" if now is None else "unreachable")

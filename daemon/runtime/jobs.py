@@ -47,10 +47,11 @@ class ModelCall:
     context: Snapshot = EMPTY
     warm: bool = False
 
-    def run(self, backend: Backend, should_stop: Callable[[], bool]) -> Prediction | None:
+    def run(self, backend: Backend, should_stop: Callable[[], bool], priority: int = 0) -> Prediction | None:
+        """priority: the scheduler's for the run (0 a request; a prefetch its depth), for an engine shared with others."""
         ask = backend.warm if self.warm else backend.predict
         return ask(self.window.prefix, self.window.suffix, self.settings, should_stop, slot_id=self.slot,
-                   context=chunks_of(self.context))
+                   context=chunks_of(self.context), priority=priority)
 
 
 def chunks_of(context: Snapshot) -> list[ContextChunk]:
@@ -74,7 +75,7 @@ class ModelJobs:
 
         def run(should_stop: Callable[[], bool]) -> Prediction | None:
             try:
-                return call.run(backend, should_stop)
+                return call.run(backend, should_stop, max(0, job.priority if job is not None else priority))
             except Interrupted:
                 if job is None or not job.cancelled:  # stopped for a request, not for good: the scheduler requeues it
                     tally.preempted += 1

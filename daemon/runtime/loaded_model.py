@@ -20,10 +20,15 @@ class Model:
                  on_loaded: Callable[[Backend], None] = lambda backend: None) -> None:
         self.backend: Backend | None = None
         self.error: str | None = None
-        self.model_id = "loading"  # part of every cache key: requests before the load have no key
+        self._model_id = "loading"  # until the load: requests before it have no key
         self._events = events
         self._on_loaded = on_loaded
         self._job = scheduler.submit(lambda stop: self._load(factory, config), LOAD_PRIORITY, "load")
+
+    @property
+    def model_id(self) -> str:
+        """Part of every cache key: the backend's, which a remote engine changes when it serves another model."""
+        return self.backend.model_id if self.backend is not None else self._model_id
 
     @property
     def loaded(self) -> bool:
@@ -41,10 +46,10 @@ class Model:
     def _load(self, factory: Callable[[Config], Backend], config: Config) -> None:
         try:
             backend = factory(config)
-            self.model_id = backend.model_id
+            self._model_id = backend.model_id
         except Exception as exc:  # reported to the user, not raised into a request
             self.error = str(exc)
-            self.model_id = "unavailable"
+            self._model_id = "unavailable"
             self._events.emit("error", where="load", message=self.error)
             return
         self.backend = backend

@@ -24,6 +24,7 @@ class Recalled:
     depth: int
     key: str  # the key it was computed for (for a typed answer, the suggestion typed into)
     confidence: tuple[tuple[int, float], ...] = ()
+    alternatives: tuple[str, ...] = ()
 
 
 class Memory:
@@ -41,7 +42,7 @@ class Memory:
             return None
         entry = self.cache.get(key)
         if entry is not None:
-            return Recalled(entry.text, "cache", entry.depth, key, entry.confidence)
+            return Recalled(entry.text, "cache", entry.depth, key, entry.confidence, entry.alternatives)
         hit = self.typed.lookup(window)
         if hit is not None:
             shown, rest = hit
@@ -72,7 +73,7 @@ class Memory:
     def ended(self, comp: Computation, prediction: Prediction | None) -> None:
         self.inflight.discard(comp.key, comp)
         if prediction is not None and self.enabled:
-            self.cache.put(comp.key, Entry(prediction.text, comp.depth, prediction.confidence))
+            self.cache.put(comp.key, Entry(prediction.text, comp.depth, prediction.confidence, prediction.alternatives))
 
     def shown(self, window: Window, text: str, key: str, depth: int, doc: str = "",
               state: DocState | None = None) -> None:

@@ -94,7 +94,7 @@ class Reporter:
             },
             "latency_ms": {"p50": _p50(s.latency_ms)},
             "last": {"source": s.last_source, "latency_ms": round(s.last_latency_ms, 3), "depth": s.last_depth,
-                     "debounce_ms": round(s.last_debounce_ms, 3), "reason": s.last_reason},
+                     "debounce_ms": round(s.last_debounce_ms, 3), "reason": s.last_reason, "origin": s.last_origin},
             "refusals": dict(s.refusals),  # requests answered empty at once: excluded or disabled documents
             "debounce": {**self.debounce.summary(), **s.debounce, "p50_ms": _p50(s.debounce_ms),
                          "waiting": len(self.waits)},
@@ -106,6 +106,15 @@ class Reporter:
                       "bound_bytes": self.memory.cache.max_bytes},
             "kv_bytes": backend.kv_bytes() if backend is not None else 0,
             "queue_depth": self.scheduler.depth(),
+            # background jobs (prefetches, warm-ups) that waited, by why: behind_requests, a request of the user's ran
+            # on an engine without priorities (--parallel above 1)
+            # prefetches held back: waiting behind the user's requests (engines without priorities), and not
+            # started at all while a shared engine is loaded (engine_load.py), with how loaded it looks
+            "held_back": {"behind_requests": self.scheduler.held,
+                          "engine_loaded": self.speculator.engine.held.get("engine_loaded", 0),
+                          "engine_load": round(self.speculator.engine.ratio(), 2)},
+            # whether the engine runs a keystroke before prefetches (--remote-priority; false after vLLM refused it)
+            "engine_priority": backend.orders_by_priority if backend is not None else None,
             "worker_faults": self.scheduler.faults,
             # the collector: off during the hand-over, and what lives as long as the daemon is frozen out of it
             "gc": {"enabled": gc.isenabled(), "freezes": heap.freezes},

@@ -24,6 +24,10 @@ from tabd.daemon.runtime.workspace import Workspace
 from tabd.predictor.postprocess import gate, wants_multiline
 from tabd.predictor.types import GenSettings
 
+# an invoked request (Alt+\\) where a block starts (after a signature's or a brace's line) may write a whole block
+BLOCK_LINES = 16
+BLOCK_TOKENS = 160
+
 Confidence = Sequence[tuple[int, float]]  # (end of text, probability) per token
 
 
@@ -85,6 +89,17 @@ class RequestBuilder:
         return GenSettings(self.config.max_new_tokens, multiline,
                            lookup_min_p=self.config.lookup_min_p, known_names=self.config.known_names)
 
+    def block_starts(self, state: DocState, doc: str = "") -> bool:
+        """A block starts at the cursor: at the end of a line that opens one, or on a blank line after it."""
+        line_before, line_after = state.current_line()
+        if line_after.strip():
+            return False
+        openers = self._openers.get(doc, COLON)
+        if line_before.strip():  # right after the opener (`def f():|`); `x: |` is an annotation being typed
+            return line_before.endswith(openers)
+        lines = state.before.rsplit("\n", 2)
+        return len(lines) >= 2 and lines[-2].rstrip().endswith(openers)
+
     def key_of(self, state: DocState, context: Snapshot = EMPTY, doc: str = "") -> str:
         """The cache key of a state under a context (a state speculation plans, not one a user asked in)."""
         return self.key_for(self.window_of(state), self.settings_for(state, doc), context)
@@ -128,6 +143,9 @@ class RequestBuilder:
         self.workspace.requested(doc, state)
         context = self.workspace.snapshot(doc, state, window)
         settings = self.settings_for(state, doc)
+        if invoked and self.block_starts(state, doc):
+            settings = dataclasses.replace(settings, multiline=True, max_lines=BLOCK_LINES,
+                                           max_new_tokens=max(settings.max_new_tokens, BLOCK_TOKENS))
         key = self.key_for(window, settings, context) if ready else ""
         return Request(str(next(self._ids)), doc, version, state, window, settings, key, time.monotonic(),
                        self.after_accept(key), invoked, 0.0 if invoked else self.config.min_confidence, context,

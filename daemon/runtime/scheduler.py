@@ -7,6 +7,9 @@ steps: the prefetch is put back in the queue and restarts later, cheaply,
 because the model keeps its KV cache. Cancelled jobs stop at the next step.
 The workers run below the LSP thread's OS priority (priority.py): a cache hit
 is answered on a core before a prefetch's next step.
+With several workers on an engine that does not order requests by priority,
+a background job does not start while a request the user waits for runs or
+waits (holds_background): there it would only compete with it in the engine.
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ class Job:
         self.preemptions = 0
         self.queued_at = 0.0
         self.started_at = 0.0
+        self.held = False  # it waited for a request to end before it could start (counted once)
 
     def done(self) -> bool:
         return self.future.done()
@@ -54,6 +58,9 @@ class Scheduler:
         self.running: set[Job] = set()
         self.faults = 0  # errors outside any job's own code, survived (reported in tabd/stats)
         self.last_fault = ""
+        # True while background jobs must wait for running requests (an engine without priorities; set by the service)
+        self.holds_background: Callable[[], bool] = lambda: False
+        self.held = 0  # background jobs that waited for a request to end (tabd/stats)
         self.workers = max(1, workers)
         self._threads = [
             threading.Thread(target=self._work, name=f"tabd-model-{i}", daemon=True) for i in range(self.workers)
@@ -145,12 +152,19 @@ class Scheduler:
                         continue
                     if p > FOREGROUND and hushed > 0:
                         break  # the best job is a background one, and it waits out the hush
+                    if p > FOREGROUND and self._request_running() and self.holds_background():
+                        if not job.held:
+                            job.held, self.held = True, self.held + 1
+                        break  # woken when the request ends (_run)
                     heapq.heappop(self._heap)
                     if job.preemptions == 0 and not job.future.set_running_or_notify_cancel():
                         continue  # cancelled through its future before it started
                     self.running.add(job)
                     return job
                 self._cond.wait(hushed if self._heap and hushed > 0 else None)
+
+    def _request_running(self) -> bool:
+        return any(job.priority <= FOREGROUND for job in self.running)
 
     def _work(self) -> None:
         self.nice = run_in_background(threading.current_thread().name, self._nice)
@@ -171,6 +185,14 @@ class Scheduler:
 
     def _run(self, job: Job) -> None:
         job.started_at = time.monotonic()
+        try:
+            self._call(job)
+        finally:
+            if job.priority <= FOREGROUND:
+                with self._cond:
+                    self._cond.notify_all()  # background jobs held for it may start
+
+    def _call(self, job: Job) -> None:
         try:
             result = job.fn(lambda: self._should_stop(job))
         except Interrupted:

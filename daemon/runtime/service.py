@@ -81,6 +81,19 @@ def spelled_probability(pred: Prediction, text: str) -> float:
     return p
 
 
+def offered(req: Request, text: str, alternatives: tuple[str, ...]) -> tuple[str, ...]:
+    """The other candidates an invoked request offers besides `text` (Alt+] cycles): distinct, non-blank, at most
+    two; an automatic request offers none (one item, as fast as ever)."""
+    if not req.invoked or not text:
+        return ()
+    out: list[str] = []
+    for a in alternatives:
+        shown = pairs.shown(a, req.state.after)
+        if shown.strip() and shown != text and shown not in out:
+            out.append(shown)
+    return tuple(out[:2])
+
+
 def _since(t0: float) -> float:
     return (time.monotonic() - t0) * 1000
 
@@ -106,6 +119,8 @@ class CompletionService:
         self.config = config
         self.events = events
         self.scheduler = scheduler
+        # an engine that orders requests by priority gets prefetches beside the user's requests; any other, after them
+        scheduler.holds_background = lambda: not (model.backend is not None and model.backend.orders_by_priority)
         self.model = model
         self.handover = handover
         self.activity = Listeners(handover)
@@ -216,7 +231,8 @@ class CompletionService:
         text = req.shown(recalled.text, recalled.confidence) if recalled.source == "cache" else recalled.text
         return self._serve(req, Outcome(text, recalled.source, recalled.depth, cache_ms=_since(req.t0),
                                         from_key=recalled.key if recalled.source == "typed" else "",
-                                        hidden=bool(recalled.text) and not text, debounce_ms=waited))
+                                        hidden=bool(recalled.text) and not text, debounce_ms=waited,
+                                        alternatives=offered(req, text, recalled.alternatives)))
 
     async def _reused(self, req: Request, waited: float = 0.0) -> Answer | None:
         """The answer from memory or from the computation in flight for this very state; None when neither has it."""
@@ -272,7 +288,8 @@ class CompletionService:
         depth = comp.depth if source == "inflight" else 0
         text = req.shown(prediction.text, prediction.confidence)
         return self._serve(req, Outcome(text, source, depth, prediction, queue_ms, hidden=bool(prediction.text) and not text,
-                                        debounce_ms=waited, debounce_why=why))
+                                        debounce_ms=waited, debounce_why=why,
+                                        alternatives=offered(req, text, prediction.alternatives)))
 
     def _serve(self, req: Request, out: Outcome) -> Answer:
         answer = self._finish(req, out)
@@ -288,18 +305,20 @@ class CompletionService:
     def _finish(self, req: Request, out: Outcome) -> Answer:
         latency = _since(req.t0)
         reason = out.reason
-        self.stats.answered(out.shown_source, latency, req.after_accept, out.depth, out.debounce_ms, reason)
+        self.stats.answered(out.shown_source, latency, req.after_accept, out.depth, out.debounce_ms, reason, out.source)
         self.activity.shown(bool(out.text))  # while a suggestion shows, a Tab may come (the hand-over holds off)
         computed = out.computed
         if computed is not None:
             self.stats.reused("request", computed)
             self.stats.served(computed)
             self.debounce.model_answered(latency - out.debounce_ms)
+            self.speculator.engine.observe(latency - out.debounce_ms)
             self.activity.answered()
         # after the answer is out: the log line costs the user nothing
         self._after(lambda: self._log("completion", self.reporter.completion(req, out, latency)))
+        alternatives = tuple((a, pairs.consumed(a, req.state.after)) for a in out.alternatives)
         return Answer(req.id, out.text, out.shown_source, out.depth, req.key, latency, pairs.consumed(out.text, req.state.after),
-                      reason)
+                      reason, alternatives)
 
     def refused(self, reason: str) -> None:
         """A request the service never saw (an excluded or disabled document): tabd/stats' last answer says why."""
@@ -341,6 +360,12 @@ class CompletionService:
     def dismiss(self, answer_id: str) -> bool:
         self.activity.shown(False)
         return self.speculator.dismiss(answer_id)
+
+    def prefetch_at(self, doc: str, state: DocState, now: DocState) -> None:
+        """The completion at `state`, which an accept elsewhere than at the cursor reaches (a next edit applied),
+        computed in the background; `now`: the user's state."""
+        if self.model.loaded and self.model.backend is not None and self.memory.enabled:
+            self.speculator.prefetch_state(doc, state, self.requests.window_of(now))
 
     def document_opened(self, doc: str, path: str, text: str, language: str = "") -> None:
         """A document the service may read (`language`: the editor's languageId; "" or unknown: by the path)."""

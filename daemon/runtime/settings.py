@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from tabd.predictor import engine_names as engines
 from tabd.predictor.engine_names import CHOICES as ENGINES
+from tabd.daemon.runtime.url_rule import in_clear_text, shown_url
 
 # the engines' one-line meanings are declared with their names (predictor/engine_names.py)
 ENGINE_HELP = ("; ".join(f"{name}: {engines.HELP[name]}" for name in engines.ENGINES) + "; the earlier names stay "
@@ -78,12 +79,22 @@ class Config:
                  "all, the copy-from-the-file heuristic alone (the baseline bench quality compares against)",
         flag="--backend", choices=BACKENDS, see="Remote engines")
     url: str | None = setting(
-        None, "server URL for --backend openai, e.g. http://127.0.0.1:8080", flag="--url", metavar="URL")
+        None, "server URL for --backend openai, e.g. http://127.0.0.1:8080; https unless it is loopback (see "
+              "--allow-insecure-url)", flag="--url", metavar="URL", see="Remote engines")
+    allow_insecure_url: bool = setting(
+        False, "let --url be plain http to a host that is not loopback (prompts are source code: they cross the "
+               "network readable by anyone on the path)", flag="--allow-insecure-url", see="Remote engines")
     api_key_env: str | None = setting(
         None, "environment variable holding the API key for --backend openai", flag="--api-key-env", metavar="VAR")
     remote_model: str | None = setting(
         None, "model name to send to the remote server", flag="--remote-model", metavar="NAME",
         shown="the first the server lists")
+    remote_priority: str = setting(
+        "auto", "send each request's priority to the engine (vLLM's priority field, lower sooner: your keystroke 0, "
+                "a prefetch its depth), so a keystroke runs before prefetches and warm-ups, yours and others'; auto: "
+                "to tabd serve-model and vLLM, dropped at vLLM's first refusal (started without --scheduling-policy "
+                "priority)",
+        flag="--remote-priority", choices=("auto", "on", "off"), see="Remote engines")
     parallel: int = setting(
         1, "model requests at once (for a remote engine that batches)", flag="--parallel", metavar="N", bounds=(1, 32))
     timeout: float = setting(
@@ -196,6 +207,10 @@ class Config:
             problem = row.problem(getattr(self, row.name))
             if problem:
                 raise ConfigError(problem)
+        if self.url and not self.allow_insecure_url and in_clear_text(self.url):
+            raise ConfigError(f"--url {shown_url(self.url)}: prompts are source code, and this URL sends them in clear "
+                              "text to a host that is not loopback; use https://, a loopback address (127.0.0.1, ::1, "
+                              "localhost), or pass --allow-insecure-url if the network is yours")
         return self
 
 

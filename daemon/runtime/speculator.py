@@ -18,6 +18,7 @@ from tabd.daemon.runtime.accepts import Accept, AcceptTracker
 from tabd.daemon.runtime.computation import Computation
 from tabd.daemon.runtime.computations import Computations
 from tabd.daemon.runtime.config import Config
+from tabd.daemon.runtime.engine_load import EngineLoad
 from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime.memory import Memory
 from tabd.daemon.runtime.request import Request, RequestBuilder
@@ -68,6 +69,7 @@ class Speculator:
         self.planned = planned  # keys of states reached by accepting (a request there is an after-accept one)
         self.prefetched = RecentKeys(4096)  # prefetched keys not yet served to the user
         self.on_screen: dict[str, tuple[Window, str]] = {}  # doc -> (window, text) of its latest suggestion
+        self.engine = EngineLoad(config.backend == "openai")  # a shared engine's load: how far ahead to go
 
     @property
     def on(self) -> bool:
@@ -103,7 +105,11 @@ class Speculator:
 
     def prefetch_after(self, doc: str, state: DocState, text: str, depth: int, root: Window | None, chain: str,
                        context: Snapshot = EMPTY, kinds: tuple[str, ...] = ()) -> None:
+        cap = self.engine.depth_cap()
         for plan in plan_after(state, text, depth, self.policy, self.config.partial_accept_prefetch, doc, kinds):
+            if cap is not None and plan.depth > cap:
+                self.engine.hold("engine_loaded")  # a shared engine others keep busy: their keystrokes first
+                continue
             key = self._remember(doc, plan.state, plan.partial, context)
             if self.memory.has(key):
                 continue
@@ -114,6 +120,21 @@ class Speculator:
             self.computations.prefetch(Computation(
                 key, doc, plan.state, self.requests.window_of(plan.state), self.requests.settings_for(plan.state, doc),
                 plan.depth, root, chain + plan.inserted, context, plan.kinds))
+
+    def prefetch_state(self, doc: str, state: DocState, root: Window) -> None:
+        """The completion at a state another kind of accept reaches (a next-edit suggestion applied, the cursor
+        after it), computed ahead like a Tab's; `root`: the user's state now."""
+        if not self.on:
+            return
+        context = self.context_of(doc)
+        key = self._remember(doc, state, False, context)
+        if self.memory.has(key):
+            return
+        self.prefetched.add(key)
+        self.stats.prefetch_started("edit")
+        self.events.emit("prefetch", outcome="started", depth=1, branch="edit", key=short_key(key), doc=doc)
+        self.computations.prefetch(Computation(key, doc, state, self.requests.window_of(state),
+                                               self.requests.settings_for(state, doc), 1, root, "", context, ("edit",)))
 
     def _remember(self, doc: str, state: DocState, partial: bool, context: Snapshot) -> str:
         key = self.requests.key_of(state, context, doc)

@@ -35,6 +35,7 @@ class Stats:
     last_latency_ms: float = 0.0
     last_depth: int = 0  # the speculation depth that computed the last answer (0: the request itself)
     last_debounce_ms: float = 0.0  # what the last answer waited before the model (0: it came from memory)
+    last_origin: str = ""  # the layer that answered last, even with nothing to show (model: the model ran for it)
     last_reason: str = ""  # why the last answer was empty ("" when it had text; runtime/answer.py's codes)
     refusals: dict[str, int] = field(default_factory=dict)  # requests answered empty before the service: excluded...
     accepts_by: dict[str, int] = field(default_factory=dict)  # "command" (tabd.accept) or "edit" (seen in didChange)
@@ -50,8 +51,9 @@ class Stats:
     torch_free: int = 0  # model answers computed before torch was imported
 
     def answered(self, source: str, latency: float, after_accept: bool, depth: int, debounce_ms: float,
-                 reason: str = "") -> None:
+                 reason: str = "", origin: str = "") -> None:
         self.sources[source] += 1
+        self.last_origin = origin or source
         self.latency_ms.append(latency)
         self.last_source, self.last_latency_ms = source, latency
         self.last_depth, self.last_debounce_ms, self.last_reason = depth, debounce_ms, reason
@@ -64,7 +66,7 @@ class Stats:
     def refused(self, reason: str) -> None:
         """An empty answer the service was never asked for (an excluded or disabled document)."""
         self.last_source, self.last_latency_ms, self.last_depth, self.last_debounce_ms = "none", 0.0, 0, 0.0
-        self.last_reason = reason
+        self.last_reason, self.last_origin = reason, "none"
         self.refusals[reason] = self.refusals.get(reason, 0) + 1
 
     def reused(self, kind: str, p: Prediction) -> None:

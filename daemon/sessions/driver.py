@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from tabd.daemon.sessions.format import apply_change
-from tabd.lsp.client import METHOD_NOT_FOUND, Client, ResponseError, Suggestion, plain, suggestions
-from tabd.daemon.sessions.measure import MEMORY_SOURCES, SOURCES, Measurements
+from tabd.lsp.client import METHOD_NOT_FOUND, Client, InlineEdit, ResponseError, Suggestion, inline_edits, plain, suggestions
+from tabd.daemon.sessions.measure import EDIT_MEMORY_SOURCES, MEMORY_SOURCES, SOURCES, Measurements
 
 
 class ReplayError(RuntimeError):
@@ -39,6 +39,8 @@ class ReplayOptions:
     max_seconds: float | None = None  # stop replaying (and report the part replayed) after this long
     wait_ready: bool = True           # start typing once the model is loaded (tabd/stats "model" != "loading")
     accept: str = "words"             # "tab": whole suggestions only; "words": also the leading words that match
+    edits: bool = False               # also ask textDocument/copilotInlineEdit when the server offers it (edit_user.py)
+    edit_pause_s: float = 1.1         # a recorded pause at least this long: the edit is asked again after it (0: never)
 
     @property
     def fast(self) -> bool:
@@ -70,6 +72,7 @@ class Pending:
     version: int
     received: float | None = None
     after_opener: bool = False  # the keystroke typed an opening bracket (`(`, or VS Code's `()`)
+    ask_edit: bool = True  # once answered, ask for a next edit there too (when edits are on)
 
 
 @dataclass
@@ -96,6 +99,8 @@ class Driver:
         self._deadline = None if options.max_seconds is None else time.monotonic() + options.max_seconds
         self.stats_supported = True
         self.last_depth: int | None = None  # the last answer's speculation depth, from tabd/stats
+        self.last_origin: str | None = None  # the layer that answered, even with nothing to show (tabd/stats)
+        self.edits_on = False  # options.edits, and the server offers copilotInlineEdit
 
     # ------------------------------------------------------------ process
 
@@ -113,6 +118,8 @@ class Driver:
         asyncio.get_running_loop().create_task(self._drain(proc.stderr))
         self._exited = asyncio.ensure_future(proc.wait())
         self.incremental = await self._guard(self.client.initialize(), self.options.startup_timeout, "initialize")
+        self.edits_on = self.options.edits and self.client.offers_inline_edits()
+        self.m.edits_offered += int(self.edits_on)
         if self.options.wait_ready:
             await self._wait_ready()
 
@@ -176,13 +183,13 @@ class Driver:
     # ------------------------------------------------------------ requests
 
     def _request_completion(self, uri: str, cursor: dict[str, int], after_accept: bool,
-                            after_opener: bool = False) -> None:
+                            after_opener: bool = False, ask_edit: bool = True) -> None:
         doc = self.docs[uri]
         self._next_id += 1
         sent = time.perf_counter()  # before the frame is built and written
         future = self.client.inline_completion(uri, cursor, msg_id=self._next_id)
         pending = Pending(self._next_id, future, sent, after_accept, uri, dict(cursor), doc.version,
-                          after_opener=after_opener)
+                          after_opener=after_opener, ask_edit=ask_edit)
 
         def stamp(_: Future, p: Pending = pending) -> None:
             # the client resolves the future in the pipe's callback, right after the response frame is read and
@@ -206,6 +213,7 @@ class Driver:
     async def _source_of_last(self) -> str | None:
         """The source of the last answer (tabd/stats "last"); its speculation depth is kept in self.last_depth."""
         self.last_depth = None
+        self.last_origin = None
         if not self.stats_supported:
             return None
         try:
@@ -228,6 +236,7 @@ class Driver:
         last = stats.get("last") if isinstance(stats, dict) else None
         if isinstance(last, dict) and isinstance(last.get("depth"), int):
             self.last_depth = last["depth"]
+        self.last_origin = last.get("origin") if isinstance(last, dict) else None
         return last.get("source") if isinstance(last, dict) else None
 
     async def _await_pending(self, deadline: float | None) -> list[Suggestion] | None:
@@ -281,13 +290,94 @@ class Driver:
             self.m.unattributed += 1
         if source == "model":
             self.m.model_ms.append(latency)
-            if p.after_opener:
-                self.m.model_after_opener_ms.append(latency)
+        if p.after_opener and (source == "model" or self.last_origin == "model"):  # an empty answer costs the same
+            self.m.model_after_opener_ms.append(latency)
         if items:
             self.m.shown += 1
             if source != "typed":  # type-through keeps showing the suggestion typed into: the same one, not a new one
                 self.m.distinct_shown += 1
         return items
+
+    async def _ask_edit(self, uri: str, cursor: dict[str, int], after_edit: bool,
+                        deadline: float | None) -> InlineEdit | None:
+        """Ask textDocument/copilotInlineEdit at the cursor and wait for it until `deadline` (monotonic; None: the
+        request timeout); the edit shown (didShowInlineEdit sent, as a client that renders it does), or None."""
+        doc = self.docs.get(uri)
+        if doc is None:
+            return None
+        self._next_id += 1
+        sent = time.perf_counter()
+        future = self.client.inline_edit(uri, doc.version, cursor, msg_id=self._next_id)
+        stamp: list[float] = []
+        future.add_done_callback(lambda _: stamp.append(time.perf_counter()))  # response read (see _request_completion)
+        self.m.edit_requests += 1
+        wrapped = asyncio.wrap_future(future)
+        wrapped.add_done_callback(_retrieve)
+        timeout = self.options.request_timeout if deadline is None else max(0.0, deadline - time.monotonic())
+        waiters = {wrapped} | ({self._exited} if self._exited is not None else set())
+        if not future.done():
+            await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if not future.done():
+            if self.died():
+                raise DaemonDied(self.death_message())
+            self.client.cancel(self._next_id)  # the user typed on
+            self.m.cancelled += 1
+            return None
+        try:
+            result = future.result()
+        except Exception as exc:
+            if self.died():
+                raise DaemonDied(self.death_message()) from None
+            self.m.edit_errors += 1
+            if len(self.m.warnings) < 20:
+                self.m.warnings.append(f"copilotInlineEdit failed: {exc}")
+            return None
+        latency = ((stamp[0] if stamp else time.perf_counter()) - sent) * 1000.0
+        edits = inline_edits(result)
+        source = await self._edit_source_of_last()
+        if source is None and not edits:
+            source = "none"
+        self.m.edits_answered += 1
+        self.m.edit_ms.append(latency)
+        self.m.edit_sources[source or "unknown"] += 1
+        if after_edit:
+            self.m.after_edit_requests += 1
+            self.m.after_edit_ms.append(latency)
+            self.m.after_edit_sources[source or "unknown"] += 1
+            if source in EDIT_MEMORY_SOURCES:
+                self.m.after_edit_from_memory += 1
+        if not edits:
+            return None
+        edit = edits[0]
+        self.m.edits_shown += 1
+        self.m.edit_ids_shown.add(repr(edit.item_id) if edit.item_id is not None else f"#{self.m.edits_shown}")
+        if edit.command is not None:
+            self.client.did_show_inline_edit(edit.command)
+        return edit
+
+    async def _edit_source_of_last(self) -> str | None:
+        """Where the last edit answer came from: "cache" when tabd/stats' edits.last.origin says memory, else the
+        source that made it ("propagation", "none", ...); a server without edit stats: its last.source."""
+        if not self.stats_supported:
+            return None
+        try:
+            stats = plain(await self._guard(asyncio.wrap_future(self.client.request("tabd/stats", {})), 30, "tabd/stats"))
+        except DaemonDied:
+            raise
+        except Exception as exc:  # this answer is not attributed; the next one may be
+            if len(self.m.warnings) < 20:
+                self.m.warnings.append(f"tabd/stats failed: {type(exc).__name__}: {exc}")
+            return None
+        if not isinstance(stats, dict):
+            return None
+        edits = stats.get("edits")
+        last = edits.get("last") if isinstance(edits, dict) else stats.get("last")
+        if not isinstance(last, dict):
+            return None
+        if last.get("origin") == "cache":
+            return "cache"
+        source = last.get("source")
+        return source if isinstance(source, str) else None
 
     # ------------------------------------------------------------ document sync
 

@@ -16,8 +16,10 @@ and nothing else of it: the reader leaves it out, with one note, and skips what 
 A change's "cursor" (optional) is where the editor leaves the cursor when that is not
 the end of the inserted text: an auto-closed pair `()` leaves it between. A "move" is the
 cursor moving with no change to the text: an editor that overtypes the `)` it inserted
-sends the server nothing, and the next request comes from the new place. Readers that
-predate them skip a move with a warning and ignore "cursor".
+sends the server nothing, and the next request comes from the new place. A move that
+carries `"hunk": n` starts the n-th edit of a `tabd session from-diff` file (replay's
+edit user reads where each edit ends from it). Readers that predate them skip a move
+with a warning and ignore "cursor".
 
 Positions are LSP positions in UTF-16 code units. Sessions are written by processes
 that may die mid-line, so the reader drops a torn last line with a warning; anything

@@ -14,6 +14,8 @@ SOURCES = ("cache", "typed", "inflight", "model", "none")
 # answers looked up in memory: the cache proper, or type-through of a shown suggestion
 # (what the remainder of a partial accept is served by)
 MEMORY_SOURCES = ("cache", "typed")
+# a next edit answered from memory (tabd/stats edits.last.origin "cache"): speculated when the edit before it was shown
+EDIT_MEMORY_SOURCES = MEMORY_SOURCES
 
 
 def rank(ordered: Sequence[float], q: float) -> float:
@@ -70,13 +72,32 @@ class Measurements:
     after_accept_ms: list[float] = field(default_factory=list)
     after_accept_memory_ms: list[float] = field(default_factory=list)  # those answered from memory (cache, typed)
     model_ms: list[float] = field(default_factory=list)
-    model_after_opener_ms: list[float] = field(default_factory=list)  # of those, right after a typed `(`/`[`/`{`
+    # model runs right after a typed `(`/`[`/`{` (VS Code's `()`), whether or not they had something to show
+    model_after_opener_ms: list[float] = field(default_factory=list)
     keystroke_runs: list[ModelRun] = field(default_factory=list)  # from the server's log (serverlog.py)
     sources: collections.Counter = field(default_factory=collections.Counter)
     after_accept_sources: collections.Counter = field(default_factory=collections.Counter)
     # answers from memory by the speculation depth that computed them (0: the user's own request, typed into)
     hits_by_depth: collections.Counter = field(default_factory=collections.Counter)
     after_accept_hits_by_depth: collections.Counter = field(default_factory=collections.Counter)
+    # next-edit suggestions (textDocument/copilotInlineEdit), asked when the server offers them (edit_user.py)
+    edits_offered: int = 0             # servers that advertised copilotInlineEdit and were asked
+    edit_requests: int = 0
+    edits_answered: int = 0
+    edits_shown: int = 0               # answers with an edit
+    edits_accepted: int = 0            # ...that were exactly the person's next edit, taken with Tab
+    edit_jumps: int = 0                # of those, a jump first (the edit more than a line from the cursor): one key more
+    edit_keys_needed: int = 0          # the recorded keys of the edits taken (what the person pressed for them)
+    edit_keys_spent: int = 0           # the keys the user spent on them instead (jump + accept)
+    edit_chars: int = 0                # characters the accepted edits wrote
+    edit_errors: int = 0
+    after_edit_requests: int = 0       # edit requests right after an accepted edit, at the cursor it left
+    after_edit_from_memory: int = 0
+    edit_ms: list[float] = field(default_factory=list)
+    after_edit_ms: list[float] = field(default_factory=list)
+    edit_sources: collections.Counter = field(default_factory=collections.Counter)
+    after_edit_sources: collections.Counter = field(default_factory=collections.Counter)
+    edit_ids_shown: set = field(default_factory=set)
     wall_s: float = 0.0
     host: CpuTicks = CpuTicks()  # the host's CPU ticks over the run, all CPUs (daemon/telemetry/host.py)
     warnings: list[str] = field(default_factory=list)
@@ -96,6 +117,8 @@ class Measurements:
                     mine.update(theirs)
                 elif isinstance(theirs, list):
                     mine.extend(theirs)
+                elif isinstance(theirs, set):
+                    mine.update(theirs)
             out.error = out.error or part.error
             out.server_stats = part.server_stats
         return out
@@ -149,6 +172,7 @@ class Measurements:
             "keystrokes": self.keystrokes,
             "wall_s": round(self.wall_s, 2),
         }
+        out["edits"] = self.edit_summary()
         host = host_summary(self.host)
         if host is not None:
             out["host"] = host
@@ -168,6 +192,39 @@ class Measurements:
             out["error"] = self.error
         return out
 
+    def edit_summary(self) -> dict[str, Any]:
+        """The next-edit figures: what was shown and taken, the keys saved, and the request right after a taken edit."""
+        recorded = self.keystrokes + self.keystrokes_skipped + self.edit_keys_needed  # the person's keys, all of them
+        edit_saved = self.edit_keys_needed - self.edit_keys_spent
+        shown, aa = self.edits_shown, self.after_edit_requests
+        return {
+            "offered": self.edits_offered > 0,
+            "requests": self.edit_requests,
+            "answered": self.edits_answered,
+            "shown": shown,
+            "distinct_shown": len(self.edit_ids_shown),
+            "accepted": self.edits_accepted,
+            "acceptance_rate": round(self.edits_accepted / shown, 4) if shown else 0.0,
+            "shown_not_next": shown - self.edits_accepted,
+            "jumps": self.edit_jumps,
+            "chars": self.edit_chars,
+            "keys_needed": self.edit_keys_needed,
+            "keys_spent": self.edit_keys_spent,
+            "keys_saved": edit_saved,
+            # of all the keys the person pressed: saved by taking edits, and by edits and completions together
+            "edit_keystrokes_saved_share": round(edit_saved / recorded, 4) if recorded else 0.0,
+            "keystrokes_saved_share": round((edit_saved + self.keystrokes_saved) / recorded, 4) if recorded else 0.0,
+            "keystrokes_recorded": recorded,
+            "after_accept": {
+                "requests": aa,
+                "from_memory": self.after_edit_from_memory,
+                "hit_rate": round(self.after_edit_from_memory / aa, 4) if aa else 0.0,
+                "sources": dict(self.after_edit_sources),
+            },
+            "latency_ms": {"all": percentiles(self.edit_ms), "after_accept": percentiles(self.after_edit_ms)},
+            "sources": dict(self.edit_sources),
+            "errors": self.edit_errors,
+        }
 
 
 def format_table(summary: dict[str, Any]) -> str:
@@ -200,6 +257,15 @@ def format_table(summary: dict[str, Any]) -> str:
     for name in ("all", "after_accept", "model"):
         q = lat[name]
         lines.append(f"{'  ' + name:34} {q['p50']:>9.1f} {q['p95']:>9.1f} {q['p99']:>9.1f}")
+    edits = summary.get("edits")
+    if edits and edits.get("requests"):
+        lines.append(f"{'edits shown / accepted (jumps)':34} {edits['shown']} / {edits['accepted']} ({edits['jumps']})"
+                     f", {edits['shown_not_next']} not the next edit")
+        lines.append(f"{'keys saved by edits / with both':34} {100 * edits['edit_keystrokes_saved_share']:.1f}%"
+                     f" / {100 * edits['keystrokes_saved_share']:.1f}%")
+        ea, el = edits["after_accept"], edits["latency_ms"]["after_accept"]
+        lines.append(f"{'after an accepted edit':34} {ea['from_memory']}/{ea['requests']} from memory"
+                     f" ({100 * ea['hit_rate']:.0f}%), p50 {el['p50']:.1f} ms, p99 {el['p99']:.1f} ms")
     host = summary.get("host")
     if host:
         lines.append(f"{'host CPU busy / stolen':34} {100 * host['busy_share']:.1f}% / {100 * host['steal_share']:.2f}%"

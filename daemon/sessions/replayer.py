@@ -13,6 +13,16 @@ overtyped the closer it inserted: no change) is a keystroke too: no didChange, a
 the request comes from the new place; a change's "cursor" (an auto-closed pair
 leaves it between) is where its request comes from.
 
+With `edits` on and a server that offers `textDocument/copilotInlineEdit`, each
+answered completion that is not taken is followed by a next-edit request at the
+same cursor, and by another after the person's pause where the recording has
+one of at least `edit_pause_s` (waited for real in fast mode too). An edit that
+is exactly the person's next edit (edit_user.py) is taken (a jump key when it is
+away from the cursor, then the accept key: applied as a didChange, then its
+command), the events that made it by hand are skipped, and the next edit is
+asked at once where it left the cursor (the after-accept edit request, a chain).
+Any other edit is shown and not taken.
+
 Latency is measured here, from request sent to response read: from just before the
 request's frame is built and written to the moment its response frame has been read
 off the pipe and parsed as JSON (lsp/client.py resolves the request's future there,
@@ -35,8 +45,9 @@ import time
 from typing import Any, Sequence
 
 from tabd.daemon.sessions.driver import DaemonDied, Driver, Pending, ReplayError, ReplayOptions
+from tabd.daemon.sessions.edit_user import NextEdit, applied, is_jump, marked, next_edit
 from tabd.daemon.sessions.format import KEYSTROKES, Session, advance, position_at
-from tabd.lsp.client import Suggestion
+from tabd.lsp.client import InlineEdit, Suggestion
 from tabd.lsp.positions import offset_at
 from tabd.daemon.sessions.measure import Measurements
 from tabd.daemon.sessions.serverlog import keystroke_runs, log_in, size_of
@@ -158,6 +169,7 @@ class Replayer(Driver):
         self.m.sessions += 1
         self.m.warnings.extend(session.warnings)
         cursors: dict[str, dict[str, int]] = {}  # uri -> where the last change or move left the cursor
+        edits_marked = marked(events)
         i = 0
         last_t = events[0]["t"] if events else 0.0
         anchor = time.monotonic()
@@ -173,13 +185,16 @@ class Replayer(Driver):
             p = self.pending
             if p is not None:
                 items = await self._await_pending(None if opts.fast else due)
+                taken = None
                 if items:
                     taken = await self._maybe_accept(items[0], events, i, p)
-                    if taken is not None:
-                        i = taken
-                        last_t = events[i - 1]["t"]
-                        anchor = time.monotonic()
-                        continue
+                if taken is None and items is not None and p.ask_edit and self.edits_on and p.uri in self.docs:
+                    taken = await self._offer_edits(p, events, i, e["t"] - last_t, due, edits_marked, cursors)
+                if taken is not None:
+                    i = taken
+                    last_t = events[i - 1]["t"]
+                    anchor = time.monotonic()
+                    continue
             if self.died():
                 raise DaemonDied(self.death_message())
             delay = due - time.monotonic()
@@ -264,6 +279,71 @@ class Replayer(Driver):
         self._request_completion(p.uri, advance(p.cursor, text), after_accept=True)
         return nxt
 
+    async def _offer_edits(self, p: Pending, events: Sequence[dict[str, Any]], i: int, gap: float, due: float,
+                           edits_marked: bool, cursors: dict[str, dict[str, int]]) -> int | None:
+        """The completion at p was answered and not taken: ask the next edit there, as an NES client asks it, and
+        once more after the person's pause when the recording pauses there (a rename is proposed elsewhere once the
+        user stops typing the name); the index of the next event when an edit was taken, else None."""
+        opts = self.options
+        edit = await self._ask_edit(p.uri, p.cursor, False, None if opts.fast else due)
+        if edit is not None:
+            taken = await self._take_edits(edit, events, i, p.uri, p.cursor, edits_marked, cursors)
+            if taken is not None:
+                return taken
+        if opts.edit_pause_s <= 0 or gap < opts.edit_pause_s:
+            return None
+        # the pause is waited for real in fast mode too: the server tells a paused user from a typing one by its clock
+        pause = opts.edit_pause_s if opts.fast else opts.scaled(opts.edit_pause_s)
+        if not opts.fast and time.monotonic() + pause >= due:
+            return None
+        await asyncio.sleep(pause)
+        edit = await self._ask_edit(p.uri, p.cursor, False, None if opts.fast else due)
+        return None if edit is None else await self._take_edits(edit, events, i, p.uri, p.cursor, edits_marked, cursors)
+
+    def _edit_is_next(self, edit: InlineEdit, events: Sequence[dict[str, Any]], i: int, uri: str,
+                      edits_marked: bool) -> NextEdit | None:
+        """The person's next edit when `edit` is exactly it (the same document results), else None."""
+        doc = self.docs.get(uri)
+        if doc is None or edit.uri not in (None, uri) or edit.version not in (None, 0, doc.version):
+            return None
+        result = applied(doc.text, edit.range, edit.text)
+        if result is None or result == doc.text:
+            return None
+        nxt = next_edit(events, i, uri, doc.text, edits_marked)
+        return nxt if nxt is not None and nxt.text == result else None
+
+    async def _take_edits(self, edit: InlineEdit | None, events: Sequence[dict[str, Any]], i: int, uri: str,
+                          cursor: dict[str, int], edits_marked: bool, cursors: dict[str, dict[str, int]]) -> int | None:
+        """Take `edit` when it is the person's next edit, then each next edit asked at the cursor it leaves that is the
+        one after (a chain, answered from memory when the server speculated it); the index of the next event, or None."""
+        taken = None
+        while edit is not None:
+            nxt = self._edit_is_next(edit, events, i, uri, edits_marked)
+            if nxt is None:
+                break  # shown, not the next edit: the user types on
+            await asyncio.sleep(self.options.think_s())
+            if self.died():
+                raise DaemonDied(self.death_message())
+            jump = is_jump(cursor, edit.range)
+            # as a client applies it: the range replaced by the text, the cursor at its end, then the edit's command
+            self._did_change(uri, edit.range, edit.text)
+            command = edit.command or {}
+            if isinstance(command.get("command"), str):
+                arguments = command.get("arguments")
+                self._execute(command["command"], list(arguments) if isinstance(arguments, list) else [])
+            self.m.edits_accepted += 1
+            self.m.edit_jumps += int(jump)
+            self.m.edit_keys_needed += nxt.keys
+            self.m.edit_keys_spent += 1 + int(jump)
+            self.m.edit_chars += len(edit.text)
+            self._progress(nxt.keys)
+            i = taken = nxt.end
+            cursor = advance(edit.range["start"], edit.text)
+            cursors[uri] = cursor
+            edit = await self._ask_edit(uri, cursor, True, None)
+        if taken is not None:
+            self._request_completion(uri, cursor, after_accept=False, ask_edit=False)  # the edit there is asked
+        return taken
 
     def _covered(self, p: Pending, item: Suggestion) -> str | None:
         """The text after the cursor an item replaces ("" for an insertion at the cursor); None for an item that

@@ -184,6 +184,26 @@ class _Typist:
                 self.backspace(wrong)
             self.insert(ch)
 
+    def move_to(self, line: int, character: int, hunk: int) -> None:
+        """The cursor put elsewhere (a click, a jump): a move event that starts the `hunk`-th edit."""
+        self.line, self.character = line, character
+        self.events.append({"t": round(self.t, 3), "op": "move", "uri": self.uri,
+                            "position": {"line": line, "character": character}, "hunk": hunk})
+
+    def delete(self, end_line: int, end_character: int) -> None:
+        """The text from the cursor to (end_line, end_character) selected and deleted: one change."""
+        self._emit({"line": self.line, "character": self.character}, {"line": end_line, "character": end_character}, "")
+
+    def type_text(self, text: str) -> None:
+        """Type `text` at the cursor: its characters, and each line break as Enter with the editor's auto-indent."""
+        first, *rest = text.split("\n")
+        self.type_chars(first)
+        for line in rest:
+            self.wait(self.rng.uniform(*self.style.line_pause))
+            stripped = line.lstrip(" \t")
+            self.insert("\n" + line[: len(line) - len(stripped)])
+            self.type_chars(stripped)
+
     def type_span(self, anchor_line: int, anchor_character: int, lines: Sequence[str]) -> None:
         self.line, self.character = anchor_line, anchor_character
         self.wait(self.rng.uniform(*self.style.span_pause))
@@ -193,6 +213,9 @@ class _Typist:
             self.insert("\n" + indent)  # Enter, with the editor's auto-indent
             self.type_chars(stripped.rstrip("\r"))
             self.wait(self.rng.uniform(*self.style.line_pause))
+
+
+Typist = _Typist  # the plain-buffer typist, for the sessions that type other things (diff_typist.py)
 
 
 def file_events(text: str, uri: str, language: str, spans: Sequence[Span], rng: random.Random,

@@ -64,6 +64,7 @@ FAKE_SERVER = r'''
 """Fake tabd: fixed suggestions; an answer computed after another is a cache hit."""
 import asyncio
 import itertools
+import re
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
@@ -73,13 +74,15 @@ stats = {"sources": {"cache": 0, "typed": 0, "inflight": 0, "model": 0, "none": 
          "prefetch": {"started": 0, "finished": 0, "cancelled": 0},
          "after_accept": {"requests": 0, "from_cache": 0, "hit_rate": 0.0, "p50_ms": 0.1},
          "last": {"source": None, "latency_ms": None}, "model": "fake-model",
-         "accepts": [], "dismisses": [], "requests": [], "cancelled": 0}
+         "accepts": [], "dismisses": [], "requests": [], "cancelled": 0, "set_enabled": []}
 prefetched = set()
 after_accept = [False]
 
 
 def plain(a):
-    return a._asdict() if hasattr(a, "_asdict") else a
+    if hasattr(a, "_asdict"):
+        return {k: plain(v) for k, v in a._asdict().items()}
+    return a
 
 
 @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
@@ -94,6 +97,15 @@ async def inline(ls, params: types.InlineCompletionParams):
         except asyncio.CancelledError:
             stats["cancelled"] += 1
             raise
+    why = re.search(r"reason_(\w+)$", prefix)
+    if why:  # an empty answer, and the daemon's reason for it (the contract's `tabd.reason`)
+        return {"items": [], "tabd": {"reason": why.group(1)}}
+    if prefix.endswith("alt") and int(params.context.trigger_kind) == 1:
+        # invoked: alternatives, one of them twice (the plugin shows it once)
+        return types.InlineCompletionList(items=[types.InlineCompletionItem(
+            insert_text=t, range=types.Range(start=params.position, end=params.position),
+            command=types.Command(title="accept", command="tabd.accept", arguments=["a%d" % n]))
+            for n, t in enumerate(["_one", "_two", "_one", "_three"])])
     shown_before = stats.get("_last")
     if shown_before and prefix.startswith(shown_before[0]) and (shown_before[0] + shown_before[1]).startswith(prefix) \
             and len(prefix) < len(shown_before[0] + shown_before[1]):
@@ -163,6 +175,11 @@ def dismiss(ls, *args):
     stats["dismisses"].append([plain(a) for a in args])
 
 
+@server.feature("tabd/setEnabled")
+def set_enabled(ls, params):
+    stats["set_enabled"].append(plain(params))
+
+
 @server.feature("tabd/stats")
 def tabd_stats(ls, params):
     return stats
@@ -176,7 +193,7 @@ def reset(ls, params):
     prefetched.clear()
     stats["cancelled"] = 0
     stats.pop("_last", None)
-    for key in ("accepts", "dismisses", "requests"):
+    for key in ("accepts", "dismisses", "requests", "set_enabled"):
         stats[key] = []
     return {}
 

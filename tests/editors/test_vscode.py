@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -163,11 +164,14 @@ def _assert_next_from_memory(events: list[dict], tab_at: float | None, context: 
 
 
 def _code_server_run(tmp_path: Path, tabd: Path, scenario: str, typed: str = TYPED,
-                     args: list[str] | None = None) -> tuple[dict, str, Path]:
-    """Installs the .vsix into a fresh code-server, opens main.py in Chromium and runs one
-    scenario of drive.mjs, typing `typed`; `args` go after `tabd serve` (default: the
-    TABD_E2E_ARGS environment variable). Returns (the driver's result, its stderr, the user
-    data dir)."""
+                     args: list[str] | None = None, file: str = "main.py",
+                     content: str = SAMPLE, settings: dict | None = None,
+                     driver_args: list[str] | None = None) -> tuple[dict, str, Path]:
+    """Installs the .vsix into a fresh code-server, opens `file` (holding `content`) in Chromium
+    and runs one scenario of drive.mjs, typing `typed`; `args` go after `tabd serve` (default:
+    the TABD_E2E_ARGS environment variable). The extension's own settings are its defaults, but
+    for `settings`.
+    Returns (the driver's result, its stderr, the user data dir)."""
     node = _node()
     vsix = EXT / "tabd.vsix"
     for what, path in [("code-server", CODE_SERVER), ("chromium", Path(CHROMIUM)), ("tabd.vsix", vsix),
@@ -177,11 +181,13 @@ def _code_server_run(tmp_path: Path, tabd: Path, scenario: str, typed: str = TYP
 
     ws = tmp_path / "ws"
     ws.mkdir()
-    (ws / "main.py").write_text(SAMPLE, encoding="utf-8")
+    (ws / file).write_text(content, encoding="utf-8")
+    if file != "main.py":
+        (ws / "main.py").write_text(SAMPLE, encoding="utf-8")  # another file to open (driver_args --other)
     user_data = tmp_path / "user-data"
     (user_data / "User").mkdir(parents=True)
     extensions = tmp_path / "extensions"
-    settings = {
+    user_settings = {
         "tabd.path": str(tabd),
         "tabd.log": str(tmp_path / "tabd.jsonl"),
         "tabd.statsInterval": 500,
@@ -206,8 +212,9 @@ def _code_server_run(tmp_path: Path, tabd: Path, scenario: str, typed: str = TYP
         "telemetry.telemetryLevel": "off",
         "chat.commandCenter.enabled": False,
         "update.mode": "none",
+        **(settings or {}),
     }
-    (user_data / "User" / "settings.json").write_text(json.dumps(settings, indent=2), encoding="utf-8")
+    (user_data / "User" / "settings.json").write_text(json.dumps(user_settings, indent=2), encoding="utf-8")
     env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_DATA_HOME=str(tmp_path / "data"))
     common = [node, str(CODE_SERVER), "--user-data-dir", str(user_data), "--extensions-dir", str(extensions)]
 
@@ -227,9 +234,9 @@ def _code_server_run(tmp_path: Path, tabd: Path, scenario: str, typed: str = TYP
     try:
         assert _wait_http(f"http://127.0.0.1:{port}/healthz", 90), (tmp_path / "code-server.log").read_text()
         cmd = [node, str(DRIVER / "drive.mjs"), "--url", f"http://127.0.0.1:{port}/?folder={ws}",
-               "--scenario", scenario, "--file", "main.py", "--type", typed, "--chromium", CHROMIUM,
+               "--scenario", scenario, "--file", file, "--type", typed, "--chromium", CHROMIUM,
                "--profile", str(tmp_path / "chromium"), "--shots", str(tmp_path / "shots"),
-               "--deadline", "300000", "--ghost-timeout", "30000"]
+               "--deadline", "300000", "--ghost-timeout", "30000", *(driver_args or [])]
         driver = subprocess.Popen(cmd, cwd=DRIVER, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True, start_new_session=True)
         try:
@@ -251,11 +258,15 @@ def _code_server_run(tmp_path: Path, tabd: Path, scenario: str, typed: str = TYP
 
 @pytest.mark.slow
 def test_code_server_reports_missing_tabd(tmp_path):
-    result, err, _ = _code_server_run(tmp_path, tmp_path / "nowhere" / "tabd", "not-found")
+    """A tabd.path that names nothing is reported (and the setting offered); so is a `tabd.enable`
+    that is not a map of languages to true/false, which is then ignored."""
+    result, err, _ = _code_server_run(tmp_path, tmp_path / "nowhere" / "tabd", "not-found",
+                                      settings={"tabd.enable": "python"})
     context = f"\nresult: {json.dumps(result, indent=1)[-3000:]}\ndriver: {err[-3000:]}\nshots: {tmp_path / 'shots'}"
     assert "cannot find the tabd executable" in (result.get("notFoundMessage") or ""), context
     assert "tabd.path" in result["notFoundMessage"], context
     assert "not found" in (result.get("status") or ""), context
+    assert any("tabd.enable must be an object" in m for m in result.get("notifications") or []), context
 
 
 @pytest.mark.slow
@@ -334,3 +345,219 @@ def test_code_server_suggestion_inside_an_auto_closed_pair(tmp_path, pairs_model
     assert (pairs[0].get("ghost2") or "").strip(), "no ghost text after Tab" + context
     assert not pairs[0].get("ghost2Triggered"), "the next suggestion needed an explicit trigger" + context
     _assert_next_from_memory(events, pairs[0].get("tabAt"), context)
+
+
+TS_SAMPLE = """export function readLines(text: string): string[] {
+  return text.split("\\n");
+}
+
+"""
+# Lines typed in the TypeScript file, one per round until ghost text shows (the first half before
+# the switch, the second after).
+TS_TYPED = "\\n".join(["let count = items.length +", "const label = name +",
+                        "let total = count *", "const title = label +"])
+
+
+def _completions_between(events: list[dict], start: float | None, end: float | None) -> list[dict]:
+    assert start is not None and end is not None, "the driver did not note when it switched"
+    return [e for e in events if e.get("event") == "completion" and start <= e.get("ts", 0) <= end]
+
+
+@pytest.mark.slow
+def test_code_server_typescript_and_toggle(tmp_path):
+    """With the extension's defaults (every language but plain text and Markdown), a TypeScript
+    file gets ghost text from the embedded model. `tabd: Toggle suggestions` turns it off: the
+    status item says "disabled", typing and an explicit trigger bring no ghost text, and not one
+    request reaches the daemon (its log has no completion in that span). Toggled on, ghost text
+    is back. `tabd: Snooze suggestions` refuses 0 minutes with an error; 0.1 minutes snoozes
+    (no ghost text, no request) and suggestions come back by themselves. The embedded model's gate is off (--min-confidence 0): what is tested is whether a
+    request goes out and its answer shows, not whether the model is sure about TypeScript."""
+    tabd = _tabd_executable()
+    if not tabd.exists():
+        pytest.skip(f"tabd is missing at {tabd} (make venv)")
+    result, err, user_data = _code_server_run(tmp_path, tabd, "toggle", typed=TS_TYPED,
+                                              args=["--min-confidence", "0"], file="main.ts", content=TS_SAMPLE)
+    events = _read_log(tmp_path / "tabd.jsonl")
+    summary = {k: result.get(k) for k in ("ghostBefore", "statusOff", "ghostWhileOff", "statusOn", "ghostAfter")}
+    print("e2e:", json.dumps(summary))
+    print("driver:", err[-3000:])
+    context = (f"\nresult: {json.dumps(result, indent=1)[-4000:]}\ndriver: {err[-3000:]}"
+               f"\nlog events: {[(e.get('event'), e.get('source'), e.get('ts')) for e in events][-40:]}"
+               f"\nshots: {tmp_path / 'shots'}")
+    assert (result.get("ghostBefore") or "").strip(), "no ghost text in main.ts with the defaults" + context
+    assert any(e.get("event") == "completion" for e in events), "the daemon logged no completion" + context
+
+    assert "disabled" in (result.get("statusOff") or ""), "the status item does not say disabled" + context
+    assert not (result.get("ghostWhileOff") or "").strip(), "ghost text while disabled" + context
+    assert _completions_between(events, result.get("offAt"), result.get("onAt")) == [], \
+        "requests reached the daemon while disabled" + context
+
+    assert "disabled" not in (result.get("statusOn") or "disabled"), "still disabled after toggling on" + context
+    assert (result.get("ghostAfter") or "").strip(), "no ghost text after toggling on" + context
+    assert _completions_between(events, result.get("onAt"), result.get("snoozedAt")), \
+        "no request after toggling on" + context
+
+    # A snooze of 0 minutes is refused with an error, and changes nothing.
+    assert "above 0" in (result.get("snoozeZero") or ""), "no error for a snooze of 0 minutes" + context
+    assert "snoozed" not in (result.get("statusAfterZero") or ""), context
+    # 0.1 minutes: off (no ghost text, no request), then back by itself.
+    assert "snoozed 1 min" in (result.get("statusSnoozed") or ""), context
+    assert not (result.get("ghostWhileSnoozed") or "").strip(), "ghost text while snoozed" + context
+    assert _completions_between(events, result.get("snoozedAt"), result.get("snoozeCheckedAt")) == [], \
+        "requests reached the daemon while snoozed" + context
+    assert result.get("statusAfterSnooze"), "the snooze did not end" + context
+    assert (result.get("ghostAfterSnooze") or "").strip(), "no ghost text after the snooze" + context
+
+    # The status item's menu (toggle, snooze, this language) turned it back on above.
+    menu = " | ".join(result.get("menu") or [])
+    assert "Enable suggestions" in menu and "Snooze" in menu and "for typescript" in menu, menu + context
+    # Off for TypeScript alone (tabd.enable): said in the status item, no ghost text, no request; then on.
+    assert "off for typescript" in (result.get("statusLanguageOff") or ""), context
+    assert not (result.get("ghostLanguageOff") or "").strip(), "ghost text with TypeScript off" + context
+    assert _completions_between(events, result.get("languageOffAt"), result.get("languageOnAt")) == [], \
+        "requests reached the daemon with TypeScript off" + context
+    assert result.get("statusLanguageOn"), "TypeScript did not come back on" + context
+
+    # Each switch went to the daemon too (tabd/setEnabled, as the extension's log has it), so a switched-off
+    # document costs it nothing.
+    host_logs = "\n".join(p.read_text(errors="replace") for p in (user_data / "logs").rglob("*.log"))
+    uri = (tmp_path / "ws" / "main.ts").as_uri()
+    for sent in ['{"enabled":false}', '{"enabled":true}', '{"enabled":false,"minutes":0.1}',
+                 f'{{"enabled":false,"uri":"{uri}"}}', f'{{"enabled":true,"uri":"{uri}"}}']:
+        assert f"tabd/setEnabled {sent}" in host_logs, f"not sent: {sent}" + context
+
+
+# `count` at three places: line 2 (renamed by hand), line 6 (four lines away: a jump first) and line 7 (the
+# line after: applied at once).
+RENAME_SAMPLE = '''def summarize(items):
+    count = len(items)
+    first = items[0] if items else None
+    last = items[-1] if items else None
+    print("first and last:", first, last)
+    print("items:", count)
+    return count
+'''
+
+
+@pytest.mark.slow
+def test_code_server_next_edit_rename(tmp_path):
+    """Next-edit suggestions in VS Code against a real `tabd serve --edit-min-confidence 0` (the
+    model's score never vetoes): the user renames the first `count` to `total` by typing and
+    pauses. The edit is drawn at the next `count` (line 6: struck through, `total` beside it) with
+    "Tab: jump to line 6" at the cursor; Tab moves the cursor there, Tab applies it, the cursor ends
+    after `total`. The one after (line 7, next to the cursor: no marker) shows on its own and Tab
+    applies it. The file ends renamed everywhere, and the daemon's copy is the editor's (the
+    extension's `tabd: Check the daemon's copy of this document` compares them). The daemon
+    counted two shown and two accepted, and answered the second from memory (the status item's
+    tooltip, from tabd/stats). A second rename's edit is dismissed with Esc: gone, the text as it
+    was, and the daemon counted the dismissal."""
+    tabd = _tabd_executable()
+    if not tabd.exists():
+        pytest.skip(f"tabd is missing at {tabd} (make venv)")
+    # Ghost text would take Tab whenever a completion answers late (the first one loads the model): inline
+    # completions are off here, so each Tab is the edit's.
+    result, err, _ = _code_server_run(tmp_path, tabd, "rename", typed="", args=["--edit-min-confidence", "0"],
+                                      content=RENAME_SAMPLE, settings={"editor.inlineSuggest.enabled": False})
+    events = _read_log(tmp_path / "tabd.jsonl")
+    print("e2e:", json.dumps({k: result.get(k) for k in ("edits", "afterJump", "lineApplied1", "lineApplied2",
+                                                           "sync")}))
+    print("driver:", err[-3000:])
+    context = (f"\nresult: {json.dumps(result, indent=1)[-6000:]}\ndriver: {err[-3000:]}"
+               f"\nlog events: {[(e.get('event'), e.get('source')) for e in events][-40:]}"
+               f"\nshots: {tmp_path / 'shots'}")
+    edits = result.get("edits") or []
+    assert edits and edits[0]["line"] == 5, "no edit drawn at the next `count` (line 6)" + context
+    first = next(l for l in edits[0]["view"] if l["struck"])
+    assert first["struck"] == "count" and "total" in first["labels"], "the edit is not count -> total" + context
+    assert edits[0]["marker"] == 1, "no jump marker at the cursor's line" + context
+    marker = [t for l in edits[0]["view"] for t in l["labels"] if "Tab: jump" in t]
+    assert marker and marker[0].strip() == "⇥ Tab: jump to line 6", context
+
+    # Tab: the cursor at the edit (line 6, before `count`), the marker gone; Tab: applied, cursor after it.
+    assert result.get("afterJump") == {"line": 6, "column": 21}, "the first Tab did not jump" + context
+    assert result.get("markerAfterJump") == -1, context
+    assert result.get("lineApplied1") == '    print("items:", total)', context
+    assert result.get("cursorAfterApply1") == {"line": 6, "column": 26}, context
+
+    # The next one, the line after the cursor: drawn without a marker, applied by one Tab.
+    assert len(edits) >= 2 and edits[1]["line"] == 6 and edits[1]["marker"] == -1, context
+    assert result.get("lineApplied2") == "    return total", context
+    assert result.get("editAfterLast") == -1, "an edit is drawn with no `count` left" + context
+
+    final = result.get("finalText") or ""
+    assert "count" not in final and final.count("total") == 3, context
+    assert "in sync" in (result.get("sync") or ""), "the daemon's copy differs from the editor's" + context
+
+    # The daemon heard both shows and both accepts (tabd/stats, in the status item's tooltip), and answered
+    # the edit after the first Tab from memory (speculated while the first was shown).
+    tooltip = result.get("tooltip") or ""
+    assert "Next edits: 2 shown, 2 accepted, 0 dismissed" in tooltip, tooltip + context
+    memory = re.search(r"(\d+) of (\d+) answered from memory", tooltip)
+    assert memory and int(memory.group(1)) >= 1, tooltip + context
+
+    # A second rename (`total` -> `size`): its edit drawn, Esc dismisses it, the text stays, the daemon heard it.
+    assert len(edits) >= 3 and edits[2]["line"] == 5, "no edit after the second rename" + context
+    assert result.get("editAfterEscape") == "-1", "the edit is still drawn after Esc" + context
+    assert "total" in (result.get("linesAfterEscape") or [""] * 6)[5], context
+    assert "1 dismissed" in (result.get("tooltipAfterEscape") or ""), context
+
+
+@pytest.mark.slow
+def test_code_server_excluded_file_says_so(tmp_path, fixture_model):
+    """`tabd.exclude` reaches the daemon (initializationOptions `exclude`): in a file it matches,
+    typing and an explicit trigger bring no ghost text, the daemon's empty answer carries the
+    reason `excluded`, and the status item says "excluded file" (its tooltip, why the last answer
+    was empty, in words). Then in main.py, which the daemon serves: the fixture model's
+    ` total()` is shorter than --min-chars 100, so the gate holds it back; the status item leaves
+    "excluded" behind and its tooltip says the last answer was empty as "unsure"."""
+    tabd = _tabd_executable()
+    if not tabd.exists():
+        pytest.skip(f"tabd is missing at {tabd} (make venv)")
+    result, err, _ = _code_server_run(tmp_path, tabd, "excluded", typed="def read_config(path):",
+                                      args=["--model", fixture_model, "--min-chars", "100"], file="private_notes.py",
+                                      settings={"tabd.exclude": ["**/private_*.py"]},
+                                      driver_args=["--other", "main.py"])
+    events = _read_log(tmp_path / "tabd.jsonl")
+    print("e2e:", json.dumps({k: result.get(k) for k in ("status", "ghost", "tooltip", "otherStatus",
+                                                         "otherTooltip")}))
+    print("driver:", err[-3000:])
+    context = (f"\nresult: {json.dumps(result, indent=1)[-4000:]}\ndriver: {err[-3000:]}"
+               f"\nlog events: {[(e.get('event'), e.get('source')) for e in events][-40:]}"
+               f"\nshots: {tmp_path / 'shots'}")
+    assert "excluded file" in (result.get("status") or ""), "the status item does not say excluded" + context
+    assert not (result.get("ghost") or "").strip(), "ghost text in an excluded file" + context
+    assert "Last empty answer: excluded file" in (result.get("tooltip") or ""), context
+
+    assert "Last empty answer: unsure" in (result.get("otherTooltip") or ""), context
+    assert "excluded" not in (result.get("otherStatus") or "excluded"), context
+    assert not (result.get("otherGhost") or "").strip(), context
+
+
+GO_SAMPLE = """package main
+
+import "fmt"
+
+func main() {
+\tfmt.Println("hello")
+}
+
+"""
+GO_TYPED = "\\n".join(["func add(a int, b int) int {", "return a +", "var total = add(1,"])
+
+
+@pytest.mark.slow
+def test_code_server_go_file_gets_ghost_text(tmp_path):
+    """A Go file, with the extension's defaults and the embedded model (its gate off, as in the
+    TypeScript test): ghost text shows, from a request the daemon logged."""
+    tabd = _tabd_executable()
+    if not tabd.exists():
+        pytest.skip(f"tabd is missing at {tabd} (make venv)")
+    result, err, _ = _code_server_run(tmp_path, tabd, "ghost", typed=GO_TYPED, args=["--min-confidence", "0"],
+                                      file="main.go", content=GO_SAMPLE)
+    events = _read_log(tmp_path / "tabd.jsonl")
+    print("e2e:", json.dumps({k: result.get(k) for k in ("ghost", "lines")}))
+    context = (f"\nresult: {json.dumps(result, indent=1)[-4000:]}\ndriver: {err[-3000:]}"
+               f"\nlog events: {[(e.get('event'), e.get('source')) for e in events][-40:]}"
+               f"\nshots: {tmp_path / 'shots'}")
+    assert (result.get("ghost") or "").strip(), "no ghost text in main.go" + context
+    assert any(e.get("event") == "completion" and e.get("chars") for e in events), context

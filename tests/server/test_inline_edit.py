@@ -4,6 +4,8 @@ no tabd fields, version 0 allowed, the client applying the edit itself and then 
 The copy backend keeps the server quick and deterministic; propagation needs no model (--edit-min-confidence 0)."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from support.rawserver import RawServer
@@ -166,3 +168,26 @@ def test_an_excluded_or_switched_off_document_gets_no_next_edit(server: RawServe
             "textDocument": {"uri": name, "version": 0}, "position": {"line": 1, "character": 0}})
         got[name] = reply["result"]["edits"]
     assert len(got[URI]) == 1 and got[uri] == []
+
+
+def test_the_completion_where_an_applied_edit_leaves_the_cursor_is_computed_ahead():
+    s = RawServer("--backend", "copy", "--no-warmup", "--debounce-ms", "0")
+    try:
+        s.initialize()
+        s.open(URI, CODE)
+        s.change(URI, 2, [{"range": rng(0, 12, 17), "text": NEW}])
+        edit = inline_edit(s, 1, 0)["result"]["edits"][0]
+        deadline = time.monotonic() + 30  # the prefetch of the completion after the edit runs in the background
+        while s.result("tabd/stats", {})["prefetch"]["finished"] < 1:
+            assert time.monotonic() < deadline, "the completion after the edit was never prefetched"
+            time.sleep(0.05)
+        s.change(URI, 3, [{"range": edit["range"], "text": edit["text"]}])
+        s.notify("workspace/executeCommand", {"command": edit["command"]["command"],
+                                              "arguments": edit["command"]["arguments"]})
+        line, character = edit["range"]["start"]["line"], edit["range"]["start"]["character"] + len(NEW)
+        assert "error" not in s.inline(URI, line, character)
+        stats = s.result("tabd/stats", {})
+        assert stats["prefetch"]["used"] == 1 and stats["last"]["depth"] == 1, \
+            "the completion after the edit was computed again, not answered from the prefetch"
+    finally:
+        s.close()

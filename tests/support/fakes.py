@@ -29,7 +29,7 @@ class FakeBackend(Backend):
         self.started = threading.Event()  # set when a predict() begins
 
     def predict(self, prefix: str, suffix: str, settings: GenSettings, should_stop: Callable[[], bool] = lambda: False,
-                slot_id: str = "default", context: Sequence[ContextChunk] = ()) -> Prediction:
+                slot_id: str = "default", context: Sequence[ContextChunk] = (), priority: int = 0) -> Prediction:
         self.calls.append((prefix, suffix, slot_id))
         self.contexts.append(context)
         self.started.set()
@@ -46,7 +46,7 @@ class FakeBackend(Backend):
         return answer if isinstance(answer, Prediction) else Prediction(answer)
 
     def warm(self, prefix: str, suffix: str, settings: GenSettings, should_stop: Callable[[], bool] = lambda: False,
-             slot_id: str = "default", context: Sequence[ContextChunk] = ()) -> Prediction | None:
+             slot_id: str = "default", context: Sequence[ContextChunk] = (), priority: int = 0) -> Prediction | None:
         self.contexts.append(context)
         if not self.warms:
             return None

@@ -97,3 +97,66 @@ def test_the_gate_holds_back_what_the_model_scores_low():
         assert svc.stats.gated == 1
 
     asyncio.run(run())
+
+
+def test_a_changed_string_literal_propagates_to_the_same_literal():
+    text = 'a = paint("red")\nb = paint("red")\nc = "reddish"\n'
+    h = DocHistory()
+    h.edited(11, "red", "crimson", 0.0)
+    text = text[:11] + "crimson" + text[14:]
+    sub = propagation.substitution(text, h.last)
+    assert (sub.kind, sub.old, sub.new) == ("string", '"red"', '"crimson"')
+    p = propagation.propose(text, h.last, 0, now=5.0)
+    assert text[p.start:p.end] == '"red"' and p.start == text.index('b = paint("red")') + 10
+    assert len(propagation.sites(text, sub)) == 1  # not "reddish"
+
+
+def test_an_argument_added_to_a_call_propagates_to_the_callee_s_other_calls():
+    text = "fetch(url)\nfetch(other, retries=2)\nrefetch(url)\nx.fetch(url)\nfetch(url, timeout=5)\n"
+    h = DocHistory()
+    h.edited(9, "", ", timeout=5", 0.0)
+    text = text[:9] + ", timeout=5" + text[9:]
+    sub = propagation.substitution(text, h.last)
+    assert (sub.kind, sub.old, sub.new) == ("argument", "fetch", ", timeout=5")
+    found = propagation.sites(text, sub)
+    # only `fetch(other, retries=2)`: not refetch, not x.fetch, not the calls that already have it
+    assert [(p.start, p.end, p.text) for p in found] == [(text.index("retries=2") + 9,) * 2 + (", timeout=5",)]
+
+
+def test_other_changes_do_not_propagate():
+    for text, start, removed, inserted in (("f(a)\nf(a)\n", 3, "", " + 1"),  # not an argument: no `, `
+                                           ("x = 1\nx = 1\n", 4, "1", "2")):  # a number is no name nor string
+        h = DocHistory()
+        h.edited(start, removed, inserted, 0.0)
+        after = text[:start] + inserted + text[start + len(removed):]
+        assert propagation.substitution(after, h.last) is None, (text, inserted)
+
+
+def test_nothing_while_typing_is_not_remembered_so_the_pause_brings_the_edit():
+    async def run() -> None:
+        clock = [0.0]
+        svc = EditService(clock=lambda: clock[0])
+        svc.edited("d", 4, "count", "total")
+        text = "a = total\nb = count\n"
+        assert await svc.suggest("d", 2, text, 9) is None  # the cursor at the end of the name just typed
+        clock[0] = 5.0  # a pause
+        edit = await svc.suggest("d", 2, text, 9)
+        assert edit is not None and edit.start == text.index("count")
+
+    asyncio.run(run())
+
+
+def test_a_user_who_takes_the_edits_gets_more_of_the_chain_computed_ahead():
+    async def run() -> None:
+        svc = EditService(clock=lambda: 10.0)
+        text = "a = total\n" + "b = count\n" * 5
+        svc.edited("d", 4, "count", "total")
+        first = await svc.suggest("d", 2, text, 10)
+        await svc.speculate(first, text)
+        assert svc.stats.speculated == 1  # nothing measured yet: one ahead
+        svc.stats.shown, svc.stats.accepted = 10, 9
+        assert svc.depth() == 3
+        await svc.speculate(first, text)
+        assert svc.stats.speculated == 3  # the two after the one already known
+
+    asyncio.run(run())

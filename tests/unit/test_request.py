@@ -90,3 +90,17 @@ async def test_an_invoked_request_shows_any_guess_and_an_automatic_one_only_what
 def test_shown_part_gates_then_drops_what_is_too_short():
     assert shown_part("ab", (), 0.9, 2) == "ab"  # no probabilities: nothing is gated
     assert shown_part("abc", ((1, 0.9), (3, 0.1)), 0.5, 2) == ""
+
+
+async def test_an_invoked_request_where_a_block_starts_may_write_a_whole_block():
+    builder, workspace, scheduler = await _builder()
+    try:
+        for text in ("def total(items):", "def total(items):\n    "):
+            invoked = builder.hold("d", 1, _state(text), True)
+            auto = builder.hold("d", 1, _state(text), False)
+            assert invoked.settings.multiline and invoked.settings.max_lines == 16, text
+            assert auto.settings.max_lines < 16 and invoked.key != auto.key  # its own answer, not the one-liner's
+        mid = builder.hold("d", 1, _state("x = total("), True)  # no block starts here: the usual settings
+        assert not mid.settings.multiline
+    finally:
+        scheduler.stop()

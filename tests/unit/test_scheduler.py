@@ -180,3 +180,53 @@ def test_a_hush_holds_background_jobs_back_but_not_foreground_ones():
     s.hush(0.05)
     assert s.submit(steps(1, log, "bg"), 1).future.result(10) == "bg"
     s.stop()
+
+
+def _until(check, what: str) -> None:
+    deadline = time.monotonic() + 10
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.002)
+
+
+def test_on_an_engine_without_priorities_a_prefetch_waits_for_the_users_request():
+    s = Scheduler(workers=2)
+    s.holds_background = lambda: True  # the engine runs what it gets side by side: a prefetch would slow the request
+    release, order = threading.Event(), []
+
+    def request(should_stop):
+        order.append("request starts")
+        release.wait(10)
+        order.append("request ends")
+
+    def prefetch(should_stop):
+        order.append("prefetch starts")
+
+    fg = s.submit(request, FOREGROUND)
+    _until(lambda: order == ["request starts"], "the request started")
+    bg = s.submit(prefetch, 1)
+    _until(lambda: s.held == 1, "the free worker held the prefetch back")
+    assert order == ["request starts"]
+    release.set()
+    fg.future.result(5), bg.future.result(5)
+    assert order == ["request starts", "request ends", "prefetch starts"]
+    s.stop()
+
+
+def test_on_an_engine_with_priorities_a_prefetch_runs_beside_the_request():
+    s = Scheduler(workers=2)  # holds_background stays False: the engine itself runs the request first
+    release, order = threading.Event(), []
+
+    def request(should_stop):
+        order.append("request starts")
+        release.wait(10)
+        order.append("request ends")
+
+    fg = s.submit(request, FOREGROUND)
+    _until(lambda: order == ["request starts"], "the request started")
+    bg = s.submit(lambda should_stop: order.append("prefetch runs"), 1)
+    bg.future.result(5)
+    assert order == ["request starts", "prefetch runs"] and s.held == 0
+    release.set()
+    fg.future.result(5)
+    s.stop()

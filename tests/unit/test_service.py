@@ -19,7 +19,7 @@ TEXT = "x = 1\ny = "
 STATS_KEYS = {
     "": {"sources", "prefetch", "accepts_by", "speculation", "after_accept", "latency_ms", "last", "debounce",
          "model_calls", "requests_to_model", "accepts", "dismisses", "cache", "kv_bytes", "queue_depth",
-         "worker_faults", "gc", "nice", "model", "engine", "engine_why", "torch_loaded", "served_by",
+         "held_back", "engine_priority", "worker_faults", "gc", "nice", "model", "engine", "engine_why", "torch_loaded", "served_by",
          "torch_free_answers", "hand_over", "weights", "rss_bytes", "error", "context", "prompt_reuse", "refusals"},
     "sources": {"cache", "typed", "inflight", "model", "none"},
     "prefetch": {"started", "finished", "cancelled", "preempted", "used", "wasted_per_accept"},
@@ -27,7 +27,8 @@ STATS_KEYS = {
     "speculation.user_rates": {"all", "word", "line", "streak"},
     "after_accept": {"requests", "from_cache", "hit_rate", "p50_ms"},
     "latency_ms": {"p50"},
-    "last": {"source", "latency_ms", "depth", "debounce_ms", "reason"},
+    "held_back": {"behind_requests", "engine_loaded", "engine_load"},
+    "last": {"source", "latency_ms", "depth", "debounce_ms", "reason", "origin"},
     "debounce": {"base_ms", "rhythm_ms", "model_ms", "waited", "superseded", "p50_ms", "waiting"},
     "requests_to_model": {"started", "finished", "cancelled"},
     "cache": {"entries", "bytes", "bound_bytes"},
@@ -169,6 +170,7 @@ async def test_an_empty_answer_says_why():
     assert reasons == {"": ("", "nothing", "nothing"), "x": ("", "unsure", "unsure"), "fail": ("", "error", "error"),
                        "gated": ("", "unsure", "unsure")}
     assert Outcome("", "none", error="cannot reach http://127.0.0.1:9 (connection refused)").reason == "unreachable"
+    assert Outcome("", "none", error="http://127.0.0.1:9/v1/completions: no complete answer within 1 s (timeout)").reason == "slow"
     assert Outcome("", "none", cut="debounced").reason == "debounced" and Outcome("ok", "model").reason == ""
 
 
@@ -204,5 +206,38 @@ async def test_a_service_composed_over_a_model_loaded_elsewhere_answers_with_it(
         answer = await service.complete("d", 1, _state())
         assert (answer.text, answer.source) == ("composed()", "model") and len(backend.calls) == 1
         assert service.stats_dict()["hand_over"] == {"state": "off"}
+    finally:
+        service.close()
+
+
+async def test_an_invoked_request_offers_the_run_s_other_candidates_and_an_automatic_one_does_not():
+    from tabd.predictor.types import Prediction
+
+    backend = FakeBackend(text=lambda prefix, suffix: Prediction("compute(a)", alternatives=("compute(b)", "compute(a)", " ")))
+    service, _ = _service(backend, speculation=False)
+    try:
+        auto = await service.complete("d", 1, _state())
+        assert (auto.text, auto.alternatives) == ("compute(a)", ())
+        service.run_after()
+        invoked = service.lookup("d", 1, _state(), invoked=True)  # the same state, from memory: the others kept
+        assert invoked is not None and invoked.source == "cache"
+        assert invoked.alternatives == (("compute(b)", 0),)  # distinct, not blank, not the shown text
+    finally:
+        service.close()
+
+
+async def test_a_loaded_shared_engine_holds_prefetches_back_and_says_so():
+    fake = FakeBackend(text="foo(bar, baz)")
+    config = Config(debounce_ms=0, backend="openai", url="http://127.0.0.1:9")
+    service = CompletionService(config, lambda c: fake, EventLog())
+    try:
+        for ms in [40.0] * 20 + [400.0] * 8:  # the engine answers ten times slower than it did unloaded
+            service.speculator.engine.observe(ms)
+        first = await service.complete("d", 1, _state())
+        service.run_after()
+        await asyncio.sleep(0.05)
+        s = service.stats_dict()
+        assert first.text == "foo(bar, baz)"
+        assert s["prefetch"]["started"] == 0 and s["held_back"]["engine_loaded"] >= 1, s["held_back"]
     finally:
         service.close()

@@ -1,5 +1,7 @@
-// The VS Code side of tabd: starts `tabd serve` over stdio as a language client and
-// shows the daemon's live figures in the status bar. Inline completion itself is
+// The VS Code side of tabd: starts `tabd serve` over stdio as a language client for
+// documents of every language and shows the daemon's live figures in the status bar.
+// The user's switches are toggles.ts (rules: controls.ts); next-edit suggestions are
+// inlineEdits.ts (rules: edits.ts); pure helpers are logic.ts. Inline completion itself is
 // vscode-languageclient 10's built-in feature: VS Code shows the ghost text, Tab
 // (and Ctrl+Right, word by word, by VS Code's own word rule: this extension performs no
 // partial accept of its own) accepts it, and the `tabd.accept` command each item
@@ -10,10 +12,20 @@
 // editor's closers the suggestion writes itself (`foo(|)` + `x)`), and the client hands
 // it to VS Code as it is. Without it VS Code's default range (to the line's end) gives
 // the same line at a line's end, but nothing inside `print(len(|))`
-// (tests/editors/test_vscode.py, the pair scenario).
+// (tests/editors/test_vscode.py, the pair scenario). The middleware below does send the
+// request itself (as the client would, through the client's own converters) for two
+// reasons: a switched-off document must send nothing at all, and an empty answer's
+// `tabd.reason`, which the converted list drops, is what the status bar shows.
 
 import * as vscode from "vscode";
-import { LanguageClient, LanguageClientOptions, ServerOptions, State } from "vscode-languageclient/node";
+import {
+  InlineCompletionRequest,
+  LanguageClient,
+  LanguageClientOptions,
+  ServerOptions,
+  State,
+} from "vscode-languageclient/node";
+import { controlStatus, emptyReason, readExclude } from "./controls";
 import {
   Settings,
   initializationOptions,
@@ -24,7 +36,10 @@ import {
   serveArgs,
   statusText,
   statusTooltip,
+  Stats,
 } from "./logic";
+import { SetEnabledParams, SET_ENABLED, Toggles } from "./toggles";
+import { InlineEdits } from "./inlineEdits";
 
 const STATS_REQUEST = "tabd/stats";
 
@@ -34,6 +49,11 @@ let output: vscode.LogOutputChannel;
 let pollTimer: ReturnType<typeof setInterval> | undefined;
 let polling = false;
 let stateSubscription: vscode.Disposable | undefined;
+let toggles: Toggles;
+let inlineEdits: InlineEdits;
+let lastStats: Stats | undefined;
+/** the last answer: in which document, and its reason when it was empty */
+let lastAnswer: { uri: string; reason?: string } | undefined;
 
 function currentSettings(): Settings {
   const cfg = vscode.workspace.getConfiguration("tabd");
@@ -65,14 +85,59 @@ async function pollStats(): Promise<void> {
   }
   polling = true;
   try {
-    const stats = parseStats(await c.sendRequest(STATS_REQUEST, {}));
-    statusItem.text = statusText(stats);
-    statusItem.tooltip = new vscode.MarkdownString(statusTooltip(stats));
+    lastStats = parseStats(await c.sendRequest(STATS_REQUEST, {}));
+    renderStatus();
   } catch (err) {
     statusItem.tooltip = `tabd: ${STATS_REQUEST} failed: ${err instanceof Error ? err.message : String(err)}`;
   } finally {
     polling = false;
   }
+}
+
+/** The status item: a switch that is off, or why the last answer in this editor was empty, over the figures. */
+function renderStatus(): void {
+  const c = client;
+  if (c === undefined || c.state !== State.Running) {
+    return;
+  }
+  const document = vscode.window.activeTextEditor?.document;
+  const reason = lastAnswer !== undefined && lastAnswer.uri === document?.uri.toString() ? lastAnswer.reason : undefined;
+  const control = controlStatus(toggles.state(document, reason), Date.now());
+  statusItem.text = control.text ?? statusText(lastStats);
+  statusItem.tooltip = new vscode.MarkdownString(statusTooltip(lastStats, control.line));
+}
+
+/** The switch, to a daemon that says it takes it (initialize result: experimental.tabd.setEnabled). An older
+ * one still gets no request from a switched-off document: the provider asks nothing. */
+function sendSetEnabled(params: SetEnabledParams): void {
+  const c = client;
+  if (c === undefined || c.state !== State.Running) {
+    return;
+  }
+  const tabd = (c.initializeResult?.capabilities.experimental as { tabd?: { setEnabled?: unknown } } | undefined)?.tabd;
+  if (tabd?.setEnabled !== true) {
+    return;
+  }
+  output.info(`${SET_ENABLED} ${JSON.stringify(params)}`);
+  c.sendNotification(SET_ENABLED, params).catch(() => undefined);
+}
+
+/** ms from the last edit to asking for the next edit; -1 when next-edit suggestions are off. */
+function nextEditDelay(): number {
+  const cfg = vscode.workspace.getConfiguration("tabd.nextEdit");
+  if (cfg.get("enabled") === false) {
+    return -1;
+  }
+  const delay = cfg.get("delay");
+  return typeof delay === "number" && Number.isFinite(delay) && delay >= 0 ? delay : 1100;
+}
+
+function readExcludeSetting(): string[] {
+  const read = readExclude(vscode.workspace.getConfiguration("tabd").get("exclude"));
+  if (read.problem) {
+    void vscode.window.showWarningMessage(read.problem);
+  }
+  return read.value;
 }
 
 function startPolling(intervalMs: number): void {
@@ -105,12 +170,12 @@ async function startClient(): Promise<void> {
     args: serveArgs(settings),
     options: folder ? { cwd: folder } : undefined,
   };
-  const init = initializationOptions(settings, folder);
+  const init = initializationOptions(settings, folder, readExcludeSetting());
   const clientOptions: LanguageClientOptions = {
-    documentSelector: [
-      { scheme: "file", language: "python" },
-      { scheme: "untitled", language: "python" },
-    ],
+    // Every language: tabd.enable decides per language (the middleware), and the daemon's
+    // content exclusion per file. Not other schemes: an output channel (this extension's own
+    // log among them) would be a document that changes with every line written.
+    documentSelector: [{ scheme: "file" }, { scheme: "untitled" }, { scheme: "vscode-notebook-cell" }],
     initializationOptions: init,
     outputChannel: output,
     middleware: {
@@ -118,6 +183,24 @@ async function startClient(): Promise<void> {
       // completion. Here it would put the same suggestion in the suggest widget (which
       // then takes Tab) and cost a second model call per keystroke: never ask.
       provideCompletionItem: () => undefined,
+      provideInlineCompletionItems: (document, position, context, token) =>
+        provideInline(document, position, context, token),
+      didOpen: async (document, next) => {
+        await next(document);
+        toggles.opened(document);
+      },
+      didClose: async (document, next) => {
+        toggles.closed(document);
+        await next(document);
+      },
+      // A completion accepted with Tab (its tabd.accept): the next edit may follow from it.
+      executeCommand: async (command, args, next) => {
+        const result = await next(command, args);
+        if (command === "tabd.accept") {
+          inlineEdits.afterAccept();
+        }
+        return result;
+      },
     },
   };
   output.info(`starting ${command} ${serveArgs(settings).join(" ")} with ${JSON.stringify(init)}`);
@@ -145,8 +228,76 @@ async function startClient(): Promise<void> {
   }
   statusItem.text = statusText(undefined);
   statusItem.tooltip = statusTooltip(undefined);
+  lastStats = undefined;
+  toggles.resend();
+  renderStatus();
   startPolling(settings.statsInterval);
   void pollStats();
+}
+
+/**
+ * The inline completion provider behind the client's: nothing, and no request, while the
+ * document is switched off; else the client's own request and conversion, with the empty
+ * answer's reason kept for the status bar.
+ */
+async function provideInline(
+  document: vscode.TextDocument,
+  position: vscode.Position,
+  context: vscode.InlineCompletionContext,
+  token: vscode.CancellationToken,
+): Promise<vscode.InlineCompletionItem[] | vscode.InlineCompletionList | undefined | null> {
+  const c = client;
+  if (c === undefined || !toggles.active(document)) {
+    return undefined;
+  }
+  const params = c.code2ProtocolConverter.asInlineCompletionParams(document, position, context);
+  let raw: unknown;
+  try {
+    raw = await c.sendRequest(InlineCompletionRequest.type, params, token);
+  } catch (error) {
+    return c.handleFailedRequest(InlineCompletionRequest.type, token, error, null);
+  }
+  if (token.isCancellationRequested) {
+    return undefined;
+  }
+  lastAnswer = { uri: document.uri.toString(), reason: emptyReason(raw) };
+  renderStatus();
+  return c.protocol2CodeConverter.asInlineCompletionResult(raw as Parameters<typeof c.protocol2CodeConverter.asInlineCompletionResult>[0], token);
+}
+
+/**
+ * `tabd: Check the daemon's copy of this document`: asks tabd/document and compares it with the editor's text,
+ * the first line that differs named. What to run when a suggestion looks shifted.
+ */
+async function checkSync(): Promise<void> {
+  const c = client;
+  const document = vscode.window.activeTextEditor?.document;
+  if (c === undefined || c.state !== State.Running || document === undefined) {
+    void vscode.window.showWarningMessage("tabd: no daemon running or no file open");
+    return;
+  }
+  const uri = document.uri.toString();
+  try {
+    const answer = (await c.sendRequest("tabd/document", { uri })) as { text?: unknown; version?: unknown };
+    const name = vscode.workspace.asRelativePath(document.uri);
+    const theirs = typeof answer.text === "string" ? answer.text : "";
+    const ours = document.getText();
+    if (theirs === ours) {
+      void vscode.window.showInformationMessage(`tabd: the daemon's copy of ${name} is in sync (version ${String(answer.version)})`);
+      return;
+    }
+    const a = ours.split(/\r?\n/);
+    const b = theirs.split(/\r?\n/);
+    let line = 0;
+    while (line < a.length && line < b.length && a[line] === b[line]) {
+      line++;
+    }
+    void vscode.window.showWarningMessage(
+      `tabd: the daemon's copy of ${name} is OUT OF SYNC from line ${line + 1}; run 'tabd: Restart the daemon'`,
+    );
+  } catch (err) {
+    void vscode.window.showWarningMessage(`tabd: tabd/document failed: ${err instanceof Error ? err.message : String(err)}`);
+  }
 }
 
 async function stopClient(): Promise<void> {
@@ -173,8 +324,8 @@ async function restart(): Promise<void> {
 // (tabd/focus), so the first suggestion there reuses the model's kept KV instead of a full prefill.
 function sendFocus(editor: vscode.TextEditor | undefined): void {
   const c = client;
-  if (editor === undefined || c === undefined || c.state !== State.Running) {
-    return;
+  if (editor === undefined || c === undefined || c.state !== State.Running || !toggles.active(editor.document)) {
+    return; // a switched-off document costs the daemon nothing, not even a prefill
   }
   const at = editor.selection.active;
   c.sendNotification("tabd/focus", {
@@ -187,18 +338,48 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   output = vscode.window.createOutputChannel("tabd", { log: true });
   statusItem = vscode.window.createStatusBarItem("tabd.status", vscode.StatusBarAlignment.Right, 100);
   statusItem.name = "tabd";
-  statusItem.command = "tabd.showOutput";
+  statusItem.command = "tabd.menu";
+  toggles = new Toggles(context.globalState, sendSetEnabled);
+  inlineEdits = new InlineEdits(() => client, (d) => toggles.active(d), nextEditDelay, (m) => output.info(m));
   context.subscriptions.push(
     output,
     statusItem,
+    toggles,
+    inlineEdits,
+    vscode.commands.registerCommand("tabd.inlineEdit.tab", () => inlineEdits.tab()),
+    vscode.commands.registerCommand("tabd.inlineEdit.dismiss", () => inlineEdits.dismiss()),
+    vscode.commands.registerCommand("tabd.inlineEdit.request", () => {
+      const editor = vscode.window.activeTextEditor;
+      return editor ? inlineEdits.request(editor) : undefined;
+    }),
+    toggles.onDidChange(() => {
+      renderStatus();
+      inlineEdits.switched();
+    }),
     vscode.commands.registerCommand("tabd.restart", () => restart()),
     vscode.commands.registerCommand("tabd.showOutput", () => output.show(true)),
-    vscode.window.onDidChangeActiveTextEditor((editor) => sendFocus(editor)),
+    vscode.commands.registerCommand("tabd.toggle", () => toggles.toggle()),
+    vscode.commands.registerCommand("tabd.snooze", (minutes?: unknown) => toggles.snooze(minutes)),
+    vscode.commands.registerCommand("tabd.toggleLanguage", (language?: unknown) => toggles.toggleLanguage(language)),
+    vscode.commands.registerCommand("tabd.menu", () => toggles.menu()),
+    vscode.commands.registerCommand("tabd.checkSync", () => checkSync()),
+    vscode.window.onDidChangeActiveTextEditor((editor) => {
+      sendFocus(editor);
+      renderStatus();
+    }),
+    // The snooze's minutes count down in the status bar even with polling off.
+    (() => {
+      const timer = setInterval(() => renderStatus(), 30000);
+      return { dispose: () => clearInterval(timer) };
+    })(),
     vscode.workspace.onDidChangeConfiguration((e) => {
       if (e.affectsConfiguration("tabd.statsInterval") && client !== undefined) {
         startPolling(currentSettings().statsInterval);
       }
-      const restartKeys = ["tabd.path", "tabd.args", "tabd.model", "tabd.depth", "tabd.log"];
+      if (e.affectsConfiguration("tabd.enable")) {
+        toggles.configurationChanged();
+      }
+      const restartKeys = ["tabd.path", "tabd.args", "tabd.model", "tabd.depth", "tabd.log", "tabd.exclude"];
       if (restartKeys.some((k) => e.affectsConfiguration(k))) {
         void restart();
       }

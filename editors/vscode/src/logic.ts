@@ -31,6 +31,8 @@ export interface InitializationOptions {
   model?: string;
   depth?: number;
   log?: string;
+  /** globs of files the daemon must never read (content exclusion), on top of its own deny list */
+  exclude?: string[];
 }
 
 export const DEFAULT_STATS_INTERVAL_MS = 2000;
@@ -70,7 +72,11 @@ export function expandPath(value: string, workspaceFolder?: string, home: string
   return out;
 }
 
-export function initializationOptions(settings: Settings, workspaceFolder?: string): InitializationOptions {
+export function initializationOptions(
+  settings: Settings,
+  workspaceFolder?: string,
+  exclude: string[] = [],
+): InitializationOptions {
   const options: InitializationOptions = {};
   if (settings.model) {
     options.model = expandPath(settings.model, workspaceFolder);
@@ -80,6 +86,10 @@ export function initializationOptions(settings: Settings, workspaceFolder?: stri
   }
   if (settings.log) {
     options.log = expandPath(settings.log, workspaceFolder);
+  }
+  // Only when set: a daemon without content exclusion warns about an option it does not know.
+  if (exclude.length > 0) {
+    options.exclude = exclude;
   }
   return options;
 }
@@ -97,7 +107,9 @@ export interface Stats {
   sources: Record<Source, number>;
   prefetch: { started: number; finished: number; cancelled: number };
   afterAccept: { requests: number; fromCache: number; hitRate: number | null; p50Ms: number | null };
-  last: { source: string; latencyMs: number | null } | null;
+  last: { source: string; latencyMs: number | null; reason?: string } | null;
+  /** next-edit suggestions (a daemon that serves them): how many were shown, accepted, rejected, from memory */
+  edits?: { requests: number; shown: number; accepted: number; rejected: number; fromMemory: number };
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -135,7 +147,11 @@ export function parseStats(raw: unknown): Stats | undefined {
     hitRate = hitRate / 100; // a percentage instead of a fraction
   }
   const last = isObject(raw.last) && typeof raw.last.source === "string"
-    ? { source: raw.last.source, latencyMs: maybeNumber(raw.last.latency_ms) }
+    ? {
+        source: raw.last.source,
+        latencyMs: maybeNumber(raw.last.latency_ms),
+        ...(typeof raw.last.reason === "string" ? { reason: raw.last.reason } : {}),
+      }
     : null;
   return {
     model: typeof raw.model === "string" ? raw.model : "",
@@ -143,6 +159,17 @@ export function parseStats(raw: unknown): Stats | undefined {
     prefetch: { started: count(pf.started), finished: count(pf.finished), cancelled: count(pf.cancelled) },
     afterAccept: { requests, fromCache, hitRate: requests > 0 ? hitRate : null, p50Ms: requests > 0 ? maybeNumber(aa.p50_ms) : null },
     last,
+    ...(isObject(raw.edits)
+      ? {
+          edits: {
+            requests: count(raw.edits.requests),
+            shown: count(raw.edits.shown),
+            accepted: count(raw.edits.accepted),
+            rejected: count(raw.edits.rejected),
+            fromMemory: count(raw.edits.from_memory),
+          },
+        }
+      : {}),
   };
 }
 
@@ -185,14 +212,15 @@ export function statusText(stats: Stats | undefined): string {
 }
 
 /** Status bar tooltip, Markdown. */
-export function statusTooltip(stats: Stats | undefined): string {
+export function statusTooltip(stats: Stats | undefined, control?: string): string {
   if (stats === undefined) {
-    return "tabd: no figures from the daemon yet";
+    return control ? `tabd: ${control}` : "tabd: no figures from the daemon yet";
   }
   const aa = stats.afterAccept;
   const lines = [
     `**tabd**${stats.model ? ` — model \`${stats.model}\`` : ""}`,
     "",
+    ...(control ? [control, ""] : []),
     `After Tab: ${aa.requests} requests, ${aa.fromCache} from cache (${formatPercent(aa.hitRate)}), median ${formatMs(aa.p50Ms)}`,
     "",
     `Sources: ${SOURCES.map((s) => `${s} ${stats.sources[s]}`).join(", ")}`,
@@ -201,6 +229,10 @@ export function statusTooltip(stats: Stats | undefined): string {
   ];
   if (stats.last) {
     lines.push("", `Last: ${stats.last.source}, ${formatMs(stats.last.latencyMs)}`);
+  }
+  if (stats.edits) {
+    const e = stats.edits;
+    lines.push("", `Next edits: ${e.shown} shown, ${e.accepted} accepted, ${e.rejected} dismissed, ${e.fromMemory} of ${e.requests} answered from memory`);
   }
   return lines.join("\n");
 }

@@ -141,11 +141,31 @@ test("executable: found on PATH or by path, missing is undefined", () => {
 test("extension: no client-side tabd.accept/tabd.dismiss (the language client registers them)", () => {
   const pkg = JSON.parse(fs.readFileSync(path.join(here, "..", "package.json"), "utf8"));
   const contributed = pkg.contributes.commands.map((c) => c.command);
-  const src = fs.readFileSync(path.join(here, "..", "src", "extension.ts"), "utf8");
-  for (const cmd of ["tabd.accept", "tabd.dismiss"]) {
+  // The daemon's own commands, which the language client registers from executeCommandProvider.
+  for (const cmd of ["tabd.accept", "tabd.dismiss", "tabd.acceptInlineEdit", "tabd.rejectInlineEdit"]) {
     assert.ok(!contributed.includes(cmd), `${cmd} contributed`);
-    assert.ok(!src.includes(`registerCommand("${cmd}"`), `${cmd} registered`);
+    for (const file of fs.readdirSync(path.join(here, "..", "src"))) {
+      const text = fs.readFileSync(path.join(here, "..", "src", file), "utf8");
+      assert.ok(!text.includes(`registerCommand("${cmd}"`), `${cmd} registered in ${file}`);
+    }
   }
   assert.equal(pkg.engines.vscode, "^1.91.0");
   assert.match(pkg.dependencies["vscode-languageclient"], /10\.1\./);
+});
+
+test("manifest: every language from startup, the #27 settings' defaults, Tab and Esc for a next edit", () => {
+  const pkg = JSON.parse(fs.readFileSync(path.join(here, "..", "package.json"), "utf8"));
+  assert.deepEqual(pkg.activationEvents, ["onStartupFinished"]);
+  const props = pkg.contributes.configuration.properties;
+  assert.deepEqual(props["tabd.enable"].default, { "*": true, plaintext: false, markdown: false, scminput: false });
+  assert.deepEqual(props["tabd.exclude"].default, []);
+  const commands = pkg.contributes.commands.map((c) => c.command);
+  for (const cmd of ["tabd.toggle", "tabd.snooze", "tabd.toggleLanguage", "tabd.menu", "tabd.inlineEdit.tab", "tabd.inlineEdit.dismiss"]) {
+    assert.ok(commands.includes(cmd), cmd);
+  }
+  const when = "editorTextFocus && tabd.inlineEditVisible && !inlineSuggestionVisible && !suggestWidgetVisible";
+  assert.deepEqual(
+    pkg.contributes.keybindings.map((k) => [k.key, k.command, k.when]),
+    [["tab", "tabd.inlineEdit.tab", when], ["escape", "tabd.inlineEdit.dismiss", when]],
+  );
 });

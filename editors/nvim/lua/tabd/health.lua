@@ -35,16 +35,21 @@ function M.check()
   local client = tabd.get_client()
   if not client then
     report.warn("tabd client is not running", {
-      "open a file of one of these filetypes: " .. table.concat(cfg.filetypes, ", "),
+      cfg.filetypes and ("open a file of one of these filetypes: " .. table.concat(cfg.filetypes, ", "))
+        or "open a file whose filetype is not in disabled_filetypes",
       tabd.state.last_error and ("last error: " .. tabd.state.last_error) or "call require('tabd').setup{} in your config",
     })
     return
   end
   report.ok(string.format("client running (id %d, position encoding %s)", client.id, client.offset_encoding or "utf-16"))
 
+  report.info("status here: " .. tabd.status())
   local s = tabd.state
   report.info(string.format("this session: %d requests, %d shown, %d accepted, last latency %s",
     s.requests, s.shown, s.accepted, fmt_ms(s.last_latency_ms)))
+  local e = require("tabd.nes").state
+  report.info(string.format("next edits: %s; %d asked, %d shown, %d applied, %d jumps, %d rejected",
+    cfg.next_edit and cfg.next_edit.enabled and "on" or "off", e.requests, e.shown, e.applied, e.jumps, e.rejected))
 
   local stats, err = tabd.stats(2000)
   if not stats then

@@ -14,13 +14,15 @@ local uv = vim.uv or vim.loop
 local ns = api.nvim_create_namespace("tabd")
 M.ns = ns
 
-local function has(version)
-  return vim.fn.has("nvim-" .. version) == 1
-end
+local util = require("tabd.util")
+local has, client_call, line_text = util.has, util.client_call, util.line_text
+local to_lsp_char, to_byte_col, encoding_of = util.to_lsp_char, util.to_byte_col, util.encoding_of
+local split_lines, cursor = util.split_lines, util.cursor
+
+local controls = require("tabd.controls")
+local nes = require("tabd.nes")
 
 local HAS_INLINE_VIRT_TEXT = has("0.10")
--- 0.11 turned client methods into `client:method()` and deprecates the dot form.
-local COLON_METHODS = has("0.11")
 
 M.defaults = {
   cmd = { "tabd", "serve" },
@@ -32,7 +34,18 @@ M.defaults = {
   accept_word_key = "<C-Right>",
   accept_line_key = false,
   dismiss_key = "<C-]>",
-  filetypes = { "python" },
+  -- Ask now (an invoked request, which may bring up to 3 alternatives), and cycle through them, as Copilot.
+  invoke_key = "<M-\\>",
+  next_key = "<M-]>",
+  prev_key = "<M-[>",
+  -- Which buffers tabd attaches to (one it does not attach to is never sent to the server): every filetype
+  -- but `disabled_filetypes`, or only those in `filetypes` when it is a list; file globs likewise.
+  filetypes = nil,
+  disabled_filetypes = vim.deepcopy(controls.DISABLED_FILETYPES),
+  files = nil, -- e.g. { "~/work/**" }
+  disabled_files = {}, -- e.g. { "*.min.js", "vendor/**" }
+  enabled = true, -- false: start switched off (:TabdToggle, :TabdEnable)
+  snooze_minutes = 15, -- :TabdSnooze without a count
   init_options = {},
   -- Keys sent when the accept/dismiss key is pressed with no ghost text shown.
   accept_fallback = nil, -- default: the accept key itself (a plain Tab)
@@ -40,6 +53,21 @@ M.defaults = {
   hl_group = "TabdGhostText",
   -- On 0.12+: let vim.lsp.inline_completion draw and accept (no partial accept).
   native = false,
+  -- Next edits (textDocument/copilotInlineEdit), in normal mode: a diff preview; Tab jumps to it when it is
+  -- more than a line away, then applies it; dismiss_key hides it (tabd.rejectInlineEdit).
+  next_edit = {
+    enabled = true,
+    accept_key = "<Tab>",
+    dismiss_key = "<Esc>",
+    -- Normal-mode keys sent when no edit is shown (default: the key itself, Neovim's own: <Tab> is <C-i>);
+    -- e.g. "<Cmd>bnext<CR>" where your own <Tab> mapping did that.
+    accept_fallback = nil,
+    dismiss_fallback = nil,
+    debounce_ms = 100, -- quiet after leaving insert mode or a normal-mode change before asking
+    delete_hl = "TabdEditDelete", -- the text the edit removes (links to DiffDelete)
+    insert_hl = "TabdEditInsert", -- the text it writes (links to DiffAdd)
+    jump_hl = "TabdEditJump", -- the "⇥ Tab: line N" marker (links to Comment)
+  },
 }
 
 M.config = vim.deepcopy(M.defaults)
@@ -58,14 +86,14 @@ local follow_typing -- defined below, used by the autocommands
 local attached = {}
 
 -- Numbers the plugin keeps for :checkhealth and tests.
+-- last_reason: the daemon's code for the last empty answer (`tabd.reason`), nil once something shows.
 M.state = { requests = 0, responses = 0, shown = 0, accepted = 0, last_latency_ms = nil, last_error = nil,
-  server_debounce_ms = nil }
+  server_debounce_ms = nil, last_reason = nil }
 
-local function client_call(client, method, ...)
-  if COLON_METHODS then
-    return client[method](client, ...)
-  end
-  return client[method](...)
+-- Whether the plugin asks for `buf` now: attached, still wanted (its filetype may have changed), and not
+-- switched off or snoozed. A buffer that is not active sends nothing but the document sync.
+local function active(buf)
+  return attached[buf] == true and controls.wants(buf) and not controls.blocked(buf)
 end
 
 function M.get_client()
@@ -78,54 +106,7 @@ function M.get_client()
   return nil
 end
 
--- Positions ---------------------------------------------------------------
-
-local function line_text(buf, row)
-  return api.nvim_buf_get_lines(buf, row, row + 1, false)[1] or ""
-end
-
--- byte column -> LSP character in the negotiated encoding
-local function to_lsp_char(line, byte_col, encoding)
-  byte_col = math.min(byte_col, #line)
-  if encoding == "utf-8" then
-    return byte_col
-  end
-  local ok, idx
-  if has("0.11") then
-    ok, idx = pcall(vim.str_utfindex, line, encoding, byte_col, false)
-  else
-    local ok2, u32, u16 = pcall(vim.str_utfindex, line, byte_col)
-    ok, idx = ok2, (encoding == "utf-16" and u16 or u32)
-  end
-  return ok and idx or byte_col
-end
-
--- LSP character in the negotiated encoding -> byte column
-local function to_byte_col(line, character, encoding)
-  if encoding == "utf-8" then
-    return math.min(character, #line)
-  end
-  local ok, col
-  if has("0.11") then
-    ok, col = pcall(vim.str_byteindex, line, encoding, character, false)
-  else
-    ok, col = pcall(vim.str_byteindex, line, character, encoding == "utf-16")
-  end
-  if not ok or col == nil then
-    return #line
-  end
-  return math.min(col, #line)
-end
-
-local function encoding_of(client)
-  return client.offset_encoding or "utf-16"
-end
-
 -- Ghost text --------------------------------------------------------------
-
-local function split_lines(text)
-  return vim.split(text, "\n", { plain = true })
-end
 
 local function utf8_chars(text)
   local out = {}
@@ -275,14 +256,42 @@ function M.is_visible()
   return shown ~= nil
 end
 
+-- Whether a request is in flight (for statuslines and tests).
+function M.is_pending()
+  return pending ~= nil or (timer ~= nil and timer:is_active())
+end
+
 -- The suggestion on screen: {text, row, col, end_row, end_col, item} or nil (for tests and statuslines).
 -- Tab puts `text` over row,col .. end_row,end_col: past the cursor when it writes the closers there itself.
+-- index / count: which of the alternatives it is (count 1 when there are none).
 function M.current()
   if not shown then
     return nil
   end
   return { text = shown.text, row = shown.row, col = shown.col, end_row = shown.end_row, end_col = shown.end_col,
-    item = shown.item }
+    item = shown.item, index = shown.index or 1, count = shown.choices and #shown.choices or 1 }
+end
+
+-- Show the next (delta 1) or previous (-1) alternative, wrapping around; false when there is none.
+function M.cycle(delta)
+  local state = shown
+  if not state or not state.choices then
+    return false
+  end
+  local n = #state.choices
+  state.index = (state.index - 1 + (delta or 1)) % n + 1
+  local c = state.choices[state.index]
+  state.text, state.end_row, state.end_col, state.item = c.text, c.end_row, c.end_col, c.item
+  render(state)
+  return true
+end
+
+function M.next_choice()
+  return M.cycle(1)
+end
+
+function M.prev_choice()
+  return M.cycle(-1)
 end
 
 -- Responses ---------------------------------------------------------------
@@ -323,11 +332,6 @@ local function ghost_from_item(item, buf, row, col, encoding)
   return ghost
 end
 
-local function cursor()
-  local pos = api.nvim_win_get_cursor(0)
-  return pos[1] - 1, pos[2]
-end
-
 local function in_insert_mode()
   local mode = api.nvim_get_mode().mode
   return mode:sub(1, 1) == "i"
@@ -340,6 +344,7 @@ local function on_result(ctx_req, err, result)
   if err then
     if err.code ~= -32800 then -- RequestCancelled: we asked for that
       M.state.last_error = err.message or vim.inspect(err)
+      M.state.last_reason = "error"
     end
     return
   end
@@ -358,24 +363,40 @@ local function on_result(ctx_req, err, result)
     return
   end
   local items = result and (result.items or result) or {}
+  -- Why nothing shows (the daemon says, `tabd.reason`), kept for status() until something shows.
+  local why = type(result) == "table" and type(result.tabd) == "table" and result.tabd.reason or nil
+  M.state.last_reason = type(why) == "string" and why or "nothing"
+  -- Every drawable item, once each: an invoked request may bring alternatives, cycled with next_key/prev_key.
+  local choices, seen = {}, {}
   for _, item in ipairs(items) do
     local ghost = ghost_from_item(item, buf, row, col, ctx_req.encoding)
-    if ghost then
-      shown = {
-        buf = buf,
-        row = row,
-        col = col,
-        text = ghost.text,
-        end_row = ghost.end_row,
-        end_col = ghost.end_col,
-        item = item,
-        client_id = ctx_req.client_id,
-        tick = ctx_req.tick,
-      }
-      render(shown)
-      M.state.shown = M.state.shown + 1
-      return
+    if ghost and not seen[ghost.text] then
+      seen[ghost.text] = true
+      choices[#choices + 1] = { text = ghost.text, end_row = ghost.end_row, end_col = ghost.end_col, item = item }
     end
+  end
+  if #choices > 0 then
+    local first = choices[1]
+    shown = {
+      buf = buf,
+      row = row,
+      col = col,
+      text = first.text,
+      end_row = first.end_row,
+      end_col = first.end_col,
+      item = first.item,
+      client_id = ctx_req.client_id,
+      tick = ctx_req.tick,
+      choices = #choices > 1 and choices or nil,
+      index = 1,
+    }
+    render(shown)
+    M.state.shown = M.state.shown + 1
+    M.state.last_reason = nil
+    return
+  end
+  if ctx_req.after_accept then
+    nes.request(2)
   end
 end
 
@@ -384,7 +405,7 @@ end
 function M.focus()
   local client = M.get_client()
   local buf = api.nvim_get_current_buf()
-  if not client or not attached[buf] then
+  if not client or not active(buf) then
     return false
   end
   local row, col = cursor()
@@ -394,13 +415,14 @@ function M.focus()
   return true
 end
 
--- Ask for a suggestion at the cursor now. kind: 1 invoked, 2 automatic.
-function M.request(kind)
+-- Ask for a suggestion at the cursor now. kind: 1 invoked, 2 automatic. after_accept: right after a Tab,
+-- when an empty answer asks for a next edit instead.
+function M.request(kind, after_accept)
   stop_timer()
   cancel_pending()
   local client = M.get_client()
   local buf = api.nvim_get_current_buf()
-  if not client or not attached[buf] then
+  if not client or not active(buf) then
     return false
   end
   local row, col = cursor()
@@ -418,6 +440,7 @@ function M.request(kind)
     encoding = encoding,
     client_id = client.id,
     t0 = uv.hrtime(),
+    after_accept = after_accept,
   }
   -- Passing the buffer makes the client flush pending didChange first.
   local ok, request_id = client_call(client, "request", "textDocument/inlineCompletion", params, function(err, result)
@@ -443,6 +466,9 @@ end
 -- that needs the model waits there (a newer keystroke, cancelling this request, ends that wait). Any other
 -- server is asked after `debounce_ms` of quiet; each keystroke restarts the wait.
 function M.schedule_request(kind)
+  if not active(api.nvim_get_current_buf()) then
+    return
+  end
   local client = M.get_client()
   local ms = server_debounce_ms(client)
   M.state.server_debounce_ms = ms
@@ -614,8 +640,9 @@ local function accept(part)
     insert_text(buf, state.row, state.col, state.end_row, state.end_col, part)
     run_item_command(state, part, false)
     M.state.accepted = M.state.accepted + 1
-    -- The server has pre-computed what comes next: ask at once, no debounce.
-    M.request(2)
+    -- The server has pre-computed what comes next: ask at once, no debounce; if it has no suggestion
+    -- there, it may have a next edit (asked for then).
+    M.request(2, true)
     return true
   end
   -- A part that writes covered closers goes over them, as the whole would.
@@ -629,6 +656,7 @@ local function accept(part)
   state.end_row = state.end_row + (new_row - state.row)
   state.row, state.col = new_row, new_col
   state.text = state.text:sub(#part + 1)
+  state.choices, state.index = nil, 1 -- the others do not start with what was accepted
   state.tick = api.nvim_buf_get_changedtick(buf)
   if not has_visible_text(state) then
     -- What is left only writes the closers already there: ask for what comes next, as after a whole accept.
@@ -694,6 +722,9 @@ local function expr_map(buf, lhs, action, fallback)
     if shown and shown.buf == api.nvim_get_current_buf() then
       return "<Cmd>lua require('tabd')." .. action .. "()<CR>"
     end
+    if action == "accept" and nes.takes(lhs) then
+      return "<Cmd>lua require('tabd.nes').tab()<CR>" -- a next edit shown after an accept: jump or apply
+    end
     return fallback or lhs
   end, { buffer = buf, expr = true, silent = true, replace_keycodes = true, desc = "tabd: " .. action })
 end
@@ -704,6 +735,13 @@ local function map_keys(buf)
   expr_map(buf, c.accept_word_key, "accept_word", nil)
   expr_map(buf, c.accept_line_key, "accept_line", nil)
   expr_map(buf, c.dismiss_key, "dismiss", c.dismiss_fallback)
+  expr_map(buf, c.next_key, "next_choice", nil)
+  expr_map(buf, c.prev_key, "prev_choice", nil)
+  if c.invoke_key and c.invoke_key ~= "" then
+    vim.keymap.set("i", c.invoke_key, function()
+      M.request(1)
+    end, { buffer = buf, silent = true, desc = "tabd: ask for a suggestion now (alternatives)" })
+  end
 end
 
 -- Native (0.12+) -------------------------------------------------------------
@@ -755,6 +793,7 @@ function follow_typing(buf)
   end
   state.col = col
   state.text = state.text:sub(#typed + 1)
+  state.choices, state.index = nil, 1
   state.tick = tick
   if not has_visible_text(state) then
     return false -- what is left only writes the closers already there
@@ -794,16 +833,45 @@ function M.is_attached(buf)
   return attached[buf] == true and M.get_client() ~= nil
 end
 
+-- Clients that have heard the global switches (a server starts with everything on).
+local synced = {}
+
+local function notify_enabled(client, params)
+  pcall(client_call, client, "notify", "tabd/setEnabled", params)
+end
+
 local function on_attach(client, buf)
   if attached[buf] then
     return
   end
   attached[buf] = true
+  if not synced[client.id] then
+    synced[client.id] = true
+    for _, params in ipairs(controls.sync_params()) do
+      if not params.uri or params.uri == vim.uri_from_bufnr(buf) then
+        notify_enabled(client, params)
+      end
+    end
+  elseif controls.blocked(buf) == "disabled in this buffer" then
+    notify_enabled(client, { enabled = false, uri = vim.uri_from_bufnr(buf) })
+  end
+  nes.attach(buf)
+  local focus_group = api.nvim_create_augroup("tabd_focus_" .. buf, { clear = true })
   api.nvim_create_autocmd({ "BufEnter", "InsertEnter" }, {
-    group = api.nvim_create_augroup("tabd_focus_" .. buf, { clear = true }),
+    group = focus_group,
     buffer = buf,
     callback = function()
       M.focus()
+    end,
+  })
+  api.nvim_create_autocmd("BufEnter", {
+    group = focus_group,
+    buffer = buf,
+    callback = function()
+      local c = M.get_client()
+      if c and active(buf) then -- next edits: the document the user is in now
+        pcall(client_call, c, "notify", "textDocument/didFocus", { textDocument = { uri = vim.uri_from_bufnr(buf) } })
+      end
     end,
   })
   if native_available() then
@@ -863,6 +931,7 @@ local function on_attach(client, buf)
       attached[buf] = nil
       own_tick[buf] = nil
       last_seen[buf] = nil
+      controls.forget(buf)
     end,
   })
 end
@@ -884,10 +953,12 @@ local function client_config()
     capabilities = capabilities(),
     on_attach = on_attach,
     on_exit = vim.schedule_wrap(function()
+      synced = {}
       client_id = nil
       attached = {}
       pending = nil
       M.clear()
+      nes.stop()
     end),
   }
 end
@@ -895,6 +966,9 @@ end
 -- Attach tabd to a buffer, starting the server the first time.
 function M.attach(buf)
   buf = (buf == nil or buf == 0) and api.nvim_get_current_buf() or buf
+  if attached[buf] and M.get_client() then
+    return client_id
+  end
   if type(M.config.cmd) == "table" and vim.fn.executable(M.config.cmd[1]) ~= 1 then
     M.state.last_error = "not executable: " .. tostring(M.config.cmd[1])
     return nil
@@ -920,31 +994,187 @@ function M.attach(buf)
   return client_id
 end
 
-function M.setup(opts)
-  M.config = vim.tbl_deep_extend("force", vim.deepcopy(M.defaults), opts or {})
-  -- A list option replaces the default list rather than merging into it.
-  if opts and opts.filetypes then
-    M.config.filetypes = opts.filetypes
+-- Switches -------------------------------------------------------------------
+
+-- Each change of a switch reaches the server as tabd/setEnabled (so a disabled document costs it nothing);
+-- switching off also drops what is on screen and in flight.
+controls.on_change = function(params)
+  if params.enabled == false then
+    local here = vim.uri_from_bufnr(api.nvim_get_current_buf())
+    if not params.uri or params.uri == here or (shown and params.uri == vim.uri_from_bufnr(shown.buf)) then
+      stop_timer()
+      cancel_pending()
+      M.clear()
+      nes.stop()
+    end
   end
-  if opts and opts.cmd then
-    M.config.cmd = opts.cmd
+  local client = M.get_client()
+  if client then
+    notify_enabled(client, params)
   end
-  vim.cmd("highlight default link TabdGhostText Comment")
+end
+
+-- Suggestions may come back: in insert mode, ask at the cursor at once rather than at the next keystroke.
+controls.on_resume = function()
+  if in_insert_mode() then
+    M.schedule_request(2)
+  end
+end
+
+local function current_if(this_buffer)
+  return this_buffer and api.nvim_get_current_buf() or nil
+end
+
+-- enable({buffer = true}) / disable / toggle: everywhere by default, or the current buffer only.
+function M.enable(opts)
+  controls.enable(current_if(opts and opts.buffer))
+end
+
+function M.disable(opts)
+  controls.disable(current_if(opts and opts.buffer))
+end
+
+function M.toggle(opts)
+  return controls.toggle(current_if(opts and opts.buffer))
+end
+
+-- Off everywhere for `minutes` (default: the snooze_minutes option; fractions allowed), back by itself after.
+-- A count of 0 or less, or not a number, is reported (vim.notify, ERROR) and ignored. Returns true or false.
+function M.snooze(minutes)
+  local ok, err = controls.snooze(minutes == nil and M.config.snooze_minutes or minutes)
+  if not ok then
+    vim.notify("tabd: " .. err, vim.log.levels.ERROR)
+  end
+  return ok
+end
+
+-- Whether `buf` (default: current) gets suggestions now.
+function M.is_enabled(buf)
+  buf = (buf == nil or buf == 0) and api.nvim_get_current_buf() or buf
+  return controls.wants(buf) and not controls.blocked(buf)
+end
+
+-- What tabd is doing for `buf` (default: current), in words, for a statusline or :TabdStatus:
+-- "not running", "off for filetype help", "disabled", "snoozed (14 min left)", "disabled in this buffer",
+-- "suggestion shown", the reason the last answer was empty ("unsure", "waiting for typing to pause",
+-- "excluded file", "model loading", "engine unreachable", ...), or "ready".
+function M.status(buf)
+  buf = (buf == nil or buf == 0) and api.nvim_get_current_buf() or buf
+  local wanted, why = controls.wants(buf)
+  if not wanted then
+    return why
+  end
+  local blocked = controls.blocked(buf)
+  if blocked == "snoozed" then
+    local left = controls.snooze_left() or 0
+    return left >= 60 and string.format("snoozed (%d min left)", math.ceil(left / 60))
+      or string.format("snoozed (%d s left)", math.ceil(left))
+  elseif blocked then
+    return blocked
+  end
+  if not M.get_client() then
+    return M.state.last_error and ("not running: " .. M.state.last_error) or "not running"
+  end
+  if not attached[buf] then
+    return "not attached"
+  end
+  if shown and shown.buf == buf then
+    return "suggestion shown"
+  end
+  if (nes.current() or {}).buf == buf then
+    return "next edit shown"
+  end
+  if M.state.last_reason then
+    return controls.reason_words(M.state.last_reason)
+  end
+  return "ready"
+end
+
+local function notify_switch(on, this_buffer)
+  vim.notify("tabd: " .. (on and "enabled" or "disabled") .. (this_buffer and " in this buffer" or ""),
+    vim.log.levels.INFO)
+end
+
+local function create_commands()
   api.nvim_create_user_command("TabdStats", function()
     local stats, err = M.stats(3000)
     print(stats and vim.inspect(stats) or ("tabd: " .. tostring(err)))
   end, { desc = "tabd: show the daemon's tabd/stats" })
-  local group = api.nvim_create_augroup("tabd", { clear = true })
-  api.nvim_create_autocmd("FileType", {
-    group = group,
-    pattern = M.config.filetypes,
-    callback = function(args)
-      M.attach(args.buf)
+  api.nvim_create_user_command("TabdToggle", function(o)
+    notify_switch(M.toggle({ buffer = o.bang }), o.bang)
+  end, { bang = true, desc = "tabd: suggestions off/on (with !: in this buffer only)" })
+  api.nvim_create_user_command("TabdEnable", function(o)
+    M.enable({ buffer = o.bang })
+    notify_switch(true, o.bang)
+  end, { bang = true, desc = "tabd: suggestions on (with !: in this buffer)" })
+  api.nvim_create_user_command("TabdDisable", function(o)
+    M.disable({ buffer = o.bang })
+    notify_switch(false, o.bang)
+  end, { bang = true, desc = "tabd: suggestions off (with !: in this buffer only)" })
+  api.nvim_create_user_command("TabdSnooze", function(o)
+    local minutes = nil
+    if o.args ~= "" then
+      minutes = tonumber(o.args)
+      if not minutes then
+        vim.notify("tabd: :TabdSnooze takes a number of minutes, got " .. o.args, vim.log.levels.ERROR)
+        return
+      end
+    end
+    if M.snooze(minutes) then
+      vim.notify(string.format("tabd: snoozed for %s min", tostring(minutes or M.config.snooze_minutes)),
+        vim.log.levels.INFO)
+    end
+  end, { nargs = "?", desc = "tabd: suggestions off for N minutes (default snooze_minutes)" })
+  api.nvim_create_user_command("TabdStatus", function()
+    print("tabd: " .. M.status())
+  end, { desc = "tabd: what tabd is doing here, in words" })
+end
+
+-- Options whose value is a list: the user's list replaces the default one rather than merging into it.
+local LIST_OPTIONS = { "cmd", "filetypes", "disabled_filetypes", "files", "disabled_files" }
+
+function M.setup(opts)
+  M.config = vim.tbl_deep_extend("force", vim.deepcopy(M.defaults), opts or {})
+  for _, name in ipairs(LIST_OPTIONS) do
+    if opts and opts[name] ~= nil then
+      M.config[name] = opts[name]
+    end
+  end
+  if type(M.config.next_edit) ~= "table" then -- next_edit = false: off
+    M.config.next_edit = vim.tbl_extend("force", vim.deepcopy(M.defaults.next_edit), { enabled = false })
+  end
+  local problems = controls.configure(M.config)
+  if type(M.config.snooze_minutes) ~= "number" or M.config.snooze_minutes <= 0 then
+    M.config.snooze_minutes = M.defaults.snooze_minutes
+  end
+  for _, problem in ipairs(problems) do
+    vim.notify("tabd: " .. problem, vim.log.levels.WARN)
+  end
+  vim.cmd("highlight default link TabdGhostText Comment")
+  nes.setup({
+    get_client = M.get_client,
+    active = active,
+    config = function()
+      return M.config.next_edit
+    end,
+    ghost_shown = function()
+      return shown ~= nil
     end,
   })
-  -- Buffers already open with a matching filetype.
+  create_commands()
+  local group = api.nvim_create_augroup("tabd", { clear = true })
+  -- FileType when a file is read or its filetype set; BufEnter for a buffer whose filetype stays empty.
+  api.nvim_create_autocmd({ "FileType", "BufEnter" }, {
+    group = group,
+    callback = function(args)
+      if not attached[args.buf] and api.nvim_buf_is_loaded(args.buf) and controls.wants(args.buf) then
+        M.attach(args.buf)
+      end
+    end,
+  })
+  -- Buffers already open that tabd wants.
   for _, buf in ipairs(api.nvim_list_bufs()) do
-    if api.nvim_buf_is_loaded(buf) and vim.tbl_contains(M.config.filetypes, vim.bo[buf].filetype) then
+    if api.nvim_buf_is_loaded(buf) and controls.wants(buf) then
       M.attach(buf)
     end
   end

@@ -7,7 +7,12 @@
 // Scenarios: tab (type lines, Tab, the next ghost text, a word with Ctrl+Right, the
 // status bar), pair (type an opener VS Code closes itself, `foo(` giving `foo(|)`: the
 // ghost text inside the pair, Tab, the line and the cursor after it, the next ghost
-// text), not-found (tabd.path names nothing).
+// text), not-found (tabd.path names nothing), toggle (ghost text; `tabd: Toggle
+// suggestions` off: the status item says so, typing and an explicit trigger bring none;
+// on again: ghost text back; epoch times of both switches for the test to read the
+// daemon's log between them), rename (next-edit suggestions: rename the first `count` on
+// line 2 to `total` by typing; the edit drawn at the next `count` with a jump marker at the
+// cursor; Tab jumps, Tab applies; the next one shown and applied; the daemon's copy checked).
 //
 // node drive.mjs --url URL --file NAME [--type TEXT] [--chromium PATH] [--profile DIR]
 //                [--shots DIR] [--ghost-timeout MS] [--deadline MS] [--warmup 0|1]
@@ -145,19 +150,28 @@ async function shot(page, name) {
   }
 }
 
-// editor.action.inlineSuggest.trigger (an explicit request), through the command palette.
-async function trigger(page) {
+// A command by its title, through the command palette (F1).
+async function runCommand(page, title) {
   await page.keyboard.press("F1");
   const input = await page.waitForSelector(".quick-input-widget input", { visible: true, timeout: 10000 }).catch(() => null);
   if (!input) return false;
-  await page.keyboard.type("Trigger Inline Suggestion", { delay: 20 });
+  await page.keyboard.type(title, { delay: 20 });
   await waitFor(() => page.$(".quick-input-list .monaco-list-row"), 5000);
   await sleep(300);
   await page.keyboard.press("Enter");
   return true;
 }
 
+// editor.action.inlineSuggest.trigger (an explicit request), through the command palette.
+async function trigger(page) {
+  return runCommand(page, "Trigger Inline Suggestion");
+}
+
 async function openFile(page) {
+  return openFileNamed(page, fileName);
+}
+
+async function openFileNamed(page, fileName) {
   const tabSelector = `.tabs-container .tab[aria-label*="${fileName}"]`;
   // Quick open (Ctrl+P), then the explorer as a fallback.
   for (let attempt = 0; attempt < 3 && left() > 0; attempt++) {
@@ -191,7 +205,9 @@ async function notFoundScenario(page) {
     return hit ? hit.textContent : null;
   }), 60000, 250);
   result.status = await statusBarText(page);
-  step("not found", { message: result.notFoundMessage, status: result.status });
+  result.notifications = await page.evaluate(() =>
+    [...document.querySelectorAll(".notification-list-item-message")].map((e) => e.textContent ?? ""));
+  step("not found", { message: result.notFoundMessage, status: result.status, notifications: result.notifications });
   await shot(page, "not-found");
   result.ok = Boolean(result.notFoundMessage);
 }
@@ -371,7 +387,384 @@ async function typeIntoPair(page, pair, firstTimeout) {
   step("ghost text after Tab", { ghost: pair.ghost2 });
 }
 
-const SCENARIOS = { tab: tabScenario, pair: pairScenario, "not-found": notFoundScenario };
+// Type `--type`'s lines until ghost text shows (an explicit trigger after each line that brought none).
+async function typeUntilGhost(page, lines, firstTimeout) {
+  let ghost = null;
+  for (let round = 0; round < lines.length && !ghost && left() > 0; round++) {
+    if (round > 0) {
+      await page.keyboard.press("Escape");
+      await page.keyboard.press("End");
+      await page.keyboard.press("Enter");
+    }
+    await page.keyboard.type(lines[round], { delay: 60 });
+    step("typed", { text: lines[round] });
+    ghost = await waitFor(someGhost(page), round === 0 ? firstTimeout : ghostTimeout);
+    if (!ghost) {
+      await trigger(page);
+      step("no ghost text after typing: triggered");
+      ghost = await waitFor(someGhost(page), ghostTimeout / 2);
+    }
+  }
+  return ghost;
+}
+
+// Ghost text with the defaults, none while switched off (typing, then an explicit trigger), back when on.
+async function toggleScenario(page) {
+  await waitForDaemon(page);
+  const lines = typed.split("\\n");
+  const half = Math.ceil(lines.length / 2);
+  result.ghostBefore = await typeUntilGhost(page, lines.slice(0, half), firstGhostTimeout);
+  step("ghost text", { ghost: result.ghostBefore });
+  await shot(page, "1-ghost");
+  await page.keyboard.press("Escape");
+
+  await runCommand(page, "tabd: Toggle suggestions (enable/disable)");
+  result.statusOff = await waitFor(async () => {
+    const s = await statusBarText(page);
+    return s && /disabled/.test(s) ? s : null;
+  }, 10000, 100);
+  step("toggled off", { status: result.statusOff });
+  await sleep(1000); // a request already on its way before the switch may still land
+  result.offAt = Date.now() / 1000;
+  await page.keyboard.press("End");
+  await page.keyboard.press("Enter");
+  await page.keyboard.type(lines[0], { delay: 60 });
+  result.ghostWhileOff = await waitFor(someGhost(page), 5000);
+  await trigger(page);
+  result.ghostWhileOff = result.ghostWhileOff ?? (await waitFor(someGhost(page), 5000));
+  step("typed while off", { ghost: result.ghostWhileOff });
+  await shot(page, "2-off");
+  result.onAt = Date.now() / 1000;
+
+  // On again through the status item: a click opens the menu, its first entry enables.
+  await page.evaluate(() => {
+    const items = [...document.querySelectorAll(".statusbar-item")];
+    const item = items.find((e) => /tabd/.test(e.textContent ?? ""));
+    (item?.querySelector("a") ?? item)?.click();
+  });
+  await page.waitForSelector(".quick-input-widget input", { visible: true, timeout: 10000 });
+  await waitFor(() => page.$(".quick-input-list .monaco-list-row"), 5000);
+  result.menu = await page.evaluate(() =>
+    [...document.querySelectorAll(".quick-input-list .monaco-list-row")].map((r) => (r.getAttribute("aria-label") ?? r.textContent ?? "").trim()));
+  step("menu", { items: result.menu });
+  await page.keyboard.type("Enable suggestions", { delay: 20 });
+  await sleep(300);
+  await page.keyboard.press("Enter");
+  result.statusOn = await waitFor(async () => {
+    const s = await statusBarText(page);
+    return s && !/disabled/.test(s) ? s : null;
+  }, 10000, 100);
+  step("toggled on", { status: result.statusOn });
+  await page.keyboard.press("Escape");
+  await page.keyboard.press("End");
+  await page.keyboard.press("Enter");
+  result.ghostAfter = await typeUntilGhost(page, half < lines.length ? lines.slice(half) : lines, ghostTimeout);
+  step("ghost text after toggling on", { ghost: result.ghostAfter });
+  await shot(page, "3-on");
+
+  // Snooze: 0 minutes is refused with an error; 0.1 (6 s) snoozes, and suggestions come back by themselves.
+  const snooze = async (minutes) => {
+    await page.keyboard.press("Escape");
+    await runCommand(page, "tabd: Snooze suggestions");
+    await page.waitForSelector(".quick-input-widget input", { visible: true, timeout: 10000 });
+    await sleep(300);
+    await page.keyboard.down("Control");
+    await page.keyboard.press("KeyA");
+    await page.keyboard.up("Control");
+    await page.keyboard.type(minutes, { delay: 30 });
+    await page.keyboard.press("Enter");
+  };
+  await snooze("0");
+  result.snoozeZero = await waitFor(() => notification(page, "snooze needs"), 5000, 100);
+  result.statusAfterZero = await statusBarText(page);
+  step("snooze 0", { message: result.snoozeZero, status: result.statusAfterZero });
+  await snooze("0.1");
+  result.statusSnoozed = await waitFor(async () => {
+    const s = await statusBarText(page);
+    return s && /snoozed/.test(s) ? s : null;
+  }, 5000, 100);
+  result.snoozedAt = Date.now() / 1000;
+  await page.keyboard.press("Escape");
+  await page.keyboard.press("End");
+  await page.keyboard.press("Enter");
+  await page.keyboard.type(lines[0], { delay: 40 });
+  result.ghostWhileSnoozed = await waitFor(someGhost(page), 2000);
+  step("typed while snoozed", { status: result.statusSnoozed, ghost: result.ghostWhileSnoozed });
+  result.snoozeCheckedAt = Date.now() / 1000;
+  result.statusAfterSnooze = await waitFor(async () => {
+    const s = await statusBarText(page);
+    return s && !/snoozed/.test(s) ? s : null;
+  }, 20000, 200);
+  await page.keyboard.press("Escape");
+  await page.keyboard.press("End");
+  await page.keyboard.press("Enter");
+  result.ghostAfterSnooze = await typeUntilGhost(page, lines, ghostTimeout);
+  step("after the snooze", { status: result.statusAfterSnooze, ghost: result.ghostAfterSnooze });
+
+  // Off for this language only (tabd.enable), then on again.
+  await page.keyboard.press("Escape");
+  await runCommand(page, "tabd: Toggle suggestions for this language");
+  result.statusLanguageOff = await waitFor(async () => {
+    const s = await statusBarText(page);
+    return s && /off for/.test(s) ? s : null;
+  }, 10000, 100);
+  result.languageOffAt = Date.now() / 1000;
+  await page.keyboard.press("End");
+  await page.keyboard.press("Enter");
+  await page.keyboard.type(lines[0], { delay: 40 });
+  result.ghostLanguageOff = await waitFor(someGhost(page), 2000);
+  result.languageOnAt = Date.now() / 1000;
+  step("off for the language", { status: result.statusLanguageOff, ghost: result.ghostLanguageOff });
+  await runCommand(page, "tabd: Toggle suggestions for this language");
+  result.statusLanguageOn = await waitFor(async () => {
+    const s = await statusBarText(page);
+    return s && !/off for/.test(s) ? s : null;
+  }, 10000, 100);
+  step("on for the language", { status: result.statusLanguageOn });
+  result.ok = Boolean(result.ghostBefore && !result.ghostWhileOff && result.ghostAfter && result.ghostAfterSnooze);
+}
+
+// What the extension draws for a next edit, per editor line (0-based, the file is short enough to be all
+// visible): the text struck through (the range to replace) and the decorations' labels (CSS ::after content,
+// which is how VS Code renders an extension's `after` decoration).
+async function editView(page) {
+  return page.evaluate(() => {
+    const editor = document.querySelector(".editor-instance .monaco-editor .view-lines");
+    if (!editor) return [];
+    const lines = [...editor.querySelectorAll(":scope > .view-line")]
+      .sort((a, b) => parseFloat(a.style.top || "0") - parseFloat(b.style.top || "0"));
+    const unquote = (c) => (c && c !== "none" && c !== "normal" ? JSON.parse(c) : null);
+    return lines.map((line) => {
+      const struck = [];
+      const labels = [];
+      for (const span of line.querySelectorAll("span")) {
+        const style = getComputedStyle(span);
+        if (style.textDecorationLine.includes("line-through") && span.children.length === 0) struck.push(span.textContent);
+        for (const pseudo of ["::before", "::after"]) {
+          let text = null;
+          try { text = unquote(getComputedStyle(span, pseudo).content); } catch { text = null; }
+          if (text) labels.push(text);
+        }
+      }
+      const copy = line.cloneNode(true);
+      copy.querySelectorAll('[class*="ghost-text"]').forEach((g) => g.remove());
+      return { text: (copy.textContent ?? "").replace(/\u00a0/g, " "), struck: struck.join(""), labels };
+    });
+  });
+}
+
+// The first line (0-based) whose drawing shows a next edit: something struck through or a label.
+const editShown = (view) => view.findIndex((l) => l.struck || l.labels.some((t) => !/Tab: jump/.test(t)));
+const markerLine = (view) => view.findIndex((l) => l.labels.some((t) => /Tab: jump to line/.test(t)));
+
+async function notification(page, pattern) {
+  return page.evaluate((source) => {
+    const re = new RegExp(source);
+    const items = [...document.querySelectorAll(".notification-list-item-message")];
+    const hit = items.find((e) => re.test(e.textContent ?? ""));
+    return hit ? hit.textContent : null;
+  }, pattern);
+}
+
+// Ghost text (an inline completion) keeps Tab: hide it so Tab reaches the next edit, as a user would.
+async function hideGhost(page) {
+  if ((await ghostText(page)).trim()) {
+    await page.keyboard.press("Escape");
+    await waitFor(async () => !(await ghostText(page)).trim(), 2000, 50);
+    step("ghost text hidden");
+  }
+}
+
+// Waits for a next edit to be drawn and records it in result.edits.
+async function waitForEdit(page, label, timeoutMs) {
+  const view = await waitFor(async () => {
+    const v = await editView(page);
+    return editShown(v) >= 0 ? v : null;
+  }, timeoutMs, 100);
+  const record = {
+    label,
+    line: view ? editShown(view) : -1,
+    marker: view ? markerLine(view) : -1,
+    view: view ? view.filter((l) => l.struck || l.labels.length) : null,
+    cursor: await cursorPosition(page),
+  };
+  result.edits.push(record);
+  step("edit shown", record);
+  await shot(page, `edit-${result.edits.length}`);
+  return record;
+}
+
+// The tabd status item's tooltip (a hover over it), as text.
+async function statusTooltipText(page) {
+  const box = await page.evaluate(() => {
+    const items = [...document.querySelectorAll(".statusbar-item")];
+    const item = items.find((e) => /tabd/.test(e.textContent ?? ""));
+    if (!item) return null;
+    const r = item.getBoundingClientRect();
+    return { x: r.x + r.width / 2, y: r.y + r.height / 2 };
+  });
+  if (!box) return null;
+  await page.mouse.move(box.x, box.y);
+  const text = await waitFor(() => page.evaluate(() => {
+    const hover = [...document.querySelectorAll(".workbench-hover, .monaco-hover")]
+      .find((h) => h.offsetParent !== null && /tabd/.test(h.textContent ?? ""));
+    return hover ? hover.textContent : null;
+  }), 5000, 100);
+  await page.mouse.move(5, 5);
+  return text;
+}
+
+async function renameScenario(page) {
+  await waitForDaemon(page);
+  result.edits = [];
+  // Line 2 (Ctrl+G), its first word: the first `count`.
+  await page.keyboard.down("Control");
+  await page.keyboard.press("KeyG");
+  await page.keyboard.up("Control");
+  await page.waitForSelector(".quick-input-widget input", { visible: true, timeout: 10000 });
+  await page.keyboard.type("2", { delay: 30 });
+  await page.keyboard.press("Enter");
+  await sleep(300);
+  await page.keyboard.press("End");
+  await page.keyboard.press("Home");
+  await page.keyboard.down("Shift");
+  await page.keyboard.down("Control");
+  await page.keyboard.press("ArrowRight");
+  await page.keyboard.up("Control");
+  await page.keyboard.up("Shift");
+  await page.keyboard.type("total", { delay: 120 });
+  step("renamed the first", { cursor: await cursorPosition(page) });
+
+  let edit = await waitForEdit(page, "after the rename", firstGhostTimeout);
+  if (edit.line < 0) throw new Error("no next edit drawn after the rename");
+  await hideGhost(page);
+  result.tabAt = Date.now() / 1000;
+  await page.keyboard.press("Tab");
+  result.afterJump = await waitFor(async () => {
+    const c = await cursorPosition(page);
+    return c && c.line !== edit.cursor?.line ? c : null;
+  }, 3000, 50) ?? (await cursorPosition(page));
+  result.markerAfterJump = markerLine(await editView(page));
+  step("Tab (jump)", { cursor: result.afterJump, marker: result.markerAfterJump });
+  await page.keyboard.press("Tab");
+  const applied = edit.line;
+  result.lineApplied1 = await waitFor(async () => {
+    const v = await editView(page);
+    return v[applied] && !/count/.test(v[applied].text) ? v[applied].text : null;
+  }, 3000, 50);
+  // The status bar follows the cursor a moment later.
+  const jumped = JSON.stringify(result.afterJump);
+  result.cursorAfterApply1 = await waitFor(async () => {
+    const now = await cursorPosition(page);
+    return now && JSON.stringify(now) !== jumped ? now : null;
+  }, 3000, 20) ?? (await cursorPosition(page));
+  step("Tab (apply)", { line: result.lineApplied1, cursor: result.cursorAfterApply1 });
+
+  edit = await waitForEdit(page, "after the first Tab", ghostTimeout);
+  if (edit.line < 0) throw new Error("no next edit drawn after applying one");
+  await hideGhost(page);
+  await page.keyboard.press("Tab");
+  if (edit.marker >= 0) await page.keyboard.press("Tab");
+  const second = edit.line;
+  result.lineApplied2 = await waitFor(async () => {
+    const v = await editView(page);
+    return v[second] && !/count/.test(v[second].text) ? v[second].text : null;
+  }, 3000, 50);
+  step("Tab (apply)", { line: result.lineApplied2 });
+  await sleep(1500);
+  result.editAfterLast = editShown(await editView(page));
+
+  await runCommand(page, "tabd: Check the daemon's copy of this document");
+  result.sync = await waitFor(() => notification(page, "tabd: the daemon's copy"), 10000, 100);
+  step("sync", { message: result.sync });
+  result.finalText = (await editorLines(page)).join("\n");
+  await sleep(1000); // the status item polls tabd/stats every 500 ms in the test
+  result.tooltip = await statusTooltipText(page);
+  step("tooltip", { text: result.tooltip });
+  await shot(page, "rename-done");
+
+  // Rename again (`total` -> `size` on line 2), and dismiss the edit that follows with Esc.
+  await page.click(".editor-instance .monaco-editor .view-lines");
+  await page.keyboard.down("Control");
+  await page.keyboard.press("KeyG");
+  await page.keyboard.up("Control");
+  await page.waitForSelector(".quick-input-widget input", { visible: true, timeout: 10000 });
+  await page.keyboard.type("2", { delay: 30 });
+  await page.keyboard.press("Enter");
+  await sleep(300);
+  await page.keyboard.press("End");
+  await page.keyboard.press("Home");
+  await page.keyboard.down("Shift");
+  await page.keyboard.down("Control");
+  await page.keyboard.press("ArrowRight");
+  await page.keyboard.up("Control");
+  await page.keyboard.up("Shift");
+  await page.keyboard.type("size", { delay: 120 });
+  edit = await waitForEdit(page, "after the second rename", ghostTimeout);
+  await hideGhost(page);
+  await page.keyboard.press("Escape");
+  result.editAfterEscape = await waitFor(async () => {
+    const i = editShown(await editView(page));
+    return i < 0 ? String(i) : null;
+  }, 3000, 50);
+  result.linesAfterEscape = await editorLines(page);
+  step("Esc", { edit: result.editAfterEscape });
+  await sleep(1000);
+  result.tooltipAfterEscape = await statusTooltipText(page);
+  step("tooltip", { text: result.tooltipAfterEscape });
+  result.ok = Boolean(result.lineApplied1 && result.lineApplied2 && result.sync);
+}
+
+// A file the daemon excludes (tabd.exclude): typing and an explicit trigger bring no ghost text, and the
+// status item says why.
+async function excludedScenario(page) {
+  await waitForDaemon(page);
+  await page.keyboard.type(typed.split("\\n")[0], { delay: 60 });
+  result.ghost = await waitFor(someGhost(page), 3000);
+  await trigger(page);
+  result.status = await waitFor(async () => {
+    const s = await statusBarText(page);
+    return s && /excluded/.test(s) ? s : null;
+  }, 30000, 200) ?? (await statusBarText(page));
+  result.ghost = result.ghost ?? (await waitFor(someGhost(page), 2000));
+  result.tooltip = await statusTooltipText(page);
+  step("excluded", { status: result.status, ghost: result.ghost, tooltip: result.tooltip });
+  await shot(page, "excluded");
+  result.ok = Boolean(result.status && /excluded/.test(result.status) && !result.ghost);
+
+  // --other FILE: a file the daemon serves, whose answers its gate holds back (the test sets the gate):
+  // the status item leaves "excluded" behind, its tooltip says "unsure".
+  if (args.other) {
+    await openFileNamed(page, args.other);
+    await page.waitForSelector(".editor-instance .monaco-editor .view-lines", { visible: true, timeout: 20000 });
+    await sleep(500);
+    await page.click(".editor-instance .monaco-editor .view-lines");
+    await page.keyboard.down("Control");
+    await page.keyboard.press("End");
+    await page.keyboard.up("Control");
+    await page.keyboard.type(typed.split("\\n")[0], { delay: 60 });
+    result.otherTooltip = await waitFor(async () => {
+      const t = await statusTooltipText(page);
+      return t && /Last empty answer: unsure/.test(t) ? t : null;
+    }, 30000, 500) ?? (await statusTooltipText(page));
+    result.otherStatus = await statusBarText(page);
+    result.otherGhost = await ghostText(page);
+    step("other file", { status: result.otherStatus, tooltip: result.otherTooltip, ghost: result.otherGhost });
+    await shot(page, "other");
+  }
+}
+
+// Type `--type`'s lines until ghost text shows; nothing more (a language's first suggestion).
+async function ghostScenario(page) {
+  await waitForDaemon(page);
+  result.ghost = await typeUntilGhost(page, typed.split("\\n"), firstGhostTimeout);
+  result.lines = await editorLines(page);
+  step("ghost text", { ghost: result.ghost });
+  await shot(page, "ghost");
+  result.ok = Boolean(result.ghost);
+}
+
+const SCENARIOS = { ghost: ghostScenario, excluded: excludedScenario, rename: renameScenario, tab: tabScenario, pair: pairScenario, "not-found": notFoundScenario, toggle: toggleScenario };
 
 let browser;
 let page;

@@ -1,0 +1,47 @@
+"""How loaded a shared engine is, as this daemon sees it: speculation backs off when other users keep it busy.
+
+On a remote engine every prefetch competes with someone else's keystroke, and tabd's local pre-emption cannot
+reach into the engine's queue. So the daemon watches the model-path latency of its own requests (the time from
+the model call to its answer, which on a shared engine includes its queue): the lowest of the recent ones is what
+the engine gives unloaded, the median of the last few what it gives now. When now is twice the floor, prefetches
+go only one accept ahead; at four times, none start until it eases. A local engine is this daemon's alone: no cap.
+"""
+from __future__ import annotations
+
+import statistics
+from collections import deque
+
+FLOOR_WINDOW = 64  # requests the unloaded figure is the lowest of
+RECENT = 8  # requests the current figure is the median of
+SLOWER = 2.0  # now / floor from which prefetches go one ahead only
+MUCH_SLOWER = 4.0  # ... and from which none start
+MIN_MS = 30.0  # below this the engine is fast whatever the ratio (noise on a quick engine)
+
+
+class EngineLoad:
+    def __init__(self, shared: bool) -> None:
+        self.shared = shared
+        self._seen: deque[float] = deque(maxlen=FLOOR_WINDOW)
+        self.held: dict[str, int] = {}  # prefetches not started, by why
+
+    def observe(self, model_ms: float) -> None:
+        """A request's model-path latency (its debounce excluded)."""
+        if model_ms > 0:
+            self._seen.append(model_ms)
+
+    def ratio(self) -> float:
+        if len(self._seen) < RECENT:
+            return 1.0
+        floor = min(self._seen)
+        now = statistics.median(list(self._seen)[-RECENT:])
+        return now / floor if floor > 0 and now >= MIN_MS else 1.0
+
+    def depth_cap(self) -> int | None:
+        """The deepest prefetch to start now (0: none); None when there is no cap."""
+        if not self.shared:
+            return None
+        r = self.ratio()
+        return 0 if r >= MUCH_SLOWER else 1 if r >= SLOWER else None
+
+    def hold(self, why: str) -> None:
+        self.held[why] = self.held.get(why, 0) + 1
