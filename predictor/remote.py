@@ -39,7 +39,7 @@ import httpx
 from tabd.predictor import postprocess
 from tabd.predictor.prompt_text import fim_prompt, guess_template
 from tabd.predictor.templates import FimTemplate, template_for
-from tabd.predictor.fim import FAMILIES, chunk_text
+from tabd.predictor.fim import FAMILIES, PAD, chunk_text
 from tabd.predictor.backend_settings import RemoteSettings
 from tabd.predictor.types import Backend, ContextChunk, GenSettings, Interrupted, Prediction, prompt_chunks
 from tabd.predictor.urls import shown_url
@@ -103,6 +103,7 @@ class RemoteBackend(Backend):
         self.route: str | None = None
         self._down_until = 0.0
         self._down_reason = ""
+        self.logit_bias: dict[str, int] = {}  # token id -> bias, sent with each request (vLLM: the FIM markers)
         self._resolving = threading.Lock()  # predict() is safe to call from several threads; discovery runs once
         # How many requests the server runs at once; the daemon's single model worker uses one. See README.
         self.parallel = 1
@@ -198,9 +199,32 @@ class RemoteBackend(Backend):
                 f"{self.url}: cannot tell which FIM template model {self.model!r} uses; set the FIM template: "
                 f"FAMILY[:LAYOUT] ({', '.join(FAMILIES)}), or {SERVER_FIM} for the server's own", "fim")
         self.info, self.route, self.parallel = info, route, info.slots
+        self.logit_bias = self._marker_bias() if info.owned_by == "vllm" and route == "prompt" else {}
         if self.priority_mode == "auto":
             self.orders_by_priority = info.owned_by in PRIORITY_ENGINES and not self.priority_refused
         self.model_id = self._model_id()
+
+    def _marker_bias(self) -> dict[str, int]:
+        """{token id: -100} for the template's FIM markers, from vLLM's /tokenize; {} where it cannot say.
+
+        The local engine never starts a suggestion with a marker (local.py, _marker_ids). vLLM would, and drop its
+        text (skip_special_tokens), so the suggestion became what the model writes after it (`import sys` where
+        the local one opens a docstring). Banned for the whole answer: an OpenAI request has no first-token-only ban.
+        """
+        t = self.template
+        assert t is not None
+        toks = [tok for tok in (t.prefix_tok, t.suffix_tok, t.middle_tok, PAD if t.family == "tabd" else "") if tok]
+        bias: dict[str, int] = {}
+        for tok in toks:
+            try:
+                response = self.client.post(self.url + "/tokenize",
+                                            json={"model": self.model, "prompt": tok, "add_special_tokens": False})
+                ids = response.json().get("tokens") if response.status_code == 200 else None
+            except (httpx.HTTPError, ValueError, AttributeError):
+                return {}
+            if isinstance(ids, list) and len(ids) == 1 and isinstance(ids[0], int):
+                bias[str(ids[0])] = -100
+        return bias
 
     def _forget_model(self) -> bool:
         """The engine no longer serves the model tabd chose: look again at the next request. False when the name is
@@ -208,7 +232,7 @@ class RemoteBackend(Backend):
         if self.chosen_model:
             return False
         with self._resolving:
-            self.model, self.route, self.info = None, None, None
+            self.model, self.route, self.info, self.logit_bias = None, None, None, {}
             self.template = self._explicit_template(self.fim)
         return True
 
@@ -242,6 +266,8 @@ class RemoteBackend(Backend):
             body["stop"] = list(self.template.stop_toks[:4])
         if info.infill or info.owned_by == "llamacpp":
             body["cache_prompt"] = True
+        if self.logit_bias:
+            body["logit_bias"] = dict(self.logit_bias)
         if self.orders_by_priority:
             body["priority"] = priority
         return "/v1/completions", body

@@ -29,6 +29,8 @@ class Scripted(BaseHTTPRequestHandler):
     started: threading.Event  # a POST arrived: the model call began
     closed: threading.Event  # the client hung up on a call still being answered
     release: threading.Event  # "hold": answer now
+    models: list[dict] = []  # what GET /v1/models lists (404 when empty)
+    vocab: dict[str, int] = {}  # POST /tokenize (vLLM's): a text found here is that one token, else 404
 
     def log_message(self, *args) -> None:
         pass
@@ -55,12 +57,22 @@ class Scripted(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.raw.append(self.path.encode() + b"\n" + bytes(self.headers))
+        if self.path == "/v1/models" and self.models:
+            self._send(200, {"object": "list", "data": self.models})
+            return
         self._send(404, {"error": "not here"})
 
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.raw.append(self.path.encode() + b"\n" + bytes(self.headers) + raw)
         body = json.loads(raw or b"{}")
+        if self.path == "/tokenize":
+            token = self.vocab.get(body.get("prompt"))
+            if token is None:
+                self._send(404, {"detail": "Not Found"})
+            else:
+                self._send(200, {"tokens": [token]})
+            return
         self.hits.append(self.path)
         self.bodies.append(body)
         self.started.set()
@@ -118,7 +130,8 @@ class Scripted(BaseHTTPRequestHandler):
 def stub_model(mode: str = "500") -> Iterator[tuple[type[Scripted], str]]:
     """(the handler class, whose attributes the test reads and sets; the server's URL), served until the block ends."""
     handler = type("H", (Scripted,), {"mode": mode, "hits": [], "bodies": [], "raw": [], "started": threading.Event(),
-                                      "closed": threading.Event(), "release": threading.Event()})
+                                      "closed": threading.Event(), "release": threading.Event(),
+                                      "models": [], "vocab": {}})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()

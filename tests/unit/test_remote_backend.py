@@ -191,3 +191,24 @@ def test_context_goes_to_llama_server_as_input_extra(scripted):
     handler.mode = "stream"  # a warm-up asks llama-server for no tokens, with the same prompt and cache_prompt
     remote.warm("x = ", "\n", GenSettings(8), context=chunks)
     assert handler.bodies[-1]["n_predict"] == 0 and handler.bodies[-1]["input_extra"] and handler.bodies[-1]["cache_prompt"]
+
+
+def test_vllm_gets_the_fim_markers_banned(scripted):
+    """vLLM would start a suggestion with a FIM marker and hide it from the text; the local engine never does."""
+    handler, url = scripted
+    handler.mode, handler.answer = "answer", "42"
+    handler.models = [{"id": "tabd", "owned_by": "vllm"}]
+    handler.vocab = {"<tabd_pre>": 1, "<tabd_suf>": 2, "<tabd_mid>": 3, "<tabd_pad>": 4}
+    remote = RemoteBackend(RemoteSettings(url))
+    assert remote.template is not None and remote.template.name == "tabd-spm"
+    assert remote.predict("x = ", "\n", GenSettings(8)).text == "42"
+    assert handler.bodies[-1]["logit_bias"] == {"1": -100, "2": -100, "3": -100, "4": -100}
+
+
+def test_a_vllm_without_tokenize_is_still_asked(scripted):
+    handler, url = scripted
+    handler.mode, handler.answer = "answer", "42"
+    handler.models = [{"id": "tabd", "owned_by": "vllm"}]  # no vocab: /tokenize is a 404, as behind a proxy
+    remote = RemoteBackend(RemoteSettings(url))
+    assert remote.predict("x = ", "\n", GenSettings(8)).text == "42"
+    assert "logit_bias" not in handler.bodies[-1]
