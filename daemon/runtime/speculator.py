@@ -109,6 +109,8 @@ class Speculator:
         for plan in plan_after(state, text, depth, self.policy, self.config.partial_accept_prefetch, doc, kinds):
             if cap is not None and plan.depth > cap:
                 self.engine.hold("engine_loaded")  # a shared engine others keep busy: their keystrokes first
+                self.events.emit("prefetch", outcome="held", depth=plan.depth, branch=plan.branch, doc=doc,
+                                 reason="engine_loaded")
                 continue
             key = self._remember(doc, plan.state, plan.partial, context)
             if self.memory.has(key):

@@ -34,7 +34,7 @@ LOG_VERSION = 1
 EVENTS = ("completion", "prefetch", "accept", "dismiss", "cancel", "error", "warmup")
 SOURCES = ("cache", "typed", "inflight", "model", "none")
 HIT_SOURCES = ("cache", "typed", "inflight")
-OUTCOMES = ("started", "finished", "cancelled", "preempted")
+OUTCOMES = ("started", "finished", "cancelled", "preempted", "held")  # held: never started (a loaded shared engine)
 PHASES = ("queue_ms", "cache_ms", "prefill_ms", "decode_ms")
 
 EXACT_CAP = 250_000  # raw float64 values kept per latency series (2 MB each)

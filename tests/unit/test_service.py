@@ -229,7 +229,9 @@ async def test_an_invoked_request_offers_the_run_s_other_candidates_and_an_autom
 async def test_a_loaded_shared_engine_holds_prefetches_back_and_says_so():
     fake = FakeBackend(text="foo(bar, baz)")
     config = Config(debounce_ms=0, backend="openai", url="http://127.0.0.1:9")
-    service = CompletionService(config, lambda c: fake, EventLog())
+    events, logged = EventLog(), []
+    events.add_sink(logged.append)
+    service = CompletionService(config, lambda c: fake, events)
     try:
         for ms in [40.0] * 20 + [400.0] * 8:  # the engine answers ten times slower than it did unloaded
             service.speculator.engine.observe(ms)
@@ -239,5 +241,7 @@ async def test_a_loaded_shared_engine_holds_prefetches_back_and_says_so():
         s = service.stats_dict()
         assert first.text == "foo(bar, baz)"
         assert s["prefetch"]["started"] == 0 and s["held_back"]["engine_loaded"] >= 1, s["held_back"]
+        held = [e for e in logged if e["event"] == "prefetch"]
+        assert held and all(e["outcome"] == "held" and e["reason"] == "engine_loaded" for e in held)
     finally:
         service.close()
