@@ -92,7 +92,9 @@ class SlotPool:
 
     def kv_bytes(self) -> int:
         """Bytes the slots' caches hold (allocated, not just used): what max_kv_bytes bounds."""
-        return sum(s.cache.nbytes() for s in self.slots.values())
+        # read from the LSP thread (tabd/stats) while the model thread may be making a slot: a slot whose cache is
+        # not made yet holds nothing, and the dict is copied before it is walked
+        return sum(s.cache.nbytes() for s in list(self.slots.values()) if s.cache is not None)
 
     def cut(self, slot: Slot, n: int) -> None:
         drop = len(slot.ids) - n
