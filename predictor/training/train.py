@@ -37,6 +37,7 @@ class TrainConfig:
     # data
     stdlib: str = ""               # empty: the running interpreter's stdlib
     corpus: str = ""               # a `tabd train corpus` file (gzipped JSONL); empty: the stdlib only
+    extra_corpora: list[str] = dataclasses.field(default_factory=list)  # more corpus files (`--corpus` again): npm's
     include_tests: bool = True
     test_share: float = 0.15       # test files' most share of the characters trained on
     val_percent: float = 2.0       # stdlib files whose path hash falls below this percentage are held out
@@ -209,8 +210,9 @@ def load_checkpoint(path: Path):
 
 def gather_sources(cfg: TrainConfig) -> tuple[list[Source], list[Source]]:
     train_src, val_src = stdlib_sources(cfg.stdlib, cfg.val_percent, cfg.max_files)
-    if cfg.corpus:
-        train_src += corpus_sources(cfg.corpus)
+    for path in [cfg.corpus, *cfg.extra_corpora]:
+        if path:
+            train_src += corpus_sources(path)
     if not cfg.include_tests:
         train_src = [s for s in train_src if not s.test]
     return cap_test_share(train_src, cfg.test_share, cfg.seed), val_src
@@ -361,7 +363,8 @@ def loop(model, opt, rows: Rows, prog: Progress, cfg: TrainConfig, out: Path, pr
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = TrainConfig()
     parser.add_argument("--out", default=d.out, help="output directory (default: the shipped predictor/model)")
-    parser.add_argument("--corpus", default="", help="a `tabd train corpus` file to train on beside the stdlib")
+    parser.add_argument("--corpus", action="append", default=[],
+                        help="a `tabd train corpus` (or `corpus-npm`) file to train on beside the stdlib; repeat it for more")
     parser.add_argument("--minutes", type=float, default=d.minutes, help="budget for this run in minutes of training (a paused process, kill -STOP, spends none); then it saves and evaluates")
     parser.add_argument("--steps", type=int, default=0, help="stop at this global step (0: the time budget decides)")
     parser.add_argument("--checkpoint-minutes", type=float, default=d.checkpoint_minutes, help="how often to checkpoint")
@@ -395,7 +398,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     cfg = TrainConfig(
-        seed=args.seed, out=args.out, stdlib=args.stdlib, corpus=args.corpus, include_tests=not args.no_tests,
+        seed=args.seed, out=args.out, stdlib=args.stdlib, corpus=corpus_arg(args.corpus)[0],
+        extra_corpora=corpus_arg(args.corpus)[1:], include_tests=not args.no_tests,
         test_share=args.test_share, max_files=args.max_files, vocab_size=args.vocab_size, tokenizer_dir=args.tokenizer,
         init_dir=args.init, resume=args.resume, hidden=args.hidden, layers=args.layers, intermediate=args.intermediate,
         heads=args.heads, kv_heads=args.kv_heads, bf16=args.bf16, seq_len=args.seq_len, batch=args.batch, lr=args.lr,
@@ -410,11 +414,18 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     return cfg
 
 
+def corpus_arg(value: list[str] | str | None) -> list[str]:
+    """`--corpus` given once, many times or not at all, as a list whose first item fills TrainConfig.corpus."""
+    paths = [value] if isinstance(value, str) else list(value or [])
+    return paths or [""]
+
+
 def check(cfg: TrainConfig) -> str | None:
     if cfg.resume and not (Path(cfg.resume) / CHECKPOINT).exists():
         return f"--resume {cfg.resume}: no {CHECKPOINT} there"
-    if cfg.corpus and not Path(cfg.corpus).exists():
-        return f"--corpus {cfg.corpus}: no such file (build it with `tabd train corpus`)"
+    for path in [cfg.corpus, *cfg.extra_corpora]:
+        if path and not Path(path).exists():
+            return f"--corpus {path}: no such file (build it with `tabd train corpus` or `tabd train corpus-npm`)"
     if not 0 <= cfg.test_share < 1 or not 0 <= cfg.p_context <= 1 or not 0 <= cfg.p_context_needed <= 1:
         return "--test-share must be within 0..1 (exclusive of 1) and --p-context and --p-context-needed within 0..1"
     return None
