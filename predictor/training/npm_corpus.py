@@ -23,7 +23,7 @@ from pathlib import Path
 
 from tabd.predictor.training import corpus
 from tabd.predictor.training.corpus import CorpusStats, SourceFile
-from tabd.predictor.training.npm_installed import installed_npm_names, normalize
+from tabd.predictor.training.npm_installed import installed_npm_names, installed_source_keys, normalize
 
 PACKAGES = Path(__file__).resolve().parent / "npm_packages.txt"
 LANGS = {".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript",
@@ -183,9 +183,13 @@ def cap_declarations(files: list[SourceFile], share: float = DTS_SHARE) -> list[
 
 
 def build(packages: list[tuple[str, str]], cache: Path, out: Path, test_share: float = 0.15, seed: int = 0,
-          excluded: set[str] | None = None) -> tuple[CorpusStats, list[str]]:
-    """Write the corpus; returns its figures and the listed packages held out as installed here."""
+          excluded: set[str] | None = None, held_keys: set[str] | None = None) -> tuple[CorpusStats, list[str]]:
+    """Write the corpus; returns its figures and the listed packages held out as installed here.
+
+    `excluded`: names never read (default: installed_npm_names()); `held_keys`: content keys of installed files
+    never read under any name (default: installed_source_keys())."""
     excluded = installed_npm_names() if excluded is None else excluded
+    held_keys = installed_source_keys() if held_keys is None else held_keys
     held_out = [n for n, _ in packages if n in excluded]
     for n in held_out:
         print(f"tabd train corpus-npm: {n} is installed as node code on this machine: held out, not read",
@@ -209,6 +213,9 @@ def build(packages: list[tuple[str, str]], cache: Path, out: Path, test_share: f
         unique = []
         for f in found:
             key = corpus.content_key(f.text)
+            if key in held_keys:
+                stats.skip("installed-copy")
+                continue
             if key in seen:
                 stats.skip("duplicate")
                 continue

@@ -6,7 +6,8 @@ the embedded model's JavaScript figures are measured on, so a package whose
 name appears anywhere there is not training data, whatever its version. The
 names come from every package.json (its "name") and package-lock.json (its
 installed paths) under the roots; the roots are injectable so tests can plant
-a package in a temporary one.
+a package in a temporary one. The JavaScript files installed under node's
+global modules are held out by content too, a copy of one under another name.
 """
 from __future__ import annotations
 
@@ -16,12 +17,15 @@ import subprocess
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from tabd.predictor.training.corpus import content_key
+
 PROJECT = Path(__file__).resolve().parents[2]
 SYSTEM_ROOTS = ("/usr/lib/node_modules", "/usr/local/lib/node_modules", "/usr/share/nodejs", "/usr/share/javascript")
 # what the tests' setup (.ci/setup.d/40-vscode.sh) installs by name, held out before it is installed; its
 # dependencies are in the lockfiles under editors/ and tests/, or in the tree once installed under .cache
 TEST_INSTALLS = ("code-server",)
 PSEUDO_FS = {"/proc", "/sys", "/dev", "/run"}
+SOURCE_SUFFIXES = (".js", ".mjs", ".cjs", ".jsx", ".ts", ".mts", ".cts", ".tsx")
 
 
 def normalize(name: str) -> str:
@@ -118,3 +122,29 @@ def installed_npm_names(roots: Iterable[Path] | None = None, extra: Iterable[str
                 if manifest in files:
                     names |= names_in_manifest(Path(dirpath) / manifest)
     return names
+
+
+def system_roots() -> list[Path]:
+    """Node's global modules and the system's JavaScript: where the held-out JavaScript files are measured."""
+    return list(dict.fromkeys([*global_root(), *map(Path, SYSTEM_ROOTS)]))
+
+
+def installed_source_keys(roots: Iterable[Path] | None = None, max_chars: int = 300_000) -> set[str]:
+    """Content keys (corpus.content_key) of every JS/TS file under the roots (system_roots() when None): a copy of
+    one inside a listed package, under whatever name, is held out too."""
+    keys = set()
+    for root in system_roots() if roots is None else roots:
+        if not root.is_dir():
+            continue
+        for dirpath, _, files in os.walk(root):
+            for name in files:
+                if not name.endswith(SOURCE_SUFFIXES):
+                    continue
+                try:
+                    path = Path(dirpath) / name
+                    if path.stat().st_size > 4 * max_chars:
+                        continue
+                    keys.add(content_key(path.read_text(encoding="utf-8").replace("\r\n", "\n")))
+                except (OSError, UnicodeDecodeError):
+                    continue
+    return keys

@@ -78,12 +78,17 @@ def test_the_builder_skips_a_held_out_package_and_every_copy_or_build(tmp_path, 
         "src/built.js": '"use strict";\nObject.defineProperty(exports, "__esModule", { value: true });\n' + CODE,
         "src/clamp.cjs": '"use strict";\nexports.clamp = clamp;\n' + CODE.replace("export ", ""),  # a dual build's twin
         "src/fp.js": "// This file is generated automatically by `scripts/fp.ts`.\n" + CODE.replace("clamp", "fp"),
+        "src/util/ms.js": CODE.replace("clamp", "copied") + "\n",
         "README.md": "# goodpkg\n",
     })
     _tarball(cache / "npm" / "scope-held-2.0.0.tgz", {"index.js": CODE.replace("clamp", "held")})
     out = tmp_path / "npm.jsonl.gz"
+    installed = tmp_path / "global" / "npm" / "lib"
+    installed.mkdir(parents=True)
+    (installed / "ms.js").write_text(CODE.replace("clamp", "copied"))  # installed here; copied into goodpkg below
     stats, held_out = npm_corpus.build([("goodpkg", "1.0.0"), ("@scope/held", "2.0.0")], cache, out,
-                                       excluded={"@scope/held"})
+                                       excluded={"@scope/held"},
+                                       held_keys=npm_installed.installed_source_keys([tmp_path / "global"]))
     assert held_out == ["@scope/held"]
     assert "@scope/held is installed as node code on this machine" in capsys.readouterr().err
     files = corpus.read_corpus(out)
@@ -92,6 +97,7 @@ def test_the_builder_skips_a_held_out_package_and_every_copy_or_build(tmp_path, 
     assert stats.skipped["node_modules"] == 1 and stats.skipped["vendored-or-bundle"] == 2
     assert stats.skipped["minified"] == 2 and stats.skipped["not-utf8"] == 1 and stats.skipped["compiled"] == 1
     assert stats.skipped["dual-build"] == 1 and stats.skipped["generated"] == 1
+    assert stats.skipped["installed-copy"] == 1
 
 
 def test_the_package_list_reads_scoped_names_and_rejects_unpinned_lines(tmp_path):
@@ -146,6 +152,7 @@ def test_the_cli_builds_from_a_cached_tarball(tmp_path, capsys, monkeypatch):
     commands.add_arguments(parser)
     args = parser.parse_args(["corpus-npm", "--list", str(listing), "--cache", str(cache)])
     monkeypatch.setattr(npm_corpus, "installed_npm_names", lambda: {"other"})  # the whole-disk scan is tested above
+    monkeypatch.setattr(npm_corpus, "installed_source_keys", lambda: set())
     assert commands.run(args) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["packages"] == 1 and summary["files"] == 1 and summary["held_out"] == []
