@@ -16,11 +16,14 @@ class GenSettings:
     # a suggestion that finishes the word at the cursor into a name the prompt or the workspace already spells is
     # shown at least to the end of that name, however unsure the model is of it
     known_names: bool = True
+    # the model's text as written, to its stop token or the budget: no line rules, copy candidate, names or token
+    # healing (a next-edit prompt's answer is a whole window: predictor/edit_prompt.py)
+    raw: bool = False
 
     def tag(self) -> str:
         """The part of the cache key that generation settings decide."""
         return (f"greedy;n={self.max_new_tokens};ml={int(self.multiline)};l={self.max_lines};lk={self.lookup_min_p}"
-                f";nm={int(self.known_names)}")
+                f";nm={int(self.known_names)}" + (";raw" if self.raw else ""))
 
 
 @dataclass(frozen=True)
