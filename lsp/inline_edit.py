@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from pygls.exceptions import JsonRpcInvalidParams
 
@@ -84,7 +85,7 @@ async def inline_edit(ls: "TabdServer", params: Any) -> dict:
 
     text, at_version = doc.text, doc.version
     assert ls.edits is not None
-    edit = await ls.edits.suggest(doc_id(uri), at_version, text, offset)
+    edit = await ls.edits.suggest(doc_id(uri), at_version, text, offset, unquote(uri.rstrip("/").rsplit("/", 1)[-1]))
     if edit is None or doc.version != at_version:
         return {"edits": []}
     return _answered(ls, uri, doc, text, offset, edit)

@@ -138,7 +138,8 @@ class LineHunk:
 
 def line_hunks(old: str, new: str) -> list[LineHunk]:
     """The line-level differences between two texts, in order, as ranges of `old`; applied from last to first (or in
-    order, each shifted by the ones before), they turn `old` into `new`."""
+    order, each shifted by the ones before), they turn `old` into `new`. A block of lines replaced by as many is a
+    hunk per changed line (a change made at two lines in a row is two edits, two Tabs)."""
     a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
     starts, new_starts = [0], [0]
     for ln in a:
@@ -147,7 +148,10 @@ def line_hunks(old: str, new: str) -> list[LineHunk]:
         new_starts.append(new_starts[-1] + len(ln))
     out = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if tag != "equal":
+        if tag == "replace" and i2 - i1 == j2 - j1:  # as many lines for as many: each changed line its own hunk
+            out += [LineHunk(starts[i], starts[i + 1], b[j], new_starts[j])
+                    for i, j in zip(range(i1, i2), range(j1, j2)) if a[i] != b[j]]
+        elif tag != "equal":
             out.append(LineHunk(starts[i1], starts[i2], "".join(b[j1:j2]), new_starts[j1]))
     return out
 
