@@ -361,8 +361,9 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
         ls.pending_messages.extend(ls.exclusion.problems)
         ls.service = CompletionService(ls.config, ls.backend_factory, ls.events)
         ls.edits = EditService(ls.service.score, ls.config.edit_min_confidence,
-                               writer=ls.service.write_edit if ls.config.edit_model else None,
-                               model_min_confidence=ls.config.edit_model_min_confidence) if ls.config.inline_edits else None
+                               writer=ls.service.write_edit if ls.config.edit_sources != "propagation" else None,
+                               model_min_confidence=ls.config.edit_model_min_confidence,
+                               propagate=ls.config.edit_sources != "model") if ls.config.inline_edits else None
         ls.roots = workspace_roots(params)
         ls.parent_watch = start_parent_watch(params.process_id, lambda: ls.protocol.request_exit(1))
 

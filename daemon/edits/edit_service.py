@@ -71,11 +71,12 @@ def state_key(doc: str, text: str, cursor: int) -> tuple[str, bytes, int]:
 class EditService:
     def __init__(self, scorer: Scorer | None = None, min_confidence: float = 0.0,
                  clock: Callable[[], float] = time.monotonic, writer: Writer | None = None,
-                 model_min_confidence: float = 0.5) -> None:
+                 model_min_confidence: float = 0.5, propagate: bool = True) -> None:
         self.scorer = scorer
         self.min_confidence = min_confidence
         self.writer = writer  # the model edit source; None: propagation alone
         self.model_min_confidence = model_min_confidence
+        self.propagate = propagate  # False: the model alone proposes (a baseline `tabd bench edits` measures)
         self.clock = clock
         self.histories: dict[str, DocHistory] = {}
         # state -> what to show there (None: nothing), with the substitution that made it
@@ -228,7 +229,7 @@ class EditService:
     async def _compute(self, doc: str, text: str, cursor: int, background: bool) -> tuple[Proposal, float | None] | None:
         history = self.histories.get(doc)
         group: Group | None = history.last if history is not None else None
-        found = await self._gate(doc, text, propose(text, group, cursor, self.clock()), background)
+        found = await self._gate(doc, text, propose(text, group, cursor, self.clock()), background) if self.propagate else None
         if found is not None or self.writer is None or history is None or self._typing(doc, text, cursor):
             return found
         return await self._model(doc, text, cursor, history.groups, background)

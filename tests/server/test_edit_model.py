@@ -79,10 +79,10 @@ def test_the_model_s_edits_are_shown_nearest_first_the_next_from_memory_and_neve
             server.close()
 
 
-def test_no_edit_model_leaves_propagation_alone_and_never_asks_the_engine_for_an_edit():
+def test_edit_sources_propagation_leaves_propagation_alone_and_never_asks_the_engine_for_an_edit():
     with stub_model("edit") as (engine, url):
         engine.edit_for = staticmethod(model_edit)
-        server = RawServer("--backend", "openai", "--url", url, "--fim", "tabd", "--no-warmup", "--no-edit-model")
+        server = RawServer("--backend", "openai", "--url", url, "--fim", "tabd", "--no-warmup", "--edit-sources", "propagation")
         try:
             server.initialize()
             server.open(URI, CODE)
