@@ -32,6 +32,8 @@ from tabd.daemon.edits.edit_service import EditService
 from tabd.lsp.protocol import NOT_PLAIN, TabdProtocol
 from tabd.lsp.transport import serve_stdio, serve_tcp
 
+REFUSED = (EXCLUDED, DISABLED, LOADING)  # answers that say the document gets nothing now: no edit as ghost text either
+
 logger = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
@@ -408,6 +410,10 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
         """What memory cannot answer (TabdServer.answer_now answered the rest before this handler)."""
         invoked = params.context is not None and params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
         answer, start, end = await ls.answer_at(params.text_document.uri, params.position, invoked)
+        if not answer.text and answer.reason not in REFUSED:
+            ghost = inline_edit.ghost_item(ls, params.text_document.uri, params.position)
+            if ghost is not None:  # a next edit that only rewrites the rest of this line: shown as ghost text too
+                return {"items": [ghost]}
         return inline_result(answer, _position_dict(start), _position_dict(end))
 
     @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=[".", "(", " "]))

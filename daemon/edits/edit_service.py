@@ -149,6 +149,25 @@ class EditService:
         self.stats.from_memory += 1
         return (self._issue(doc, version, self.memory[key], "cache"),)
 
+    def as_ghost_text(self, doc: str, version: int, text: str, cursor: int) -> EditSuggestion | None:
+        """The edit remembered at this state, as an inline completion can show it: when it lies on the cursor's line
+        from the cursor on and the text after the cursor survives, in order, in the line it leaves (VS Code draws
+        that as ghost text), the same edit as the range cursor..end of line and the line's new rest; else None."""
+        found = self.memory.get(state_key(doc, text, cursor))
+        if not found:
+            return None
+        p = found[0]
+        eol = text.find("\n", cursor)
+        eol = len(text) if eol < 0 else eol
+        if p.start < cursor or p.end > eol:
+            return None
+        rest, new_rest = text[cursor:eol], text[cursor:p.start] + p.text + text[p.end:eol]
+        if "\n" in new_rest or new_rest == rest or not _subsequence(rest, new_rest):
+            return None
+        self.stats.requests += 1
+        self.stats.from_memory += 1
+        return self._issue(doc, version, (replace(p, start=cursor, end=eol, text=new_rest), found[1]), "cache")
+
     async def suggest(self, doc: str, version: int, text: str, cursor: int, name: str = "") -> EditSuggestion | None:
         """The edit to show at `cursor` in `text` (the document at `version`), or None; `name`: the file's name, which
         the model's edit prompt shows."""
@@ -268,3 +287,9 @@ def _after(history: DocHistory | None, start: int, removed: str, inserted: str, 
     copy.edited(start, removed, inserted, now)
     copy.mark_done()
     return copy
+
+
+def _subsequence(short: str, long: str) -> bool:
+    """Whether `short`'s characters all appear in `long`, in order."""
+    it = iter(long)
+    return all(ch in it for ch in short)

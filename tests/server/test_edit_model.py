@@ -91,3 +91,31 @@ def test_edit_sources_propagation_leaves_propagation_alone_and_never_asks_the_en
             assert not [b for b in engine.bodies if "<<< window: " in b.get("prompt", "")]
         finally:
             server.close()
+
+
+def test_an_edit_that_rewrites_the_rest_of_the_cursor_line_is_offered_as_ghost_text_too():
+    with stub_model("edit") as (engine, url):
+        engine.edit_for = staticmethod(model_edit)
+        server = RawServer("--backend", "openai", "--url", url, "--fim", "tabd", "--no-warmup", "--debounce-ms", "0")
+        try:
+            server.initialize()
+            server.open(URI, CODE)
+            server.change(URI, 2, [{"range": rng(1, 0, 0), "text": TYPED}])
+            # the cursor in `print(|total)`: the model's edit adds `, len(items)` after `total`, on this line
+            edit = inline_edit(server, 5, 10)["result"]["edits"][0]
+            assert edit["range"] == rng(5, 15, 15)
+            reply = server.call("textDocument/inlineCompletion", {
+                "textDocument": {"uri": URI}, "position": {"line": 5, "character": 10}, "context": {"triggerKind": 2}})
+            items = reply["result"]["items"]
+            # the engine completes nothing there; the edit comes as ghost text: the rest of the line rewritten, the
+            # text after the cursor kept in order
+            assert items == [{"insertText": "total, len(items))", "range": rng(5, 10, 16),
+                              "command": {**edit["command"], "arguments": items[0]["command"]["arguments"]}}]
+            server.change(URI, 3, [{"range": rng(5, 10, 16), "text": "total, len(items))"}])
+            assert server.result("workspace/executeCommand", items[0]["command"]) == {"accepted": True}
+            # a line the edit leaves as it was: nothing as ghost text
+            reply = server.call("textDocument/inlineCompletion", {
+                "textDocument": {"uri": URI}, "position": {"line": 2, "character": 0}, "context": {"triggerKind": 2}})
+            assert reply["result"]["items"] == []
+        finally:
+            server.close()
