@@ -247,13 +247,13 @@ class RemoteBackend(Backend):
             body = {"input_prefix": prefix, "input_suffix": suffix, "prompt": "", "n_predict": settings.max_new_tokens,
                     "temperature": 0, "top_k": 1, "stream": True, "cache_prompt": True}
             if context:  # llama-server lays these out with the model's own repository tokens, before the FIM prefix
-                body["input_extra"] = [{"filename": c.path, "text": c.text} for c in context]
+                body["input_extra"] = [{"filename": c.path, "text": c.text} for c in context if not c.current]
             return "/infill", body
         body: dict[str, Any] = {"max_tokens": settings.max_new_tokens, "temperature": 0, "stream": True}
         if self.model:
             body["model"] = self.model
         if self.route == "suffix":
-            head = "".join(chunk_text(c) for c in context)
+            head = "".join(chunk_text(c) for c in context if not c.current)
             body.update(prompt=head + prefix, suffix=suffix or "\n")  # Ollama takes an empty suffix for "no FIM"
         else:
             assert self.template is not None

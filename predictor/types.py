@@ -56,11 +56,19 @@ class ContextChunk:
     # searched for copy candidates only, never put in the prompt: whole open files, which cost no tokens
     lookup_only: bool = False
     comment: str = "#"  # the line comment of the chunk's language: `# path`, `// path` or `-- path` heads it
+    # the file being completed: its path alone (its extension names the language) where the FIM family heads the
+    # current file with one (Qwen2.5-Coder's and StarCoder2's `<file_sep>path`); no text, and no place elsewhere
+    current: bool = False
 
 
 def prompt_chunks(context: Sequence["ContextChunk"]) -> list["ContextChunk"]:
-    """The chunks that go in the prompt (not the lookup-only ones)."""
-    return [c for c in context if not c.lookup_only]
+    """The chunks that go in the prompt (not the lookup-only ones), the current file's header last."""
+    return [c for c in context if not c.lookup_only and not c.current] + [c for c in context if c.current][:1]
+
+
+def text_chunks(context: Sequence["ContextChunk"]) -> list["ContextChunk"]:
+    """The prompt's chunks that carry text (not the current file's header)."""
+    return [c for c in context if not c.lookup_only and not c.current]
 
 
 class Backend(Protocol):
