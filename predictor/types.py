@@ -84,6 +84,7 @@ class Backend(Protocol):
     weights_why: str | None = None  # the format the weights are held in, and why (tabd/stats); None where not ours
     # the engine runs a request with a lower `priority` (predict's, warm's) sooner: a remote engine that orders by it
     orders_by_priority: bool = False
+    writes_edits: bool = True  # a model that can answer a next-edit prompt (the copy baseline cannot)
 
     def predict(self, prefix: str, suffix: str, settings: GenSettings, should_stop: Callable[[], bool] = ...,
                 slot_id: str = "default", context: Sequence["ContextChunk"] = (), priority: int = 0) -> Prediction:

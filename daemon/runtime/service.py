@@ -189,6 +189,8 @@ class CompletionService:
         if not await self.model.ready() or self.model.backend is None:
             return None
         backend = self.model.backend
+        if not backend.writes_edits:
+            return None
         settings = GenSettings(max_new_tokens=budget, lookup_min_p=0.0, known_names=False, raw=True)
 
         def run(should_stop: Callable[[], bool]) -> Prediction:
