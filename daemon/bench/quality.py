@@ -63,13 +63,23 @@ def held_out_sample(count: int, seed: int, min_chars: int = 2_000, max_chars: in
 def files_to_type(args: argparse.Namespace, workdir: Path, count: int | None = None,
                   seed: int | None = None) -> list[str]:
     """FILES (the bench command's one positional list), else `count` held-out stdlib files written to workdir
-    (--quality-count and --quality-seed by default)."""
+    (--quality-count and --quality-seed by default).
+
+    A given file is typed as a copy in workdir (under its own name): where it lies it may be a file the daemon keeps
+    away from the model (content exclusion: a `.venv`'s site-packages is what git ignores in a repository), and the
+    bench measures the model on its text, not the exclusion."""
     given = list(args.quality_files or [])
     for path in given:
         if not Path(path).is_file():
             raise RuntimeError(f"{path}: no such file")
     if given:
-        return given
+        copies = []
+        for n, path in enumerate(given):
+            copy = workdir / "given" / str(n) / Path(path).name
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_bytes(Path(path).read_bytes())
+            copies.append(str(copy))
+        return copies
     out = []
     for name, text in held_out_sample(args.quality_count if count is None else count,
                                       args.quality_seed if seed is None else seed):

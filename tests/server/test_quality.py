@@ -76,3 +76,23 @@ def test_replay_accept_tab_json_adds_full_and_partial_counts(tmp_path):
     assert tab["partial_accepts"] == 0 and tab["full_accepts"] > 0
     assert tab["accepted_chars_full"] == tab["accepted_chars"]
     assert results["words"]["accepted_chars"] >= results["words"]["accepted_chars_full"]
+
+
+@pytest.mark.slow
+def test_bench_quality_measures_a_file_that_git_ignores_where_it_lies(tmp_path):
+    """The README's third-party run types files under a .venv's site-packages, which git ignores in a repository:
+    the daemon keeps such a file away from the model (content exclusion), so the bench types a copy elsewhere."""
+    repo = tmp_path / "repo"
+    (repo / ".venv" / "pkg").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / ".gitignore").write_text(".venv/\n")
+    src = repo / ".venv" / "pkg" / "repeats.py"
+    src.write_text(REPEATS)
+    assert subprocess.run(["git", "-C", str(repo), "check-ignore", "-q", str(src)]).returncode == 0
+    cmd = [sys.executable, "-m", "tabd.daemon", "bench", "quality", str(src), "--json", "--backend", "copy",
+           "--quality-spans", "2", "--quality-max-chars", "120", "--quality-no-baseline", "--quality-no-model-figures"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    q = json.loads(out.stdout)["quality"]
+    assert q["files"] == ["repeats.py"]
+    assert q["tab"]["shown"] > 0 and q["tab"]["accepted"] > 0
