@@ -93,6 +93,7 @@ def user_figures(summary: dict[str, Any], stats: dict[str, Any] | None) -> dict[
         "latency_p99_ms": summary["latency_ms"]["all"]["p99"],
         "model_p50_ms": summary["latency_ms"]["model"]["p50"],
         "model_p99_ms": summary["latency_ms"]["model"]["p99"],
+        "model_requests": summary.get("sources", {}).get("model", 0),  # 0: the model figures above are no figures
         "keystrokes": keys,
         "foreground_per_keystroke": round(foreground / keys, 3) if keys else 0.0,
         "prefetch_per_keystroke": round(prefetch / keys, 3) if keys else 0.0,

@@ -101,13 +101,15 @@ def fleet_points(data: Any, name: str = "fleet file") -> list[FleetPoint]:
 
 
 def point(users: int, mode: str, per_user: list[dict[str, Any]]) -> FleetPoint:
-    def values(field: str) -> list[float]:
-        return [float(u[field]) for u in per_user if _number(u.get(field))]
+    def values(field: str, users: list[dict[str, Any]]) -> list[float]:
+        return [float(u[field]) for u in users if _number(u.get(field))]
 
-    p50, p99 = values("model_p50_ms"), values("model_p99_ms")
+    # a user none of whose requests went to the engine reports a model p50 of 0: no figure, not a fast one
+    on_engine = [u for u in per_user if u.get("model_requests", 1) != 0]
+    p50, p99 = values("model_p50_ms", on_engine), values("model_p99_ms", on_engine)
     hits = [float(u["after_accept_hit_rate"]) for u in per_user
             if _number(u.get("after_accept_hit_rate")) and u.get("after_accept_requests")]
-    prefetch = values("prefetch_per_keystroke")
+    prefetch = values("prefetch_per_keystroke", per_user)
     return FleetPoint(
         users=users, mode=mode,
         median_p50_ms=statistics.median(p50) if p50 else None,

@@ -132,8 +132,9 @@ def expected_points(sweep: list[dict]) -> dict[str, dict[int, float]]:
         n = run["users"]
         for key, mode in (("speculation", "on"), ("no_speculation", "off")):
             users = run[key]["users"]
-            p50s = [u["model_p50_ms"] for u in users if u["model_p50_ms"] is not None]
-            p99s = [u["model_p99_ms"] for u in users if u["model_p99_ms"] is not None]
+            engine = [u for u in users if u.get("model_requests", 1) > 0]
+            p50s = [u["model_p50_ms"] for u in engine if u["model_p50_ms"] is not None]
+            p99s = [u["model_p99_ms"] for u in engine if u["model_p99_ms"] is not None]
             hits = [u["after_accept_hit_rate"] for u in users if u["after_accept_requests"]]
             if p50s:
                 out[f"{mode}-p50"][n] = median(p50s)
@@ -181,11 +182,14 @@ def test_a_sweep_file_that_is_the_fleet_object_itself_is_read_too(tmp_path, caps
 def test_missing_figures_leave_a_gap_not_a_crash(tmp_path, capsys):
     sweep = json.loads(json.dumps(SWEEP))
     for u in sweep[1]["speculation"]["users"]:
-        u["model_p50_ms"] = None  # no request of that run went to the engine
+        u["model_p50_ms"] = None  # a figure the file does not have
+    for u in sweep[2]["no_speculation"]["users"]:
+        u.update(model_requests=0, model_p50_ms=0, model_p99_ms=0)  # no request of that run went to the engine
     out = tmp_path / "gap.html"
     assert tabd_main(["dashboard", "--fleet", str(fleet_file(tmp_path, sweep)), "-o", str(out)]) == 0
     points = page_points(out).points
     assert 2 not in points["on-p50"] and points["on-p50"] == {1: 10, 4: 25}
+    assert 4 not in points["off-p50"] and 4 not in points["off-p99"] and points["off-hit"][4] == 0.0
     assert points == expected_points(sweep)
 
 
