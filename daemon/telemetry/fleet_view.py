@@ -193,8 +193,9 @@ def _nice_top(v: float) -> float:
     """The y axis top: 1, 2, 2.5 or 5 times a power of ten, at or above v (and above 0)."""
     if v <= 0:
         return 1.0
-    base = 10 ** math.floor(math.log10(v))
-    return next(m * base for m in (1, 2, 2.5, 5, 10) if m * base >= v * 1.05)
+    want = v * 1.05  # a point at the top still shows whole
+    base = 10 ** math.floor(math.log10(want))
+    return min(m * base for m in (1, 2, 2.5, 5, 10) if m * base >= want)
 
 
 def _fmt_ms(v: float) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import re
 import threading
 import urllib.request
 from contextlib import contextmanager
@@ -258,3 +259,14 @@ def test_the_fleet_plot_renders_in_chromium_from_127_0_0_1(tmp_path, capsys):
     assert sorted((s, n) for s, n, _ in drawn) == sorted((s, n) for s, v in EXPECTED.items() for n in v)
     assert all(visible for _, _, visible in drawn)
     assert ys["4"] < ys["2"] < ys["1"]
+
+
+@pytest.mark.parametrize("top", [0.004, 0.99, 1.0, 9.6, 9.8, 10, 73.24, 95.3, 99.99, 1234.5, 1e6])
+def test_the_latency_axis_holds_every_point(tmp_path, capsys, top):
+    sweep = [run_of([user(top / 2, top, 1.0)], [user(top / 3, top, 0.0)])]
+    out = tmp_path / "axis.html"
+    assert tabd_main(["dashboard", "--fleet", str(fleet_file(tmp_path, sweep)), "-o", str(out)]) == 0
+    text = out.read_text()
+    assert page_points(out).points["on-p99"] == {1: top}
+    ys = [float(y) for y in re.findall(r"<circle class='point'[^>]* cy='([0-9.]+)'", text)]
+    assert ys and all(40 <= y <= 340 - 96 for y in ys), ys  # inside the plot area (TOP .. H - BOTTOM)
