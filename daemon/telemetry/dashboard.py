@@ -104,7 +104,7 @@ def write_fleet_only(args: argparse.Namespace, fleet: list | None, error: str | 
         if not _write(args.output, page):
             return 2
         if not args.json:
-            print(f"wrote {args.output} (fleet view)", file=sys.stderr)
+            print(f"wrote {args.output} ({'why the fleet file is not plotted' if error else 'fleet view'})", file=sys.stderr)
     if args.json:
         _print_json({"tabd_dashboard": 1, "fleet": fleet_view.to_json(fleet) if fleet else None, "fleet_error": error})
     return 2 if error else 0
