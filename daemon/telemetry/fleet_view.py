@@ -125,8 +125,11 @@ def _number(v: Any) -> bool:
 
 
 def to_json(points: list[FleetPoint]) -> dict[str, Any]:
+    def rounded(v: Any) -> Any:
+        return round(v, 3) if isinstance(v, float) else v
+
     return {"users": sorted({p.users for p in points}),
-            "points": [p.__dict__ for p in points]}
+            "points": [{k: rounded(v) for k, v in p.__dict__.items()} for p in points]}
 
 
 # -- SVG ----------------------------------------------------------------------
