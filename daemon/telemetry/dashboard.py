@@ -65,8 +65,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"tabd dashboard: {exc}", file=sys.stderr)
         return 2
     report = to_json(summary, stats)
-    if fleet is not None:
-        report["fleet"] = fleet_view.to_json(fleet)
+    if args.fleet:
+        report["fleet"] = fleet_view.to_json(fleet) if fleet else None
+        report["fleet_error"] = fleet_error
     report["elapsed_s"] = round(time.perf_counter() - started, 3)
     if stats.skipped_lines:
         print(

@@ -270,3 +270,16 @@ def test_the_latency_axis_holds_every_point(tmp_path, capsys, top):
     assert page_points(out).points["on-p99"] == {1: top}
     ys = [float(y) for y in re.findall(r"<circle class='point'[^>]* cy='([0-9.]+)'", text)]
     assert ys and all(40 <= y <= 340 - 96 for y in ys), ys  # inside the plot area (TOP .. H - BOTTOM)
+
+
+def test_logs_with_a_bad_fleet_file_still_report_the_logs(tmp_path, capsys):
+    log = write_jsonl(tmp_path / "log.jsonl", realistic_events(200))
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    out = tmp_path / "both.html"
+    assert tabd_main(["dashboard", str(log), "--fleet", str(bad), "-o", str(out), "--json"]) == 2
+    report = json.loads(capsys.readouterr().out)
+    assert report["events"] > 0 and report["fleet"] is None and "no whole number of users" in report["fleet_error"]
+    page = page_points(out)
+    assert "no whole number of users" in page.error and page.points == {}
+    assert "<div class='chart' id='latency-cdf'>" in out.read_text()
