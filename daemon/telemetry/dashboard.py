@@ -442,6 +442,7 @@ def _head(title: str) -> list[str]:
     return [
         "<!DOCTYPE html>",
         "<html lang='en'><head><meta charset='utf-8'>",
+        "<link rel='icon' href='data:,'>",  # served over HTTP, a browser would ask for /favicon.ico: no request at all
         f"<title>{html.escape(title)}</title>",
         f"<style>{CSS}</style>",
     ]

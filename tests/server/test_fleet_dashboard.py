@@ -12,6 +12,7 @@ import http.server
 import json
 import re
 import threading
+import time
 import urllib.request
 from contextlib import contextmanager
 from html.parser import HTMLParser
@@ -98,10 +99,19 @@ class Points(HTMLParser):
 
 
 @contextmanager
-def served(folder: Path):
-    """The folder over real HTTP on 127.0.0.1, as a team would share a report; yields the base URL."""
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
-    handler.log_message = lambda *a, **k: None  # type: ignore[attr-defined]
+def served(folder: Path, requests: list[str] | None = None):
+    """The folder over real HTTP on 127.0.0.1, as a team would share a report; yields the base URL. `requests`
+    collects the paths asked for."""
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, fmt: str, *args) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if requests is not None:
+                requests.append(self.path)
+            super().do_GET()
+
+    handler = functools.partial(Handler, directory=str(folder))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -244,8 +254,10 @@ def test_logs_and_a_fleet_file_make_one_report(tmp_path, capsys):
 def test_the_fleet_plot_renders_in_chromium_from_127_0_0_1(tmp_path, capsys):
     out = tmp_path / "fleet.html"
     assert tabd_main(["dashboard", "--fleet", str(fleet_file(tmp_path)), "-o", str(out)]) == 0
-    with served(tmp_path) as base, Chromium() as browser:
+    requests: list[str] = []
+    with served(tmp_path, requests) as base, Chromium() as browser:
         browser.open(f"{base}/fleet.html")
+        time.sleep(1)  # what the page would fetch after its load (a favicon, a script) has had time to be asked for
         drawn = browser.evaluate(
             "[...document.querySelectorAll('svg.fleet-chart circle.point')].map(c => {"
             " const r = c.getBoundingClientRect(); return [c.dataset.series, +c.dataset.users, r.width > 0 && r.height > 0]; })"
@@ -259,6 +271,7 @@ def test_the_fleet_plot_renders_in_chromium_from_127_0_0_1(tmp_path, capsys):
     assert sorted((s, n) for s, n, _ in drawn) == sorted((s, n) for s, v in EXPECTED.items() for n in v)
     assert all(visible for _, _, visible in drawn)
     assert ys["4"] < ys["2"] < ys["1"]
+    assert requests == ["/fleet.html"]  # the page and nothing else: no favicon, no script, no CDN
 
 
 @pytest.mark.parametrize("top", [0.004, 0.99, 1.0, 9.6, 9.8, 10, 73.24, 95.3, 99.99, 1234.5, 1e6])
