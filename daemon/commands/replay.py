@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--startup-timeout", type=float, default=180.0,
                         help="longest wait for the server to start and load its model (default 180 s)")
     parser.add_argument("--max-seconds", type=float, default=None,
-                        help="stop after this long and report the part replayed (summary gets \"truncated\": true)")
+                        help="stop after this long of replaying (the server's start not counted) and report the part replayed (summary gets \"truncated\": true)")
     parser.add_argument("--check-sync", action="store_true",
                         help="before closing each document, compare the server's copy (tabd/document) with ours")
     parser.add_argument("--server-cmd", default=None, help=argparse.SUPPRESS)  # tests: another server command

@@ -96,7 +96,7 @@ class Driver:
         self._next_id = 0
         self._progress = progress or (lambda n: None)
         self._exited: asyncio.Future | None = None
-        self._deadline = None if options.max_seconds is None else time.monotonic() + options.max_seconds
+        self._deadline: float | None = None  # max_seconds from the first replayed event: the server's start is not typing
         self.stats_supported = True
         self.last_depth: int | None = None  # the last answer's speculation depth, from tabd/stats
         self.last_origin: str | None = None  # the layer that answered, even with nothing to show (tabd/stats)

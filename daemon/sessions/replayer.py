@@ -166,6 +166,8 @@ class Replayer(Driver):
     async def replay(self, session: Session) -> None:
         events = session.events
         opts = self.options
+        if self._deadline is None and opts.max_seconds is not None:
+            self._deadline = time.monotonic() + opts.max_seconds
         self.m.sessions += 1
         self.m.warnings.extend(session.warnings)
         cursors: dict[str, dict[str, int]] = {}  # uri -> where the last change or move left the cursor

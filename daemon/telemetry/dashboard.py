@@ -1,8 +1,9 @@
-"""`tabd dashboard`: one self-contained HTML latency report (or JSON) from daemon logs.
+"""`tabd dashboard`: one self-contained HTML latency report (or JSON) from daemon logs, and/or a fleet run's plot.
 
 The logs are streamed once through `logread.LogSummary` (bounded memory; see
 that module for how percentiles, time bins and wasted prefetches are kept).
-The HTML inlines plotly.js, so the report opens offline from a file.
+The HTML inlines plotly.js, so the report opens offline from a file. `--fleet FLEET.json` (what
+`tabd bench fleet --json` prints) adds the fleet view, drawn as inline SVG by `fleet_view`; alone, it is the page.
 
 to_json and figures are over 50 lines because each is one flat list (report fields, charts) read top to bottom.
 """
@@ -16,6 +17,7 @@ import os
 import sys
 import time
 
+from tabd.daemon.telemetry import fleet_view
 from tabd.daemon.telemetry.logread import (
     HIT_SOURCES,
     OUTCOMES,
@@ -27,6 +29,7 @@ from tabd.daemon.telemetry.logread import (
     read_events,
 )
 
+DEFAULT_TITLE = "tabd latency report"
 SOURCE_COLORS = {
     "cache": "#2ca02c",
     "typed": "#17becf",
@@ -37,23 +40,34 @@ SOURCE_COLORS = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("logs", nargs="+", metavar="LOG.jsonl", help="daemon logs (tabd serve --log)")
+    parser.add_argument("logs", nargs="*", metavar="LOG.jsonl", help="daemon logs (tabd serve --log)")
+    parser.add_argument("--fleet", metavar="FLEET.json",
+                        help="plot per-user latency against N from `tabd bench fleet --json` output (with or without logs)")
     parser.add_argument("-o", "--output", metavar="report.html", help="write the HTML report here")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object on stdout")
-    parser.add_argument("--title", default="tabd latency report", help="report title")
+    parser.add_argument("--title", default=DEFAULT_TITLE, help="report title")
 
 
 def run(args: argparse.Namespace) -> int:
     if not args.output and not args.json:
         print("tabd dashboard: give -o report.html, --json, or both", file=sys.stderr)
         return 2
+    if not args.logs and not args.fleet:
+        print("tabd dashboard: give daemon logs (LOG.jsonl...), --fleet FLEET.json, or both", file=sys.stderr)
+        return 2
     started = time.perf_counter()
+    fleet, fleet_error = read_fleet(args.fleet)
+    if not args.logs:
+        return write_fleet_only(args, fleet, fleet_error)
     try:
         summary, stats = summarise(args.logs)
     except LogFileError as exc:
         print(f"tabd dashboard: {exc}", file=sys.stderr)
         return 2
     report = to_json(summary, stats)
+    if args.fleet:
+        report["fleet"] = fleet_view.to_json(fleet) if fleet else None
+        report["fleet_error"] = fleet_error
     report["elapsed_s"] = round(time.perf_counter() - started, 3)
     if stats.skipped_lines:
         print(
@@ -61,23 +75,59 @@ def run(args: argparse.Namespace) -> int:
             f"({_skipped_text(stats)})",
             file=sys.stderr,
         )
+    extra = fleet_view.section(fleet, fleet_error, args.fleet) if args.fleet else ""
     if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(to_html(summary, stats, report, title=args.title))
-        except OSError as exc:
-            print(f"tabd dashboard: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        if not _write(args.output, to_html(summary, stats, report, title=args.title, extra=extra)):
             return 2
         if not args.json:
             print(f"wrote {args.output} ({report['events']} events)", file=sys.stderr)
     if args.json:
-        try:
-            json.dump(report, sys.stdout)
-            sys.stdout.write("\n")
-            sys.stdout.flush()
-        except BrokenPipeError:  # `tabd dashboard --json | head`: the reader left, not an error
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 0
+        _print_json(report)
+    return 2 if fleet_error else 0
+
+
+def read_fleet(path: str | None) -> tuple[list[fleet_view.FleetPoint] | None, str | None]:
+    """(points, None), or (None, why not) said on stderr too: a bad fleet file is reported, the page still written."""
+    if path is None:
+        return None, None
+    try:
+        return fleet_view.read_fleet(path), None
+    except fleet_view.FleetFileError as exc:
+        print(f"tabd dashboard: {exc}", file=sys.stderr)
+        return None, str(exc)
+
+
+def write_fleet_only(args: argparse.Namespace, fleet: list | None, error: str | None) -> int:
+    if args.output:
+        title = args.title if args.title != DEFAULT_TITLE else "tabd fleet report"
+        page = "\n".join(_head(title) + ["</head><body>", f"<h1>{html.escape(title)}</h1>",
+                                           fleet_view.section(fleet, error, args.fleet), "</body></html>"])
+        if not _write(args.output, page):
+            return 2
+        if not args.json:
+            print(f"wrote {args.output} ({'why the fleet file is not plotted' if error else 'fleet view'})", file=sys.stderr)
+    if args.json:
+        _print_json({"tabd_dashboard": 1, "fleet": fleet_view.to_json(fleet) if fleet else None, "fleet_error": error})
+    return 2 if error else 0
+
+
+def _write(path: str, text: str) -> bool:
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        print(f"tabd dashboard: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+        return False
+    return True
+
+
+def _print_json(report: dict) -> None:
+    try:
+        json.dump(report, sys.stdout)
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # `tabd dashboard --json | head`: the reader left, not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def summarise(paths: list[str]) -> tuple[LogSummary, ReadStats]:
@@ -384,18 +434,25 @@ table.summary th { text-align: left; font-weight: 500; padding: 3px 16px 3px 0; 
 table.summary td { font-variant-numeric: tabular-nums; padding: 3px 0; }
 .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(560px, 1fr)); gap: 16px; }
 .chart { border: 1px solid #e5e5e5; min-height: 380px; }
-"""
+.fleet-grid { display: flex; flex-wrap: wrap; gap: 16px; }
+""" + fleet_view.CSS
 
 
-def to_html(s: LogSummary, stats: ReadStats, report: dict, title: str = "tabd latency report") -> str:
-    from plotly.offline import get_plotlyjs  # only the HTML needs plotly
-
-    head = [
+def _head(title: str) -> list[str]:
+    return [
         "<!DOCTYPE html>",
         "<html lang='en'><head><meta charset='utf-8'>",
+        "<link rel='icon' href='data:,'>",  # served over HTTP, a browser would ask for /favicon.ico: no request at all
         f"<title>{html.escape(title)}</title>",
         f"<style>{CSS}</style>",
     ]
+
+
+def to_html(s: LogSummary, stats: ReadStats, report: dict, title: str = DEFAULT_TITLE, extra: str = "") -> str:
+    """The page; `extra` (the fleet view) goes under the summary table."""
+    from plotly.offline import get_plotlyjs  # only the HTML needs plotly
+
+    head = _head(title)
     body = [f"<h1>{html.escape(title)}</h1>"]
     span = ""
     if s.first_ts is not None:
@@ -411,10 +468,12 @@ def to_html(s: LogSummary, stats: ReadStats, report: dict, title: str = "tabd la
     if not report["events"]:
         body.append("<p class='empty' id='empty'>No events found in the log: nothing to chart.</p>")
         body.append(_table(summary_rows(report)))
+        body.append(extra)
         return "\n".join(head + ["</head><body>"] + body + ["</body></html>"])
 
     figs = figures(s, report)
     body.append(_table(summary_rows(report)))
+    body.append(extra)
     body.append("<div class='grid'>")
     for fid, _ in figs:
         body.append(f"<div class='chart' id='{fid}'></div>")

@@ -1,5 +1,6 @@
 """`tabd bench fleet`: several daemons share one real engine (`tabd serve-model`), with speculation on and off in the
-same run; each user's figures come from its own replay and its own daemon's tabd/stats."""
+same run; each user's figures come from its own replay and its own daemon's tabd/stats. `--users 1,2` sweeps N in
+one run, and the dashboard plots the sweep's own output (test_fleet_dashboard.py checks the plot in detail)."""
 from __future__ import annotations
 
 import json
@@ -7,6 +8,11 @@ import subprocess
 import sys
 
 import pytest
+
+from tabd.daemon.cli import main as tabd_main
+from test_fleet_dashboard import expected_points, page_points  # noqa: E402
+
+MODES = ("speculation", "no_speculation")
 
 
 @pytest.mark.slow
@@ -23,7 +29,53 @@ def test_a_fleet_of_two_shares_one_engine_with_and_without_speculation():
     assert "serve_model" in on["engine"] and fleet["slowest_model_p50_ratio"] is not None
 
 
+@pytest.mark.slow
+def test_a_sweep_over_users_reports_each_n_and_the_dashboard_plots_it(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "tabd.daemon", "bench", "fleet", "--users", "2,1", "--fleet-seconds",
+                          "6", "--fleet-speed", "3", "--json"], capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-2000:]
+    last = out.stdout.strip().splitlines()[-1]
+    fleet = json.loads(last)["fleet"]
+    sweep = fleet["sweep"]
+    assert [run["users"] for run in sweep] == [1, 2]  # ascending, whatever order they were given in
+    for run in sweep:
+        assert set(run) == {"users", "engine_url", "speculation", "no_speculation", "slowest_model_p50_ratio"}
+        n = run["users"]
+        assert len(run["speculation"]["users"]) == len(run["no_speculation"]["users"]) == n
+        assert all(u["prefetch_per_keystroke"] == 0 for u in run["no_speculation"]["users"])
+        assert "serve_model" in run["speculation"]["engine"]
+    typed = [u["keystrokes"] for run in sweep for m in ("speculation", "no_speculation") for u in run[m]["users"]]
+    assert sum(typed) > 0, typed  # (how many each user gets through in a few seconds is the machine's load)
+    # the top level is the largest N's single-N report, as `--users 2` alone prints it
+    assert {k: v for k, v in fleet.items() if k != "sweep"} == sweep[-1]
+
+    path = tmp_path / "fleet.json"
+    path.write_text(last + "\n")
+    page = tmp_path / "fleet.html"
+    assert tabd_main(["dashboard", "--fleet", str(path), "-o", str(page)]) == 0
+    points = page_points(page).points
+    assert points == expected_points(sweep)
+    engine_runs = {(run["users"], "on" if m == "speculation" else "off") for run in sweep for m in MODES
+                   if any(u["model_requests"] > 0 for u in run[m]["users"])}
+    assert {(n, s.split("-")[0]) for s, per_n in points.items() if s.endswith("p50") for n in per_n} == engine_runs
+
+
 def test_a_fleet_of_nobody_is_refused():
     out = subprocess.run([sys.executable, "-m", "tabd.daemon", "bench", "fleet", "--users", "0", "--json"],
                          capture_output=True, text=True, timeout=120)
-    assert out.returncode != 0 and "--users must be at least 1" in out.stderr
+    assert out.returncode == 2 and "--users must be at least 1" in out.stderr
+
+
+@pytest.mark.parametrize("users, says", [
+    ("a,2", "'a' is not a whole number"),
+    ("1,,2", "empty item"),
+    ("", "empty item"),
+    ("1,0", "--users must be at least 1"),
+    ("2,2", "given twice"),
+    ("1.5", "not a whole number"),
+])
+def test_bad_user_counts_are_usage_errors(users, says):
+    out = subprocess.run([sys.executable, "-m", "tabd.daemon", "bench", "fleet", "--users", users, "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert out.stdout == ""
