@@ -53,6 +53,7 @@ def test_a_row_is_the_daemons_edit_prompt_then_the_updated_window(tok):
         assert ids[2:2 + len(tok.encode(prompt, add_special_tokens=False))] == tok.encode(prompt, add_special_tokens=False)
         assert tok.decode(ids) == "<tabd_suf><tabd_pre>" + prompt + ex.answer + "<tabd_eot>"
         assert ex.answer.endswith("\n") and ep.read_answer(ex.win, ex.answer) == ex.answer
+        assert len(tok.encode(ex.answer, add_special_tokens=False)) + 1 <= ep.answer_budget(ex.win)
         # one-line renames: every remaining rename in the window is made, so the window reads as in the new release
         assert ex.answer == "".join(new_lines[ex.win.first_line:ex.win.end_line])
         assert 1 <= len(ex.edits) <= ep.MAX_EDITS
@@ -115,6 +116,8 @@ def test_a_row_that_cannot_fit_is_empty_and_old_edits_go_first(tok):
     assert fewer and len(fewer) < len(full)
     assert tok.decode(fewer) == "<tabd_suf><tabd_pre>" + ex.prompt(1) + ex.answer + "<tabd_eot>"
     assert ex.prompt(1).count("@@ ") == ep.MAX_EDITS - 1
+    grown = edit_rows.EditExample(ex.path, ex.edits, ex.win, ex.answer + "    extra_line = 1\n" * 40, False)
+    assert edit_rows.tokens(grown, tok, 4096) == []  # longer than the daemon lets the model write
 
 
 def test_a_window_with_a_form_feed_makes_no_row():
