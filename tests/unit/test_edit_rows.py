@@ -64,6 +64,21 @@ def test_a_row_is_the_daemons_edit_prompt_then_the_updated_window(tok):
     assert 0.1 < no_edit < 0.9  # both answers are common: "no edit here" and "the next rename"
 
 
+def test_a_rows_prompt_ids_are_the_ids_the_daemons_local_backend_lays_out():
+    """The daemon passes the edit prompt as a FIM prefix with an empty suffix (LocalBackend.layout); the row must
+    hold exactly those ids before its answer."""
+    from tabd.predictor.backend_settings import LocalSettings
+    from tabd.predictor.local import LocalBackend
+
+    backend = LocalBackend(LocalSettings(engine="plain", threads=1))
+    for ex in examples(OLD, renamed([2, 4, 5, 9, 20, 21, 40]), 20, p_mid=0.5, seed=2):
+        layout = backend.layout(ex.prompt(), "", ep.answer_budget(ex.win))
+        assert layout.heal == ""  # the prompt ends its line: no token is backed off
+        ids = edit_rows.tokens(ex, backend.tokenizer, 2049)
+        answer = backend.tokenizer.encode(ex.answer, add_special_tokens=False)
+        assert ids == layout.ids + answer + [backend.tokenizer.convert_tokens_to_ids("<tabd_eot>")]
+
+
 def test_only_hunks_wholly_inside_the_window_are_the_answer():
     new_lines = OLD.splitlines(keepends=True)
     new_lines[1] = "    value_0 = compute(limit, 0)\n"  # hunk 0: the user's last edit, the cursor on line 1
