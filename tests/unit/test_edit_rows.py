@@ -153,14 +153,16 @@ def test_training_rows_draw_edit_samples_on_the_resumable_sampler(tok, tmp_path)
     rows = rows_mod.Rows(sources, tok, cfg, seed=3, edits=pairs)
     texts = [tok.decode(rows.row()) for _ in range(4)]
     assert all(t.startswith("<tabd_suf><tabd_pre><<< edits: mod.py\n") and "<<< updated\n" in t for t in texts)
-    whole = rows_mod.Rows(sources, tok, train.TrainConfig(p_edit=0.5, seq_len=256), seed=4, edits=pairs)
-    first = rows_mod.Rows(sources, tok, train.TrainConfig(p_edit=0.5, seq_len=256), seed=4, edits=pairs)
+    whole = rows_mod.Rows(sources, tok, train.TrainConfig(p_edit=0.5, seq_len=512), seed=4, edits=pairs)
+    first = rows_mod.Rows(sources, tok, train.TrainConfig(p_edit=0.5, seq_len=512), seed=4, edits=pairs)
     a = [whole.row() for _ in range(8)]
     b = [first.row() for _ in range(4)]
-    resumed = rows_mod.Rows(sources, tok, train.TrainConfig(p_edit=0.5, seq_len=256), seed=99, edits=pairs)
+    resumed = rows_mod.Rows(sources, tok, train.TrainConfig(p_edit=0.5, seq_len=512), seed=99, edits=pairs)
     resumed.rng.setstate(first.rng.getstate())  # what a checkpoint keeps
     assert a == b + [resumed.row() for _ in range(4)]
-    assert {len(r) for r in a} == {257}
+    assert {len(r) for r in a} == {513}
+    kinds = ["<<< updated" in tok.decode(r) for r in a]
+    assert any(kinds) and not all(kinds)  # edit rows and others, the rest of each row plain text
     x, y = whole.batch(4)
     ids = {tok.convert_tokens_to_ids(t) for t in ("<tabd_pre>", "<tabd_suf>")}
     assert not ids & set(y.flatten().tolist())  # the same masking as FIM rows
@@ -215,26 +217,53 @@ def test_train_edits_pairs_two_local_releases_and_never_reads_a_held_out_one(tmp
     capsys.readouterr()
 
 
-def test_a_tiny_run_trains_on_edit_rows_and_the_corpus_alone(tmp_path):
+TINY = ["--hidden", "32", "--layers", "1", "--heads", "4", "--kv-heads", "2", "--intermediate", "64",
+        "--seq-len", "512", "--batch", "2", "--eval-lines", "1", "--val-rows", "2", "--no-progress", "--threads", "1",
+        "--max-files", "6", "--tokenizer", str(SHIPPED)]
+
+
+def _train(args: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    train.add_arguments(parser)
+    return train.run(parser.parse_args(args))
+
+
+def _tiny_data(tmp_path: Path) -> list[str]:
     src = tmp_path / "corpus.jsonl.gz"
     code = "def alpha_helper(x):\n    return x * 2\n\n\nclass Point:\n    x: int = 0\n" * 20
     corpus.write_corpus([corpus.SourceFile("pkg", f"pkg/m{i}.py", code + f"# {i}\n", False) for i in range(3)], src)
     edits = _pairs_file(tmp_path / "edits.jsonl.gz", [
         {"dist": "pkg", "path": "pkg/mod.py", "from": "1", "to": "2", "old": OLD, "new": renamed([2, 4, 9, 20])}])
-    out = tmp_path / "model"
-    parser = argparse.ArgumentParser()
-    train.add_arguments(parser)
-    args = parser.parse_args([
-        "--out", str(out), "--corpus", str(src), "--no-stdlib", "--edits", str(edits), "--p-edit", "0.5",
-        "--minutes", "0.05", "--hidden", "32", "--layers", "1", "--heads", "4", "--kv-heads", "2",
-        "--intermediate", "64", "--seq-len", "128", "--batch", "2", "--eval-lines", "1", "--val-rows", "2",
-        "--no-progress", "--threads", "1", "--max-files", "6", "--tokenizer", str(SHIPPED)])
-    assert train.run(args) == 0
+    return ["--corpus", str(src), "--no-stdlib", "--edits", str(edits), "--p-edit", "0.5"]
+
+
+def test_a_tiny_run_trains_on_edit_rows_and_the_corpus_alone(tmp_path):
+    out, data_args = tmp_path / "model", _tiny_data(tmp_path)
+    edits = Path(data_args[data_args.index("--edits") + 1])
+    assert _train(["--out", str(out), *data_args, "--minutes", "0.05", *TINY]) == 0
     results = json.loads((out / "eval.json").read_text())
     assert results["train_files"] == 3 and results["val_files"] >= 1  # the stdlib only validates
     assert results["steps"] >= 1
     saved = json.loads((out / "train_config.json").read_text())
     assert saved["edits"] == str(edits) and saved["p_edit"] == 0.5 and saved["train_stdlib"] is False
+
+
+def test_a_resumed_run_with_edit_rows_sees_the_same_rows(tmp_path):
+    data_args = _tiny_data(tmp_path)
+    whole, broken = tmp_path / "whole", tmp_path / "broken"
+    assert _train(["--out", str(whole), *data_args, "--steps", "4", "--log-every", "1", *TINY]) == 0
+    assert _train(["--out", str(broken), *data_args, "--steps", "2", "--log-every", "1", *TINY]) == 0
+    assert _train(["--out", str(broken), "--resume", str(broken), "--steps", "4", "--log-every", "1", "--no-progress",
+                   "--threads", "1", "--eval-lines", "1", "--val-rows", "2"]) == 0
+
+    def losses(out: Path) -> dict[int, float]:
+        rows = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines() if line.strip()]
+        return {r["step"]: r["loss"] for r in rows if "step" in r and "event" not in r}
+
+    a, b = losses(whole), losses(broken)
+    assert sorted(a) == sorted(b) == [1, 2, 3, 4]
+    for step in a:
+        assert abs(a[step] - b[step]) < 1e-3, (step, a[step], b[step])
 
 
 def test_edit_flags_are_checked(tmp_path, capsys):
