@@ -188,10 +188,12 @@ def test_train_edits_pairs_two_local_releases_and_never_reads_a_held_out_one(tmp
     latin = "# caf\xe9\n".encode("latin-1") + b"x = 1\n" * 20
     _wheel(index / "editpkg-1.0-py3-none-any.whl", {
         "editpkg/core.py": OLD, "editpkg/same.py": OLD + "# same\n", "editpkg/gone.py": OLD,
-        "editpkg/big.py": big_old, "editpkg/latin.py": latin})
+        "editpkg/big.py": big_old, "editpkg/latin.py": latin,
+        "editpkg/blob.py": b"DATA = 1\n\x00\x01\x02\n" * 20})
     _wheel(index / "editpkg-2.0-py3-none-any.whl", {
         "editpkg/core.py": renamed([1, 7, 30]), "editpkg/same.py": OLD + "# same\n", "editpkg/new.py": OLD,
-        "editpkg/big.py": big_new, "editpkg/latin.py": latin + b"y = 2\n"})
+        "editpkg/big.py": big_new, "editpkg/latin.py": latin + b"y = 2\n",
+        "editpkg/blob.py": b"DATA = 2\n\x00\x01\x02\n" * 20})
     _wheel(index / "firstpkg-1.0-py3-none-any.whl", {"firstpkg/__init__.py": OLD})  # no earlier release
     _wheel(index / "pytest-98.0-py3-none-any.whl", {"pytest/__init__.py": OLD})  # installed here: held out
     _wheel(index / "pytest-99.0-py3-none-any.whl", {"pytest/__init__.py": renamed([1, 2])})
@@ -208,7 +210,8 @@ def test_train_edits_pairs_two_local_releases_and_never_reads_a_held_out_one(tmp
     assert [(r["dist"], r["path"], r["from"], r["to"]) for r in rows] == [("editpkg", "editpkg/core.py", "1.0", "2.0")]
     assert rows[0]["old"] == OLD and rows[0]["new"] == renamed([1, 7, 30])
     assert summary["pairs"] == 1 and summary["distributions"] == 1 and summary["no_previous"] == 1
-    assert summary["skipped"]["not-utf8"] == 1 and summary["skipped"]["rewrite"] == 1
+    assert summary["skipped"]["not-utf8"] == 1 and summary["skipped"]["binary"] == 1
+    assert summary["skipped"]["rewrite"] == 1
     assert summary["skipped"]["unchanged"] == 1 and summary["skipped"]["held-out"] == 1
     assert not [p for p in cache.rglob("*.whl") if p.name.startswith("pytest")]  # never even downloaded
     assert 0 < summary["no_edit_share"] < 1
