@@ -205,15 +205,16 @@ class Client:
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         self._process = asyncio.subprocess.Process(transport, protocol, loop)
 
-    async def initialize(self) -> bool:
-        """initialize (UTF-16, inline completion, executeCommand); True when the server takes incremental changes."""
+    async def initialize(self, root_uri: str | None = None) -> bool:
+        """initialize (UTF-16, inline completion, executeCommand; the workspace at `root_uri`, if any); True when the
+        server takes incremental changes."""
         capabilities = {
             "textDocument": {"synchronization": {"dynamicRegistration": False},
                              "inlineCompletion": {"dynamicRegistration": False}},
             "workspace": {"executeCommand": {}},
             "general": {"positionEncodings": ["utf-16"]},
         }
-        result = await self.call("initialize", {"processId": os.getpid(), "rootUri": None, "capabilities": capabilities,
+        result = await self.call("initialize", {"processId": os.getpid(), "rootUri": root_uri, "capabilities": capabilities,
                                                 "clientInfo": {"name": self.name, "version": "1"}})
         self.notify("initialized", {})
         capabilities = result.get("capabilities") if isinstance(result, dict) else None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from pygls.exceptions import JsonRpcInvalidParams
 
@@ -84,7 +85,7 @@ async def inline_edit(ls: "TabdServer", params: Any) -> dict:
 
     text, at_version = doc.text, doc.version
     assert ls.edits is not None
-    edit = await ls.edits.suggest(doc_id(uri), at_version, text, offset)
+    edit = await ls.edits.suggest(doc_id(uri), at_version, text, offset, unquote(uri.rstrip("/").rsplit("/", 1)[-1]))
     if edit is None or doc.version != at_version:
         return {"edits": []}
     return _answered(ls, uri, doc, text, offset, edit)
@@ -110,6 +111,27 @@ def edit_now(ls: "TabdServer", params: Any) -> Any:
         return NOT_PLAIN
     edit = recalled[0]
     return {"edits": []} if edit is None else _answered(ls, uri, doc, text, offset, edit)
+
+
+def ghost_item(ls: "TabdServer", uri: str, position: Any) -> dict | None:
+    """An inline completion item for the next edit remembered at the cursor, where it only rewrites the rest of the
+    cursor's line in a way VS Code draws as ghost text (EditService.as_ghost_text); None otherwise. Accepting it is
+    accepting the edit (its command), so the chain after it is answered from memory as after a Tab on the edit."""
+    from tabd.lsp.server import doc_id
+
+    if ls.edits is None or ls.service is None or uri not in ls.serving:
+        return None
+    try:
+        doc = ls.documents.get(uri)
+        offset = doc.offset_at(position.line, position.character, ls.encoding)
+    except DocumentError:
+        return None
+    text = doc.text
+    edit = ls.edits.as_ghost_text(doc_id(uri), doc.version, text, offset)
+    if edit is None:
+        return None
+    answer = _answered(ls, uri, doc, text, offset, edit)["edits"][0]
+    return {"insertText": answer["text"], "range": answer["range"], "command": answer["command"]}
 
 
 def _answered(ls: "TabdServer", uri: str, doc: Any, text: str, offset: int, edit: EditSuggestion) -> dict:

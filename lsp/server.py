@@ -32,6 +32,8 @@ from tabd.daemon.edits.edit_service import EditService
 from tabd.lsp.protocol import NOT_PLAIN, TabdProtocol
 from tabd.lsp.transport import serve_stdio, serve_tcp
 
+REFUSED = (EXCLUDED, DISABLED, LOADING)  # answers that say the document gets nothing now: no edit as ghost text either
+
 logger = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
@@ -109,7 +111,10 @@ class TabdServer(LanguageServer):
         answer_id, options = command_args(args, ACCEPT)
         chars = options.get("chars")
         partial = bool(options.get("partial", False))
-        known = self.service.accept(answer_id, chars if isinstance(chars, int) else None, partial) if self.service else False
+        alternative = options.get("alternative")
+        alternative = alternative if isinstance(alternative, str) else None
+        known = (self.service.accept(answer_id, chars if isinstance(chars, int) else None, partial, alternative)
+                 if self.service else False)
         self.record("accept", id=answer_id, chars=chars, partial=partial)
         return {"accepted": known}
 
@@ -360,7 +365,10 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
         ls.exclusion = Exclusion(ls.config.exclude)
         ls.pending_messages.extend(ls.exclusion.problems)
         ls.service = CompletionService(ls.config, ls.backend_factory, ls.events)
-        ls.edits = EditService(ls.service.score, ls.config.edit_min_confidence) if ls.config.inline_edits else None
+        ls.edits = EditService(ls.service.score, ls.config.edit_min_confidence,
+                               writer=ls.service.write_edit if ls.config.edit_sources != "propagation" else None,
+                               model_min_confidence=ls.config.edit_model_min_confidence,
+                               propagate=ls.config.edit_sources != "model") if ls.config.inline_edits else None
         ls.roots = workspace_roots(params)
         ls.parent_watch = start_parent_watch(params.process_id, lambda: ls.protocol.request_exit(1))
 
@@ -405,6 +413,10 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
         """What memory cannot answer (TabdServer.answer_now answered the rest before this handler)."""
         invoked = params.context is not None and params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
         answer, start, end = await ls.answer_at(params.text_document.uri, params.position, invoked)
+        if not answer.text and answer.reason not in REFUSED:
+            ghost = inline_edit.ghost_item(ls, params.text_document.uri, params.position)
+            if ghost is not None:  # a next edit that only rewrites the rest of this line: shown as ghost text too
+                return {"items": [ghost]}
         return inline_result(answer, _position_dict(start), _position_dict(end))
 
     @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=[".", "(", " "]))
@@ -495,7 +507,7 @@ def inline_result(answer: Answer, at: dict, end: dict | None = None) -> dict:
     items = [{"insertText": answer.text, "range": {"start": at, "end": end or at}, "command": command}]
     for text, replaces in answer.alternatives:  # an invoked request's other candidates (the closers are on the line)
         items.append({"insertText": text, "range": {"start": at, "end": {**at, "character": at["character"] + replaces}},
-                      "command": command})
+                      "command": {**command, "arguments": [answer.id, {"alternative": text}]}})
     return {"items": items}
 
 

@@ -127,24 +127,32 @@ def read_answer(win: Window, written: str) -> str | None:
 
 @dataclass(frozen=True)
 class LineHunk:
-    """Characters [start, end) of the old text become `text`: a run of whole lines replaced, inserted or deleted."""
+    """Characters [start, end) of the old text become `text`: a run of whole lines replaced, inserted or deleted;
+    `new_start`: where `text` begins in the new text."""
 
     start: int
     end: int
     text: str
+    new_start: int = 0
 
 
 def line_hunks(old: str, new: str) -> list[LineHunk]:
     """The line-level differences between two texts, in order, as ranges of `old`; applied from last to first (or in
-    order, each shifted by the ones before), they turn `old` into `new`."""
+    order, each shifted by the ones before), they turn `old` into `new`. A block of lines replaced by as many is a
+    hunk per changed line (a change made at two lines in a row is two edits, two Tabs)."""
     a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
-    starts = [0]
+    starts, new_starts = [0], [0]
     for ln in a:
         starts.append(starts[-1] + len(ln))
+    for ln in b:
+        new_starts.append(new_starts[-1] + len(ln))
     out = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if tag != "equal":
-            out.append(LineHunk(starts[i1], starts[i2], "".join(b[j1:j2])))
+        if tag == "replace" and i2 - i1 == j2 - j1:  # as many lines for as many: each changed line its own hunk
+            out += [LineHunk(starts[i], starts[i + 1], b[j], new_starts[j])
+                    for i, j in zip(range(i1, i2), range(j1, j2)) if a[i] != b[j]]
+        elif tag != "equal":
+            out.append(LineHunk(starts[i1], starts[i2], "".join(b[j1:j2]), new_starts[j1]))
     return out
 
 
@@ -164,7 +172,7 @@ def narrowed(old: str, hunk: LineHunk) -> LineHunk:
     while s > 0 and _word(was[len(was) - s]) and (
             len(was) - s - 1 >= p and _word(was[len(was) - s - 1]) or len(new) - s - 1 >= p and _word(new[len(new) - s - 1])):
         s -= 1
-    return LineHunk(hunk.start + p, hunk.end - s, new[p:len(new) - s])
+    return LineHunk(hunk.start + p, hunk.end - s, new[p:len(new) - s], hunk.new_start + p)
 
 
 def _word(ch: str) -> bool:

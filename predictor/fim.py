@@ -52,7 +52,9 @@ def chunk_text(chunk: ContextChunk) -> str:
 
 
 def tabd_context_pieces(chunks: Sequence[ContextChunk]) -> list[tuple[str, bool]]:
-    """(text, is_special) pieces of tabd's context block; empty without chunks."""
+    """(text, is_special) pieces of tabd's context block; empty without chunks (the current file's header has no
+    place in it: the embedded model is trained without one)."""
+    chunks = [c for c in chunks if not c.current]
     if not chunks:
         return []
     return [("".join(chunk_text(c) for c in chunks), False), (EOT, True)]
@@ -64,14 +66,18 @@ def repo_context_pieces(family: str, chunks: Sequence[ContextChunk]) -> list[tup
         return []
     repo, sep = REPO_TOKENS[family]
     pieces: list[tuple[str, bool]] = [(repo, True), (REPO_NAME + "\n", False)] if repo else []
-    for c in chunks:
+    current = [c for c in chunks if c.current][:1]
+    for c in (c for c in chunks if not c.current):
         text = c.text if c.text.endswith("\n") else c.text + "\n"
         pieces += [(sep, True), (f"{c.path}\n{text}", False)]
-    if not repo:
+    if current:  # the file being completed, headed with its path as the family's repository rows are
+        pieces += [(sep, True), (f"{current[0].path}\n", False)]
+    elif not repo:
         pieces.append((sep, True))  # StarCoder2: the file being completed follows a separator of its own
     return pieces
 
 
 def plain_context_pieces(chunks: Sequence[ContextChunk]) -> list[tuple[str, bool]]:
-    """The chunks as text, for families that know no repository tokens."""
+    """The chunks as text, for families that know no repository tokens (no place for the current file's header)."""
+    chunks = [c for c in chunks if not c.current]
     return [("".join(chunk_text(c) for c in chunks), False)] if chunks else []

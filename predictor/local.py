@@ -224,6 +224,8 @@ class LocalBackend(CopyVerification, Backend):
         priority: int = 0,  # one engine, one user: the daemon's scheduler already ran the urgent first
     ) -> Prediction:
         lookup = self._lookup_now(self.threads.adjust())
+        if settings.raw:
+            return self._predict_raw(prefix, suffix, settings, should_stop, slot_id, lookup)
         line = postprocess.CursorLine.of(prefix, suffix)
         layout = self.layout(prefix, suffix, settings.max_new_tokens, prompt_chunks(context))
         ids = layout.ids
@@ -275,6 +277,42 @@ class LocalBackend(CopyVerification, Backend):
             torch_loaded="torch" in sys.modules,
             alternatives=(other,) if other.strip() and other != text else (),
         )
+
+    def _predict_raw(self, prefix: str, suffix: str, settings: GenSettings, should_stop: Callable[[], bool],
+                     slot_id: str, lookup: bool) -> Prediction:
+        """The model's text as written, to its stop token or the budget (GenSettings.raw: a next-edit answer). The
+        prompt's own text drafts the decode (an updated window is mostly the window copied), so it costs a few
+        passes; the text is the same without them."""
+        layout = self.layout(prefix, suffix, settings.max_new_tokens)
+        ids = layout.ids + self.encode(layout.heal)  # nothing backed off: the answer starts a line of its own
+        t0 = time.perf_counter()
+        slot, reused, logits = self._prefill(slot_id, ids, should_stop)
+        t1 = time.perf_counter()
+
+        def go_on(tokens: list[int]) -> bool:
+            if tokens[-1] in self.stop_ids:
+                return False
+            if should_stop():
+                raise Interrupted()
+            return True
+
+        look = generate.Lookup(ids, doc=ids) if lookup and self.choice.native_passes else None
+        rule = generate.Rule(settings.max_new_tokens, go_on, None, self.marker_ids)
+        decoded = generate.decode_n_tokens(self.runner, logits, slot.cache, rule, slot.ids.append, look)
+        t2 = time.perf_counter()
+        tokens = list(decoded.tokens)
+        self.last_tokens = list(tokens)
+        stopped = bool(tokens) and tokens[-1] in self.stop_ids
+        if stopped:
+            tokens = tokens[:-1]
+        text = self.tokenizer.decode(tokens)
+        confidence = tuple((len(self.tokenizer.decode(tokens[:i + 1])), round(p, 4))
+                           for i, p in enumerate(decoded.probs[:len(tokens)]))
+        return Prediction(text=text, prefill_tokens=len(ids) - reused, reused_tokens=reused,
+                          decode_tokens=len(decoded.tokens), prefill_ms=(t1 - t0) * 1000, decode_ms=(t2 - t1) * 1000,
+                          confidence=confidence, decode_passes=len(decoded.tokens) - decoded.accepted_drafts,
+                          accepted_drafts=decoded.accepted_drafts, engine=self.engine_name,
+                          torch_loaded="torch" in sys.modules)
 
     def _lookup_now(self, threads: int) -> bool:
         """Whether this request verifies drafts and the copy several tokens a pass (the output is the same).

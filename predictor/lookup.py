@@ -80,6 +80,7 @@ class CopyBackend(Backend):
 
     model_id = "copy-baseline"
     engine_name = "copy"
+    writes_edits = False  # no model: nothing to write an updated window with
 
     def predict(self, prefix: str, suffix: str, settings: GenSettings,
                 should_stop: Callable[[], bool] = lambda: False, slot_id: str = "default",

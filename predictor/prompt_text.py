@@ -67,11 +67,12 @@ def _parse_head(template: FimTemplate, head: str) -> list[ContextChunk]:
     if not repo and parts and parts[-1] == "":
         parts.pop()
     chunks = []
-    for part in parts:
+    for i, part in enumerate(parts):
         path, nl, text = part.partition("\n")
         if not nl:
             return []
-        chunks.append(ContextChunk(path, text))
+        # the last, with no text: the current file's header (ContextChunk.current)
+        chunks.append(ContextChunk(path, "", current=True) if i == len(parts) - 1 and not text else ContextChunk(path, text))
     return chunks
 
 

@@ -247,20 +247,20 @@ class RemoteBackend(Backend):
             body = {"input_prefix": prefix, "input_suffix": suffix, "prompt": "", "n_predict": settings.max_new_tokens,
                     "temperature": 0, "top_k": 1, "stream": True, "cache_prompt": True}
             if context:  # llama-server lays these out with the model's own repository tokens, before the FIM prefix
-                body["input_extra"] = [{"filename": c.path, "text": c.text} for c in context]
+                body["input_extra"] = [{"filename": c.path, "text": c.text} for c in context if not c.current]
             return "/infill", body
         body: dict[str, Any] = {"max_tokens": settings.max_new_tokens, "temperature": 0, "stream": True}
         if self.model:
             body["model"] = self.model
         if self.route == "suffix":
-            head = "".join(chunk_text(c) for c in context)
+            head = "".join(chunk_text(c) for c in context if not c.current)
             body.update(prompt=head + prefix, suffix=suffix or "\n")  # Ollama takes an empty suffix for "no FIM"
         else:
             assert self.template is not None
             body["prompt"] = fim_prompt(self.template, prefix, suffix, context)
         if info.owned_by == "tabd":
             # serve-model stops by the local rule and answers the raw text, so clean-up here matches local exactly
-            body["tabd"] = {"multiline": settings.multiline, "max_lines": settings.max_lines}
+            body["tabd"] = {"multiline": settings.multiline, "max_lines": settings.max_lines, "raw": settings.raw}
             body["user"] = slot_id
         elif self.template is not None and self.template.stop_toks:
             body["stop"] = list(self.template.stop_toks[:4])
@@ -285,7 +285,7 @@ class RemoteBackend(Backend):
         line = postprocess.CursorLine.of(prefix, suffix)
 
         def done(text: str) -> bool:  # the local backend's stop rule, applied to the streamed text
-            return postprocess.whole(text, line, settings.multiline, settings.max_lines)
+            return not settings.raw and postprocess.whole(text, line, settings.multiline, settings.max_lines)
 
         if should_stop():
             raise Interrupted()
@@ -293,7 +293,7 @@ class RemoteBackend(Backend):
         raw, first_at, chunks, stats = self._stream(
             lambda: self._body(prefix, suffix, settings, slot_id, context, priority), should_stop, done)
         t2 = time.perf_counter()
-        text = postprocess.finish(raw, line, settings.multiline, settings.max_lines)
+        text = raw if settings.raw else postprocess.finish(raw, line, settings.multiline, settings.max_lines)
         t1 = first_at or t2
         return Prediction(
             text=text,

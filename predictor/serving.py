@@ -147,7 +147,8 @@ class Engine:
                         raise
                     self.queue.preempted += 1  # back in the queue, at its arrival: it resumes from its KV cache
                     continue
-                text = raw_text(self.backend, prefix, suffix, settings.max_new_tokens) if tabd else prediction.text
+                text = (raw_text(self.backend, prefix, suffix, settings.max_new_tokens) if tabd and not settings.raw
+                        else prediction.text)
             break
         text, stopped = cut_at_stops(text, stops)
         ran_out = prediction.decode_tokens >= settings.max_new_tokens and not stopped
@@ -209,7 +210,10 @@ class Engine:
             multiline, max_lines = bool(tabd.get("multiline", False)), tabd.get("max_lines", 8)
             if isinstance(max_lines, bool) or not isinstance(max_lines, int) or not 1 <= max_lines <= 1000:
                 raise RequestError(400, "tabd.max_lines must be an integer between 1 and 1000", "tabd")
-            return prefix, suffix, GenSettings(max_tokens, multiline, max_lines), stops, True, context, priority
+            raw = tabd.get("raw", False)
+            if not isinstance(raw, bool):
+                raise RequestError(400, "tabd.raw must be true or false", "tabd")
+            return prefix, suffix, GenSettings(max_tokens, multiline, max_lines, raw=raw), stops, True, context, priority
         return prefix, suffix, GenSettings(max_tokens, True, 1000), stops, False, context, priority
 
 

@@ -16,11 +16,14 @@ class GenSettings:
     # a suggestion that finishes the word at the cursor into a name the prompt or the workspace already spells is
     # shown at least to the end of that name, however unsure the model is of it
     known_names: bool = True
+    # the model's text as written, to its stop token or the budget: no line rules, copy candidate, names or token
+    # healing (a next-edit prompt's answer is a whole window: predictor/edit_prompt.py)
+    raw: bool = False
 
     def tag(self) -> str:
         """The part of the cache key that generation settings decide."""
         return (f"greedy;n={self.max_new_tokens};ml={int(self.multiline)};l={self.max_lines};lk={self.lookup_min_p}"
-                f";nm={int(self.known_names)}")
+                f";nm={int(self.known_names)}" + (";raw" if self.raw else ""))
 
 
 @dataclass(frozen=True)
@@ -53,11 +56,19 @@ class ContextChunk:
     # searched for copy candidates only, never put in the prompt: whole open files, which cost no tokens
     lookup_only: bool = False
     comment: str = "#"  # the line comment of the chunk's language: `# path`, `// path` or `-- path` heads it
+    # the file being completed: its path alone (its extension names the language) where the FIM family heads the
+    # current file with one (Qwen2.5-Coder's and StarCoder2's `<file_sep>path`); no text, and no place elsewhere
+    current: bool = False
 
 
 def prompt_chunks(context: Sequence["ContextChunk"]) -> list["ContextChunk"]:
-    """The chunks that go in the prompt (not the lookup-only ones)."""
-    return [c for c in context if not c.lookup_only]
+    """The chunks that go in the prompt (not the lookup-only ones), the current file's header last."""
+    return [c for c in context if not c.lookup_only and not c.current] + [c for c in context if c.current][:1]
+
+
+def text_chunks(context: Sequence["ContextChunk"]) -> list["ContextChunk"]:
+    """The prompt's chunks that carry text (not the current file's header)."""
+    return [c for c in context if not c.lookup_only and not c.current]
 
 
 class Backend(Protocol):
@@ -73,6 +84,7 @@ class Backend(Protocol):
     weights_why: str | None = None  # the format the weights are held in, and why (tabd/stats); None where not ours
     # the engine runs a request with a lower `priority` (predict's, warm's) sooner: a remote engine that orders by it
     orders_by_priority: bool = False
+    writes_edits: bool = True  # a model that can answer a next-edit prompt (the copy baseline cannot)
 
     def predict(self, prefix: str, suffix: str, settings: GenSettings, should_stop: Callable[[], bool] = ...,
                 slot_id: str = "default", context: Sequence["ContextChunk"] = (), priority: int = 0) -> Prediction:

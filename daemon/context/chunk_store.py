@@ -76,6 +76,7 @@ class Snapshot:
     # (path, text) searched for copy candidates, never put in the prompt: the other open documents whole, and the
     # current one above the window, as they were at the pick
     sources: tuple[tuple[str, str], ...] = ()
+    path: str = ""  # the document's own path: a FIM family with a place for it heads the file with it (its language)
 
     def moved_from(self, start: int, suffix: str) -> bool:
         """A window elsewhere: the text after the cursor and the window's start both differ (a jump, not typing)."""
@@ -260,6 +261,10 @@ class ContextStore:
         self.docs[doc] = _Doc(path, None if why else text, comment)
         self.docs.move_to_end(doc)
         self.generation += 1
+
+    def path_of(self, doc: str) -> str:
+        d = self.docs.get(doc)
+        return d.path if d is not None else ""
 
     def update(self, doc: str, text: TextSource, offset: int | None) -> None:
         """The document's new text after an edit at `offset` (None: a whole-document replace).

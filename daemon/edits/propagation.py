@@ -41,7 +41,11 @@ class Proposal:
     start: int  # the range of the old name to replace, in the current text
     end: int
     text: str  # the new name
-    substitution: Substitution
+    substitution: Substitution | None  # None: an edit the model wrote (model_source.py)
+    source: str = "propagation"  # or "model"
+    # the model's other edits from the same answer, each in the text that taking the ones before leaves: (start, end,
+    # text, confidence); the next Tabs
+    rest: tuple[tuple[int, int, str, float | None], ...] = ()
 
 
 def substitution(text: str, group: Group) -> Substitution | None:

@@ -57,6 +57,7 @@ class ModelCall:
 def chunks_of(context: Snapshot) -> list[ContextChunk]:
     """The snapshot as the predictor takes it: the prompt's chunks, then the texts to copy from."""
     return ([ContextChunk(c.path, c.text, comment=c.comment) for c in context.chunks]
+            + ([ContextChunk(context.path, "", current=True)] if context.path else [])
             + [ContextChunk(path, text, lookup_only=True) for path, text in context.sources])
 
 

@@ -45,7 +45,7 @@ from tabd.daemon.runtime.speculator import RecentKeys, Speculator
 from tabd.daemon.runtime.stats import Stats
 from tabd.daemon.runtime.warmer import Warmer
 from tabd.daemon.runtime.workspace import Workspace, context_options
-from tabd.predictor.types import Backend, Prediction
+from tabd.predictor.types import Backend, GenSettings, Prediction
 
 __all__ = ["Answer", "CompletionService", "HUSH_S", "settle_heap"]
 
@@ -180,6 +180,29 @@ class CompletionService:
             logger.info("edit score failed: %s", exc)
             return 0.0
         return spelled_probability(pred, text)
+
+    async def write_edit(self, doc: str, prompt: str, budget: int,
+                         background: bool) -> tuple[str, tuple[tuple[int, float], ...]] | None:
+        """The model's answer to a next-edit prompt (predictor/edit_prompt.py) as written, with its tokens'
+        probabilities; None where it cannot run. Its own slot: the edit prompt's keys and values are kept for the
+        next one (a chain's prompts share their head)."""
+        if not await self.model.ready() or self.model.backend is None:
+            return None
+        backend = self.model.backend
+        if not backend.writes_edits:
+            return None
+        settings = GenSettings(max_new_tokens=budget, lookup_min_p=0.0, known_names=False, raw=True)
+
+        def run(should_stop: Callable[[], bool]) -> Prediction:
+            return backend.predict(prompt, "", settings, should_stop, slot_id=f"{doc}#nes", priority=int(background))
+
+        job = self.scheduler.submit(run, 1 if background else FOREGROUND, "edit-write")
+        try:
+            pred: Prediction = await asyncio.wrap_future(job.future)
+        except (Cancelled, Exception) as exc:  # no answer: no edit, never an error shown for a suggestion
+            logger.info("edit prompt failed: %s", exc)
+            return None
+        return pred.text, pred.confidence
 
     # -- requests -----------------------------------------------------------------------------
 
@@ -353,9 +376,11 @@ class CompletionService:
 
     # -- what the user does -----------------------------------------------------------------------
 
-    def accept(self, answer_id: str, chars: int | None = None, partial: bool = False) -> bool:
-        """`tabd.accept`: whether the suggestion was one shown (counted once, with its edit if that came first)."""
-        return self.speculator.accept(answer_id, chars, partial)
+    def accept(self, answer_id: str, chars: int | None = None, partial: bool = False,
+               alternative: str | None = None) -> bool:
+        """`tabd.accept`: whether the suggestion was one shown (counted once, with its edit if that came first);
+        `alternative`: the text of another of its items, taken instead."""
+        return self.speculator.accept(answer_id, chars, partial, alternative)
 
     def dismiss(self, answer_id: str) -> bool:
         self.activity.shown(False)

@@ -142,6 +142,15 @@ class Config:
              "least P (0: no model run; the propagation rules alone decide)",
         flag="--edit-min-confidence", metavar="P", init="editMinConfidence", bounds=(0, 1), shown="0",
         see="Next-edit suggestions")
+    edit_sources: str = setting(
+        "both", "where next-edit suggestions come from: propagation (the same change at the next place it applies), "
+                "model (once you pause, the model reads your recent edits and the lines around the cursor and writes "
+                "them as they should be), or both (propagation first)",
+        flag="--edit-sources", init="editSources", choices=("both", "propagation", "model"), see="Next-edit suggestions")
+    edit_model_min_confidence: float = setting(
+        0.5, "an edit the model writes is shown only if the mean probability of the tokens that write it is at least P",
+        flag="--edit-model-min-confidence", metavar="P", init="editModelMinConfidence", bounds=(0, 1),
+        see="Next-edit suggestions")
     known_names: bool = setting(
         True, "gate a suggestion that finishes the word at the cursor into a name the window or the open files "
               "already spell like any other (by default it is shown at least to the end of the name)",

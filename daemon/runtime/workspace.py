@@ -10,7 +10,7 @@ documents changed or the prompt window moved since. A new snapshot is handed to
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from tabd.cache.state import DocState, Window
@@ -111,7 +111,8 @@ class Workspace:
         self.stats.picks += 1
         if not self.enabled:
             return Snapshot(generation=self.store.generation, anchor=window.start, suffix=window.suffix)
-        return self.store.select(doc, state.offset, window.prefix, window.suffix, window.start)
+        return replace(self.store.select(doc, state.offset, window.prefix, window.suffix, window.start),
+                       path=self.store.path_of(doc))
 
     def _refresh(self, doc: str, force: bool = False) -> Snapshot:
         state = self.states.get(doc)

@@ -105,14 +105,14 @@ class Rows:
                 chunk = "".join(lines[a:a + 32])
                 if chunk.strip():
                     names = identifiers(chunk)
-                    candidates.append(((len(wanted & names), similarity(local, names)), src.path, chunk))
+                    candidates.append(((len(wanted & names), similarity(local, names)), src.path, chunk, src.comment))
         candidates.sort(key=lambda c: c[0], reverse=True)
         chosen, used = [], 0
-        for _, path, chunk in candidates[:8]:
+        for _, path, chunk, comment in candidates[:8]:  # headed in the chunk's own language, as the daemon does
             cost = len(chunk) // 3 + 8  # ~3 characters a token in Python
             if used + cost > self.cfg.context_tokens:
                 continue
-            chosen.append(ContextChunk(path, chunk))
+            chosen.append(ContextChunk(path, chunk, comment=comment))
             used += cost
         return chosen
 

@@ -40,6 +40,7 @@ class TrainConfig:
     corpus: str = ""               # a `tabd train corpus` file (gzipped JSONL); empty: the stdlib only
     train_stdlib: bool = True      # False (--no-stdlib): the corpus only; the stdlib's held-out split still validates
     edits: str = ""                # a `tabd train edits` file: release pairs for next-edit rows (edit_rows.py)
+    extra_corpora: list[str] = dataclasses.field(default_factory=list)  # more corpus files (`--corpus` again): npm's
     include_tests: bool = True
     test_share: float = 0.15       # test files' most share of the characters trained on
     val_percent: float = 2.0       # stdlib files whose path hash falls below this percentage are held out
@@ -215,8 +216,9 @@ def gather_sources(cfg: TrainConfig) -> tuple[list[Source], list[Source]]:
     train_src, val_src = stdlib_sources(cfg.stdlib, cfg.val_percent, cfg.max_files)
     if not cfg.train_stdlib:
         train_src = []  # code already on the machine is not training data; its held-out split only measures
-    if cfg.corpus:
-        train_src += corpus_sources(cfg.corpus)
+    for path in [cfg.corpus, *cfg.extra_corpora]:
+        if path:
+            train_src += corpus_sources(path)
     if not cfg.include_tests:
         train_src = [s for s in train_src if not s.test]
     return cap_test_share(train_src, cfg.test_share, cfg.seed), val_src
@@ -369,7 +371,8 @@ def loop(model, opt, rows: Rows, prog: Progress, cfg: TrainConfig, out: Path, pr
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = TrainConfig()
     parser.add_argument("--out", default=d.out, help="output directory (default: the shipped predictor/model)")
-    parser.add_argument("--corpus", default="", help="a `tabd train corpus` file to train on beside the stdlib")
+    parser.add_argument("--corpus", action="append", default=[],
+                        help="a `tabd train corpus` (or `corpus-npm`) file to train on beside the stdlib; repeat it for more")
     parser.add_argument("--no-stdlib", action="store_true",
                         help="train on the corpus only (the stdlib is code already on this machine); its held-out split still validates")
     parser.add_argument("--edits", default="", help="a `tabd train edits` file: release pairs for next-edit rows")
@@ -407,7 +410,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     cfg = TrainConfig(
-        seed=args.seed, out=args.out, stdlib=args.stdlib, corpus=args.corpus, train_stdlib=not args.no_stdlib,
+        seed=args.seed, out=args.out, stdlib=args.stdlib, corpus=corpus_arg(args.corpus)[0],
+        extra_corpora=corpus_arg(args.corpus)[1:], train_stdlib=not args.no_stdlib,
         edits=args.edits, p_edit=args.p_edit, include_tests=not args.no_tests,
         test_share=args.test_share, max_files=args.max_files, vocab_size=args.vocab_size, tokenizer_dir=args.tokenizer,
         init_dir=args.init, resume=args.resume, hidden=args.hidden, layers=args.layers, intermediate=args.intermediate,
@@ -423,11 +427,18 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     return cfg
 
 
+def corpus_arg(value: list[str] | str | None) -> list[str]:
+    """`--corpus` given once, many times or not at all, as a list whose first item fills TrainConfig.corpus."""
+    paths = [value] if isinstance(value, str) else list(value or [])
+    return paths or [""]
+
+
 def check(cfg: TrainConfig) -> str | None:
     if cfg.resume and not (Path(cfg.resume) / CHECKPOINT).exists():
         return f"--resume {cfg.resume}: no {CHECKPOINT} there"
-    if cfg.corpus and not Path(cfg.corpus).exists():
-        return f"--corpus {cfg.corpus}: no such file (build it with `tabd train corpus`)"
+    for path in [cfg.corpus, *cfg.extra_corpora]:
+        if path and not Path(path).exists():
+            return f"--corpus {path}: no such file (build it with `tabd train corpus` or `tabd train corpus-npm`)"
     if not cfg.train_stdlib and not cfg.corpus:
         return "--no-stdlib needs --corpus: there is nothing else to train on"
     if cfg.edits and not Path(cfg.edits).exists():

@@ -18,7 +18,7 @@ HELD_ANSWER = "return 42"  # what a held call streams when the test releases it 
 class Scripted(BaseHTTPRequestHandler):
     """Modes: "500", "404", "sleep" (answers after 5 s), "stream" (100 chunks, 0.1 s apart), "infill" (llama-server's
     route), "hold" (headers, then nothing until the client hangs up, `closed`, or the test sets `release`), "answer"
-    (streams `answer` at once)."""
+    (streams `answer` at once), "edit" (a next-edit prompt's window rewritten by `edit_for`)."""
 
     protocol_version = "HTTP/1.1"
     mode = "500"
@@ -31,6 +31,7 @@ class Scripted(BaseHTTPRequestHandler):
     release: threading.Event  # "hold": answer now
     models: list[dict] = []  # what GET /v1/models lists (404 when empty)
     vocab: dict[str, int] = {}  # POST /tokenize (vLLM's): a text found here is that one token, else 404
+    edit_for = staticmethod(lambda window: window)  # "edit": the updated window for the window a next-edit prompt shows
 
     def log_message(self, *args) -> None:
         pass
@@ -102,6 +103,13 @@ class Scripted(BaseHTTPRequestHandler):
         elif mode == "answer":
             self._event_stream()
             self._data({"choices": [{"text": self.answer, "index": 0}]})
+            self._data("[DONE]")
+        elif mode == "edit":  # a next-edit prompt gets edit_for(the window) back, any other prompt nothing
+            prompt = body.get("prompt", "")
+            head, sep, rest = prompt.partition("<<< window: ")
+            window = rest.partition("\n")[2].partition("<<< updated\n")[0] if sep else None
+            self._event_stream()
+            self._data({"choices": [{"text": type(self).edit_for(window) if window is not None else "", "index": 0}]})
             self._data("[DONE]")
         elif mode == "infill":
             self._event_stream()
