@@ -279,3 +279,13 @@ def test_edit_flags_are_checked(tmp_path, capsys):
     assert train.run(parser.parse_args(["--out", str(tmp_path / "m"), "--edits", str(tmp_path / "none.gz"),
                                         "--p-edit", "0.3"])) == 2
     assert "tabd train edits" in capsys.readouterr().err
+
+
+def test_no_stdlib_from_scratch_trains_its_tokenizer_on_the_corpus(tmp_path):
+    data_args = _tiny_data(tmp_path)[:3]  # the corpus and --no-stdlib, no edits
+    tiny = [a for a in TINY if a not in ("--tokenizer", str(SHIPPED))]
+    out = tmp_path / "model"
+    assert _train(["--out", str(out), *data_args, "--steps", "1", "--vocab-size", "500", *tiny]) == 0
+    tok = train.load_tokenizer(out)
+    words = {t.lstrip("\u0120") for t in tok.get_vocab()}
+    assert len(tok) < 500 and {"Point", "helper"} <= words  # the tiny corpus's words, and all its merges: no stdlib
