@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from tabd.predictor import prompt_ids
 from tabd.predictor.edit_prompt import (MAX_EDIT_LINES, MAX_EDITS, MAX_LINE_CHARS, EditPair, LineHunk, Window,
-                                        edit_prompt, line_hunks, line_starts, window, window_text)
+                                        answer_budget, edit_prompt, line_hunks, line_starts, window, window_text)
 from tabd.predictor.fim import EOT, PRE, SUF
 from tabd.predictor.templates import template_for
 
@@ -148,10 +148,13 @@ def mid_typing(text: str, rest: list[LineHunk], edits: list[EditPair], rng: rand
 
 def tokens(ex: EditExample, tok: Any, budget: int, encode: Callable[[str], list[int]] | None = None) -> list[int]:
     """The row's ids, laid out as the daemon lays out its FIM request (tabd SPM, the prompt as prefix, an empty
-    suffix), then the answer and `<tabd_eot>`; the oldest edits dropped until it fits `budget`, [] if it never does."""
+    suffix), then the answer and `<tabd_eot>`; the oldest edits dropped until it fits `budget`, [] if it never does
+    or the answer is longer than the daemon lets the model write (edit_prompt.answer_budget)."""
     encode = encode or (lambda s: prompt_ids.encode(tok, s))
     template = template_for("tabd", "spm")
     answer = encode(ex.answer) + prompt_ids.special(tok, EOT)
+    if len(answer) > answer_budget(ex.win):
+        return []  # the daemon stops the model before such an answer ends, and a cut answer is no answer
     for drop in range(len(ex.edits) + 1):
         slots = {prompt_ids.PREFIX_SLOT: encode(ex.prompt(drop)), prompt_ids.SUFFIX_SLOT: []}
         ids = prompt_ids.lay_out(tok, template.pieces(prompt_ids.PREFIX_SLOT, prompt_ids.SUFFIX_SLOT), slots) + answer

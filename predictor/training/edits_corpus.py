@@ -87,7 +87,7 @@ def fetch(specs: list[str], wheels: Path, find_links: str = "", batch: int = 25)
         print(f"tabd train edits: {min(i + batch, len(specs))}/{len(specs)} downloads", file=sys.stderr)
 
 
-def python_files(wheel: Path, stats: EditsStats) -> dict[str, str | None]:
+def python_files(wheel: Path) -> dict[str, str | None]:
     """path -> text of a wheel's .py files (None: not UTF-8)."""
     out: dict[str, str | None] = {}
     with zipfile.ZipFile(wheel) as zf:
@@ -113,6 +113,8 @@ def pair_reason(path: str, old: str | None, new: str | None, excluded: set[str])
     """Why a file's two releases make no edit rows, or None when they do."""
     if old is None or new is None:
         return "not-utf8"
+    if "\x00" in old or "\x00" in new:
+        return "binary"
     if old == new:
         return "unchanged"
     why = reject_reason(path, old, excluded) or reject_reason(path, new, excluded)
@@ -144,7 +146,7 @@ def build(dists: list[tuple[str, str]], cache: Path, out: Path, excluded: set[st
             continue
         stats.distributions += 1
         before = old_wheel.name.split("-")[1]
-        old_files, new_files = python_files(old_wheel, stats), python_files(new_wheel, stats)
+        old_files, new_files = python_files(old_wheel), python_files(new_wheel)
         for path in sorted(old_files.keys() & new_files.keys()):
             stats.files += 1
             old, new = old_files[path], new_files[path]

@@ -237,8 +237,8 @@ def prepare(cfg: TrainConfig):
         return load_model(cfg.init_dir), load_tokenizer(cfg.tokenizer_dir or cfg.init_dir), None
     tok = load_tokenizer(cfg.tokenizer_dir) if cfg.tokenizer_dir else None
     if tok is None:
-        texts = [s.text for s in (stdlib_sources(cfg.stdlib, cfg.val_percent, cfg.max_files)[0] if cfg.train_stdlib
-                                  else corpus_sources(cfg.corpus))]
+        texts = [s.text for s in stdlib_sources(cfg.stdlib, cfg.val_percent, cfg.max_files)[0]] if cfg.train_stdlib \
+            else [s.text for path in [cfg.corpus, *cfg.extra_corpora] if path for s in corpus_sources(path)]
         tok = train_tokenizer(texts, cfg.vocab_size)
     out.mkdir(parents=True, exist_ok=True)
     return build_model(cfg, tok), tok, None

@@ -53,6 +53,7 @@ def test_a_row_is_the_daemons_edit_prompt_then_the_updated_window(tok):
         assert ids[2:2 + len(tok.encode(prompt, add_special_tokens=False))] == tok.encode(prompt, add_special_tokens=False)
         assert tok.decode(ids) == "<tabd_suf><tabd_pre>" + prompt + ex.answer + "<tabd_eot>"
         assert ex.answer.endswith("\n") and ep.read_answer(ex.win, ex.answer) == ex.answer
+        assert len(tok.encode(ex.answer, add_special_tokens=False)) + 1 <= ep.answer_budget(ex.win)
         # one-line renames: every remaining rename in the window is made, so the window reads as in the new release
         assert ex.answer == "".join(new_lines[ex.win.first_line:ex.win.end_line])
         assert 1 <= len(ex.edits) <= ep.MAX_EDITS
@@ -61,6 +62,21 @@ def test_a_row_is_the_daemons_edit_prompt_then_the_updated_window(tok):
     no_edit = sum(ex.answer == ep.window_text(ex.win) for ex in exs) / len(exs)
     print(f"no-edit share on scattered renames: {no_edit:.2f}")
     assert 0.1 < no_edit < 0.9  # both answers are common: "no edit here" and "the next rename"
+
+
+def test_a_rows_prompt_ids_are_the_ids_the_daemons_local_backend_lays_out():
+    """The daemon passes the edit prompt as a FIM prefix with an empty suffix (LocalBackend.layout); the row must
+    hold exactly those ids before its answer."""
+    from tabd.predictor.backend_settings import LocalSettings
+    from tabd.predictor.local import LocalBackend
+
+    backend = LocalBackend(LocalSettings(engine="plain", threads=1))
+    for ex in examples(OLD, renamed([2, 4, 5, 9, 20, 21, 40]), 20, p_mid=0.5, seed=2):
+        layout = backend.layout(ex.prompt(), "", ep.answer_budget(ex.win))
+        assert layout.heal == ""  # the prompt ends its line: no token is backed off
+        ids = edit_rows.tokens(ex, backend.tokenizer, 2049)
+        answer = backend.tokenizer.encode(ex.answer, add_special_tokens=False)
+        assert ids == layout.ids + answer + [backend.tokenizer.convert_tokens_to_ids("<tabd_eot>")]
 
 
 def test_only_hunks_wholly_inside_the_window_are_the_answer():
@@ -115,6 +131,8 @@ def test_a_row_that_cannot_fit_is_empty_and_old_edits_go_first(tok):
     assert fewer and len(fewer) < len(full)
     assert tok.decode(fewer) == "<tabd_suf><tabd_pre>" + ex.prompt(1) + ex.answer + "<tabd_eot>"
     assert ex.prompt(1).count("@@ ") == ep.MAX_EDITS - 1
+    grown = edit_rows.EditExample(ex.path, ex.edits, ex.win, ex.answer + "    extra_line = 1\n" * 40, False)
+    assert edit_rows.tokens(grown, tok, 4096) == []  # longer than the daemon lets the model write
 
 
 def test_a_window_with_a_form_feed_makes_no_row():
@@ -135,14 +153,16 @@ def test_training_rows_draw_edit_samples_on_the_resumable_sampler(tok, tmp_path)
     rows = rows_mod.Rows(sources, tok, cfg, seed=3, edits=pairs)
     texts = [tok.decode(rows.row()) for _ in range(4)]
     assert all(t.startswith("<tabd_suf><tabd_pre><<< edits: mod.py\n") and "<<< updated\n" in t for t in texts)
-    whole = rows_mod.Rows(sources, tok, train.TrainConfig(p_edit=0.5, seq_len=256), seed=4, edits=pairs)
-    first = rows_mod.Rows(sources, tok, train.TrainConfig(p_edit=0.5, seq_len=256), seed=4, edits=pairs)
+    whole = rows_mod.Rows(sources, tok, train.TrainConfig(p_edit=0.5, seq_len=512), seed=4, edits=pairs)
+    first = rows_mod.Rows(sources, tok, train.TrainConfig(p_edit=0.5, seq_len=512), seed=4, edits=pairs)
     a = [whole.row() for _ in range(8)]
     b = [first.row() for _ in range(4)]
-    resumed = rows_mod.Rows(sources, tok, train.TrainConfig(p_edit=0.5, seq_len=256), seed=99, edits=pairs)
+    resumed = rows_mod.Rows(sources, tok, train.TrainConfig(p_edit=0.5, seq_len=512), seed=99, edits=pairs)
     resumed.rng.setstate(first.rng.getstate())  # what a checkpoint keeps
     assert a == b + [resumed.row() for _ in range(4)]
-    assert {len(r) for r in a} == {257}
+    assert {len(r) for r in a} == {513}
+    kinds = ["<<< updated" in tok.decode(r) for r in a]
+    assert any(kinds) and not all(kinds)  # edit rows and others, the rest of each row plain text
     x, y = whole.batch(4)
     ids = {tok.convert_tokens_to_ids(t) for t in ("<tabd_pre>", "<tabd_suf>")}
     assert not ids & set(y.flatten().tolist())  # the same masking as FIM rows
@@ -168,10 +188,12 @@ def test_train_edits_pairs_two_local_releases_and_never_reads_a_held_out_one(tmp
     latin = "# caf\xe9\n".encode("latin-1") + b"x = 1\n" * 20
     _wheel(index / "editpkg-1.0-py3-none-any.whl", {
         "editpkg/core.py": OLD, "editpkg/same.py": OLD + "# same\n", "editpkg/gone.py": OLD,
-        "editpkg/big.py": big_old, "editpkg/latin.py": latin})
+        "editpkg/big.py": big_old, "editpkg/latin.py": latin,
+        "editpkg/blob.py": b"DATA = 1\n\x00\x01\x02\n" * 20})
     _wheel(index / "editpkg-2.0-py3-none-any.whl", {
         "editpkg/core.py": renamed([1, 7, 30]), "editpkg/same.py": OLD + "# same\n", "editpkg/new.py": OLD,
-        "editpkg/big.py": big_new, "editpkg/latin.py": latin + b"y = 2\n"})
+        "editpkg/big.py": big_new, "editpkg/latin.py": latin + b"y = 2\n",
+        "editpkg/blob.py": b"DATA = 2\n\x00\x01\x02\n" * 20})
     _wheel(index / "firstpkg-1.0-py3-none-any.whl", {"firstpkg/__init__.py": OLD})  # no earlier release
     _wheel(index / "pytest-98.0-py3-none-any.whl", {"pytest/__init__.py": OLD})  # installed here: held out
     _wheel(index / "pytest-99.0-py3-none-any.whl", {"pytest/__init__.py": renamed([1, 2])})
@@ -188,7 +210,8 @@ def test_train_edits_pairs_two_local_releases_and_never_reads_a_held_out_one(tmp
     assert [(r["dist"], r["path"], r["from"], r["to"]) for r in rows] == [("editpkg", "editpkg/core.py", "1.0", "2.0")]
     assert rows[0]["old"] == OLD and rows[0]["new"] == renamed([1, 7, 30])
     assert summary["pairs"] == 1 and summary["distributions"] == 1 and summary["no_previous"] == 1
-    assert summary["skipped"]["not-utf8"] == 1 and summary["skipped"]["rewrite"] == 1
+    assert summary["skipped"]["not-utf8"] == 1 and summary["skipped"]["binary"] == 1
+    assert summary["skipped"]["rewrite"] == 1
     assert summary["skipped"]["unchanged"] == 1 and summary["skipped"]["held-out"] == 1
     assert not [p for p in cache.rglob("*.whl") if p.name.startswith("pytest")]  # never even downloaded
     assert 0 < summary["no_edit_share"] < 1
@@ -197,26 +220,53 @@ def test_train_edits_pairs_two_local_releases_and_never_reads_a_held_out_one(tmp
     capsys.readouterr()
 
 
-def test_a_tiny_run_trains_on_edit_rows_and_the_corpus_alone(tmp_path):
+TINY = ["--hidden", "32", "--layers", "1", "--heads", "4", "--kv-heads", "2", "--intermediate", "64",
+        "--seq-len", "512", "--batch", "2", "--eval-lines", "1", "--val-rows", "2", "--no-progress", "--threads", "1",
+        "--max-files", "6", "--tokenizer", str(SHIPPED)]
+
+
+def _train(args: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    train.add_arguments(parser)
+    return train.run(parser.parse_args(args))
+
+
+def _tiny_data(tmp_path: Path) -> list[str]:
     src = tmp_path / "corpus.jsonl.gz"
     code = "def alpha_helper(x):\n    return x * 2\n\n\nclass Point:\n    x: int = 0\n" * 20
     corpus.write_corpus([corpus.SourceFile("pkg", f"pkg/m{i}.py", code + f"# {i}\n", False) for i in range(3)], src)
     edits = _pairs_file(tmp_path / "edits.jsonl.gz", [
         {"dist": "pkg", "path": "pkg/mod.py", "from": "1", "to": "2", "old": OLD, "new": renamed([2, 4, 9, 20])}])
-    out = tmp_path / "model"
-    parser = argparse.ArgumentParser()
-    train.add_arguments(parser)
-    args = parser.parse_args([
-        "--out", str(out), "--corpus", str(src), "--no-stdlib", "--edits", str(edits), "--p-edit", "0.5",
-        "--minutes", "0.05", "--hidden", "32", "--layers", "1", "--heads", "4", "--kv-heads", "2",
-        "--intermediate", "64", "--seq-len", "128", "--batch", "2", "--eval-lines", "1", "--val-rows", "2",
-        "--no-progress", "--threads", "1", "--max-files", "6", "--tokenizer", str(SHIPPED)])
-    assert train.run(args) == 0
+    return ["--corpus", str(src), "--no-stdlib", "--edits", str(edits), "--p-edit", "0.5"]
+
+
+def test_a_tiny_run_trains_on_edit_rows_and_the_corpus_alone(tmp_path):
+    out, data_args = tmp_path / "model", _tiny_data(tmp_path)
+    edits = Path(data_args[data_args.index("--edits") + 1])
+    assert _train(["--out", str(out), *data_args, "--minutes", "0.05", *TINY]) == 0
     results = json.loads((out / "eval.json").read_text())
     assert results["train_files"] == 3 and results["val_files"] >= 1  # the stdlib only validates
     assert results["steps"] >= 1
     saved = json.loads((out / "train_config.json").read_text())
     assert saved["edits"] == str(edits) and saved["p_edit"] == 0.5 and saved["train_stdlib"] is False
+
+
+def test_a_resumed_run_with_edit_rows_sees_the_same_rows(tmp_path):
+    data_args = _tiny_data(tmp_path)
+    whole, broken = tmp_path / "whole", tmp_path / "broken"
+    assert _train(["--out", str(whole), *data_args, "--steps", "4", "--log-every", "1", *TINY]) == 0
+    assert _train(["--out", str(broken), *data_args, "--steps", "2", "--log-every", "1", *TINY]) == 0
+    assert _train(["--out", str(broken), "--resume", str(broken), "--steps", "4", "--log-every", "1", "--no-progress",
+                   "--threads", "1", "--eval-lines", "1", "--val-rows", "2"]) == 0
+
+    def losses(out: Path) -> dict[int, float]:
+        rows = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines() if line.strip()]
+        return {r["step"]: r["loss"] for r in rows if "step" in r and "event" not in r}
+
+    a, b = losses(whole), losses(broken)
+    assert sorted(a) == sorted(b) == [1, 2, 3, 4]
+    for step in a:
+        assert abs(a[step] - b[step]) < 1e-3, (step, a[step], b[step])
 
 
 def test_edit_flags_are_checked(tmp_path, capsys):
@@ -229,3 +279,13 @@ def test_edit_flags_are_checked(tmp_path, capsys):
     assert train.run(parser.parse_args(["--out", str(tmp_path / "m"), "--edits", str(tmp_path / "none.gz"),
                                         "--p-edit", "0.3"])) == 2
     assert "tabd train edits" in capsys.readouterr().err
+
+
+def test_no_stdlib_from_scratch_trains_its_tokenizer_on_the_corpus(tmp_path):
+    data_args = _tiny_data(tmp_path)[:3]  # the corpus and --no-stdlib, no edits
+    tiny = [a for a in TINY if a not in ("--tokenizer", str(SHIPPED))]
+    out = tmp_path / "model"
+    assert _train(["--out", str(out), *data_args, "--steps", "1", "--vocab-size", "500", *tiny]) == 0
+    tok = train.load_tokenizer(out)
+    words = {t.lstrip("\u0120") for t in tok.get_vocab()}
+    assert len(tok) < 500 and {"Point", "helper"} <= words  # the tiny corpus's words, and all its merges: no stdlib
