@@ -11,8 +11,9 @@ Which prefetches a shared engine gets at all (why_held, issue 28; measured with 
   through the rest of the suggestion on screen; they were 61% of the prefetches a fleet of Tab users sent;
 - the whole accept one ahead (the state a Tab reaches) is the prefetch a Tab is answered from; it is not held for
   load, because held it is a miss for sure: the user's next request goes to the same engine anyway, later, in the
-  foreground. It only waits for evidence the user takes suggestions: p(all) of the document at least LIKELY, at
-  least LOADED_LIKELY once the engine is four times slower than unloaded;
+  foreground. It is held only for a document whose suggestions are seldom taken whole (p(all) under LIKELY); a
+  higher bar under load held suggestions that were then taken (p(all) is still 0.2-0.4 a minute into a fleet user's session, and on a
+  busy engine four times its floor is common), so load does not move it;
 - deeper ones are capped by load as above.
 """
 from __future__ import annotations
@@ -26,7 +27,6 @@ SLOWER = 2.0  # now / floor from which prefetches go one ahead only
 MUCH_SLOWER = 4.0  # ... and from which none start
 MIN_MS = 30.0  # below this the engine is fast whatever the ratio (noise on a quick engine)
 LIKELY = 0.1  # p(all) from which a shared engine gets the Tab's prefetch
-LOADED_LIKELY = 0.25  # ... once it is MUCH_SLOWER than unloaded
 
 
 class EngineLoad:
@@ -62,10 +62,7 @@ class EngineLoad:
         if kinds and kinds[-1] != "all":
             return "partial_branch"  # the rest of the suggestion on screen answers a partial accept
         if depth <= 1:
-            loaded = self.ratio() >= MUCH_SLOWER
-            if p_all < (LOADED_LIKELY if loaded else LIKELY):
-                return "engine_loaded" if loaded and p_all >= LIKELY else "unlikely"
-            return None
+            return "unlikely" if p_all < LIKELY else None
         cap = self.depth_cap()
         return "engine_loaded" if cap is not None and depth > cap else None
 

@@ -47,7 +47,7 @@ def test_partial_branches_are_never_sent_to_a_shared_engine():
 def test_the_tabs_own_prefetch_goes_under_load_when_the_user_takes_suggestions():
     assert loaded(UNLOADED).why_held(1, ("all",), 0.15) is None
     assert loaded(MUCH).why_held(1, ("all",), 0.5) is None
-    assert loaded(MUCH).why_held(1, ("all",), 0.15) == "engine_loaded"  # four times slower: a stronger case needed
+    assert loaded(MUCH).why_held(1, ("all",), 0.15) is None  # held, the Tab would go to the same engine, later
     assert loaded(UNLOADED).why_held(1, ("all",), 0.05) == "unlikely"
     assert loaded(MUCH).why_held(1, ("all",), 0.05) == "unlikely"
 
