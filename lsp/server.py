@@ -111,7 +111,10 @@ class TabdServer(LanguageServer):
         answer_id, options = command_args(args, ACCEPT)
         chars = options.get("chars")
         partial = bool(options.get("partial", False))
-        known = self.service.accept(answer_id, chars if isinstance(chars, int) else None, partial) if self.service else False
+        alternative = options.get("alternative")
+        alternative = alternative if isinstance(alternative, str) else None
+        known = (self.service.accept(answer_id, chars if isinstance(chars, int) else None, partial, alternative)
+                 if self.service else False)
         self.record("accept", id=answer_id, chars=chars, partial=partial)
         return {"accepted": known}
 
@@ -504,7 +507,7 @@ def inline_result(answer: Answer, at: dict, end: dict | None = None) -> dict:
     items = [{"insertText": answer.text, "range": {"start": at, "end": end or at}, "command": command}]
     for text, replaces in answer.alternatives:  # an invoked request's other candidates (the closers are on the line)
         items.append({"insertText": text, "range": {"start": at, "end": {**at, "character": at["character"] + replaces}},
-                      "command": command})
+                      "command": {**command, "arguments": [answer.id, {"alternative": text}]}})
     return {"items": items}
 
 

@@ -50,6 +50,7 @@ class Accept:
     kind: str  # "all", "word" or "line"
     via: str  # "command" or "edit"
     reached: DocState
+    alternative: bool = False  # another of an invoked request's items was taken, not the one the plans followed
 
 
 def kind_of(part: str, rest: str) -> str:
@@ -104,11 +105,20 @@ class AcceptTracker:
                 return True
         return False
 
-    def command(self, answer_id: str, chars: int | None, partial: bool) -> tuple[ShownSuggestion | None, Accept | None]:
-        """`tabd.accept`: (the suggestion, the accept), or (it, None) when its edit was counted already."""
+    def command(self, answer_id: str, chars: int | None, partial: bool,
+                alternative: str | None = None) -> tuple[ShownSuggestion | None, Accept | None]:
+        """`tabd.accept`: (the suggestion, the accept), or (it, None) when its edit was counted already;
+        `alternative`: the text of the other item of an invoked request that was taken instead."""
         s = self.by_id.get(answer_id)
         if s is None:
             return None, None
+        if alternative is not None and alternative != s.text:
+            if s.outcome:
+                return s, None  # one accept per suggestion shown, whichever item
+            self._end(s, "all")
+            self.since_accept.add(s.doc)
+            return s, Accept(s.answer_id, s.doc, len(alternative), False, "all", "command", s.state.insert(alternative),
+                             alternative=True)
         given = chars if isinstance(chars, int) and chars >= 0 else None
         if self._consume(s, "edit", given):
             return s, None

@@ -376,9 +376,11 @@ class CompletionService:
 
     # -- what the user does -----------------------------------------------------------------------
 
-    def accept(self, answer_id: str, chars: int | None = None, partial: bool = False) -> bool:
-        """`tabd.accept`: whether the suggestion was one shown (counted once, with its edit if that came first)."""
-        return self.speculator.accept(answer_id, chars, partial)
+    def accept(self, answer_id: str, chars: int | None = None, partial: bool = False,
+               alternative: str | None = None) -> bool:
+        """`tabd.accept`: whether the suggestion was one shown (counted once, with its edit if that came first);
+        `alternative`: the text of another of its items, taken instead."""
+        return self.speculator.accept(answer_id, chars, partial, alternative)
 
     def dismiss(self, answer_id: str) -> bool:
         self.activity.shown(False)

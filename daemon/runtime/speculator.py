@@ -158,9 +158,11 @@ class Speculator:
         if accepted is not None:
             self._accepted(accepted)
 
-    def accept(self, answer_id: str, chars: int | None = None, partial: bool = False) -> bool:
-        """`tabd.accept`: counted unless the edit that inserted it was (edited), never twice; whether it was shown."""
-        shown, accepted = self.accepts.command(answer_id, chars, partial)
+    def accept(self, answer_id: str, chars: int | None = None, partial: bool = False,
+               alternative: str | None = None) -> bool:
+        """`tabd.accept`: counted unless the edit that inserted it was (edited), never twice; whether it was shown.
+        `alternative`: the text of another of the answer's items, taken instead of the first."""
+        shown, accepted = self.accepts.command(answer_id, chars, partial, alternative)
         if accepted is not None:
             self._accepted(accepted)
         elif shown is None:  # an id we never showed (or forgot): still the user's accept, for the counts
@@ -171,11 +173,11 @@ class Speculator:
 
     def _accepted(self, a: Accept) -> None:
         self.stats.accepted(a.via)
-        if a.partial:  # the next request there is an after-accept one (a whole accept reaches what shown() remembered)
+        if a.partial or a.alternative:  # the next request there is an after-accept one (a whole accept reaches what shown() remembered)
             # under the document's kept context: accepting at the cursor keeps it, and the next request is keyed so
             self._remember(a.doc, a.reached, partial=False, context=self.context_of(a.doc))
         self.events.emit("accept", id=a.answer_id, doc=a.doc, chars=a.chars, partial=a.partial, kind=a.kind, via=a.via,
-                         known=True)
+                         known=True, **({"alternative": True} if a.alternative else {}))
 
     def dismiss(self, answer_id: str) -> bool:
         shown = self.accepts.dismiss(answer_id)

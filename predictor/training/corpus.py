@@ -43,6 +43,7 @@ class SourceFile:
     path: str
     text: str
     test: bool
+    lang: str = "python"  # "javascript" and "typescript" in the npm corpus (npm_corpus.py)
 
 
 @dataclass
@@ -223,13 +224,17 @@ def write_corpus(files: list[SourceFile], out: Path) -> None:
     tmp = out.with_suffix(".tmp")
     with gzip.open(tmp, "wt", encoding="utf-8") as fh:
         for f in files:
-            fh.write(json.dumps({"dist": f.dist, "path": f.path, "test": f.test, "text": f.text}) + "\n")
+            row = {"dist": f.dist, "path": f.path, "test": f.test, "text": f.text}
+            if f.lang != "python":  # the PyPI corpus's rows stay as they were
+                row["lang"] = f.lang
+            fh.write(json.dumps(row) + "\n")
     tmp.replace(out)
 
 
 def read_corpus(path: str | Path) -> list[SourceFile]:
     with gzip.open(path, "rt", encoding="utf-8") as fh:
-        return [SourceFile(r["dist"], r["path"], r["text"], r["test"]) for r in map(json.loads, fh)]
+        return [SourceFile(r["dist"], r["path"], r["text"], r["test"], r.get("lang", "python"))
+                for r in map(json.loads, fh)]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

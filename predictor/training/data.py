@@ -23,6 +23,11 @@ class Source:
     path: str
     text: str
     test: bool
+    comment: str = "#"  # the line comment that heads this file's context chunks, as the daemon writes them
+
+
+# a corpus row's language -> its line comment: the daemon's mapping for these languageIds (daemon/context/languages.py)
+COMMENTS = {"python": "#", "javascript": "//", "typescript": "//"}
 
 
 def stdlib_root(stdlib: str = "") -> Path:
@@ -61,7 +66,7 @@ def stdlib_sources(stdlib: str = "", val_percent: float = VAL_PERCENT, max_files
 
 
 def corpus_sources(path: str) -> list[Source]:
-    return [Source(f.dist, f.path, f.text, f.test) for f in read_corpus(path)]
+    return [Source(f.dist, f.path, f.text, f.test, COMMENTS.get(f.lang, "#")) for f in read_corpus(path)]
 
 
 def cap_test_share(sources: list[Source], share: float, seed: int) -> list[Source]:

@@ -7,6 +7,8 @@ import re
 from typing import TYPE_CHECKING
 
 from tabd.predictor import pairs, prompt_ids
+from tabd.predictor.edit_prompt import LineHunk, line_hunks
+from tabd.predictor.training import edit_rows
 from tabd.predictor.fim import EOT, MID, PAD, PRE, SUF
 from tabd.predictor.templates import template_for
 from tabd.predictor.training.data import Source, line_spans
@@ -19,8 +21,10 @@ if TYPE_CHECKING:
 class Rows:
     """Makes training rows from sources with one seeded sampler, so a resumed run sees the same rows."""
 
-    def __init__(self, sources: list[Source], tok, cfg: TrainConfig, seed: int):
+    def __init__(self, sources: list[Source], tok, cfg: TrainConfig, seed: int, edits: list[dict] | None = None):
         self.sources, self.tok, self.cfg = sources, tok, cfg
+        self.edits = edits or []  # `tabd train edits` pairs: {"path", "old", "new", ...}
+        self.hunks: dict[int, list[LineHunk]] = {}
         self.rng = random.Random(seed)
         self.weights = [len(s.text) for s in sources]  # cursors land uniformly over characters, not files
         self.by_group: dict[str, list[int]] = {}
@@ -38,7 +42,10 @@ class Rows:
         """seq_len + 1 tokens (inputs and shifted targets): a FIM sample first, then plain text."""
         n = self.cfg.seq_len + 1
         row: list[int] = []
-        if self.rng.random() < self.cfg.p_spm + self.cfg.p_psm:
+        r, p_edit = self.rng.random(), self.cfg.p_edit if self.edits else 0.0
+        if r < p_edit:
+            row = self.edit_sample(n)
+        elif (r - p_edit) / (1 - p_edit) < self.cfg.p_spm + self.cfg.p_psm:  # the draw rescaled: p_edit 0 keeps old rows
             row = self.fim_sample(self.rng.choices(range(len(self.sources)), self.weights)[0], n)
         if len(row) < n:
             row += self.plain(n - len(row))
@@ -65,6 +72,19 @@ class Rows:
         pieces = template.pieces(prompt_ids.PREFIX_SLOT, prompt_ids.SUFFIX_SLOT)
         return head + prompt_ids.lay_out(self.tok, pieces, slots) + mid + [self.special(EOT)]
 
+    def edit_sample(self, budget: int, tries: int = 4) -> list[int]:
+        """A next-edit row (edit_rows.py) from a random release pair; [] when a few draws make none that fits."""
+        for _ in range(tries):
+            i = self.rng.randrange(len(self.edits))
+            pair = self.edits[i]
+            if i not in self.hunks:
+                self.hunks[i] = line_hunks(pair["old"], pair["new"])
+            ex = edit_rows.example(pair["path"], pair["old"], pair["new"], self.rng, hunks=self.hunks[i])
+            ids = edit_rows.tokens(ex, self.tok, budget, self.encode) if ex is not None else []
+            if ids:
+                return ids
+        return []
+
     def context_for(self, index: int, prefix: str, suffix: str, needed: str = "") -> list[ContextChunk]:
         """Chunks of the same repository's other files, most alike the cursor's surroundings first.
 
@@ -85,14 +105,14 @@ class Rows:
                 chunk = "".join(lines[a:a + 32])
                 if chunk.strip():
                     names = identifiers(chunk)
-                    candidates.append(((len(wanted & names), similarity(local, names)), src.path, chunk))
+                    candidates.append(((len(wanted & names), similarity(local, names)), src.path, chunk, src.comment))
         candidates.sort(key=lambda c: c[0], reverse=True)
         chosen, used = [], 0
-        for _, path, chunk in candidates[:8]:
+        for _, path, chunk, comment in candidates[:8]:  # headed in the chunk's own language, as the daemon does
             cost = len(chunk) // 3 + 8  # ~3 characters a token in Python
             if used + cost > self.cfg.context_tokens:
                 continue
-            chosen.append(ContextChunk(path, chunk))
+            chosen.append(ContextChunk(path, chunk, comment=comment))
             used += cost
         return chosen
 

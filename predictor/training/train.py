@@ -23,6 +23,7 @@ from typing import Callable
 
 from tabd.predictor.fim import EOT, PAD, SPECIAL_TOKENS
 from tabd.predictor.training.data import Source, cap_test_share, corpus_sources, is_held_out, stdlib_sources
+from tabd.predictor.training.edits_corpus import read_pairs
 from tabd.predictor.training.rows import Rows
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "model"
@@ -37,6 +38,9 @@ class TrainConfig:
     # data
     stdlib: str = ""               # empty: the running interpreter's stdlib
     corpus: str = ""               # a `tabd train corpus` file (gzipped JSONL); empty: the stdlib only
+    train_stdlib: bool = True      # False (--no-stdlib): the corpus only; the stdlib's held-out split still validates
+    edits: str = ""                # a `tabd train edits` file: release pairs for next-edit rows (edit_rows.py)
+    extra_corpora: list[str] = dataclasses.field(default_factory=list)  # more corpus files (`--corpus` again): npm's
     include_tests: bool = True
     test_share: float = 0.15       # test files' most share of the characters trained on
     val_percent: float = 2.0       # stdlib files whose path hash falls below this percentage are held out
@@ -56,6 +60,7 @@ class TrainConfig:
     # row mixture: FIM samples first in a row (the rest plain text)
     p_spm: float = 0.6
     p_psm: float = 0.2
+    p_edit: float = 0.0            # rows that start with a next-edit sample (needs `edits`)
     p_context: float = 0.3         # FIM samples with chunks of the same repository's other files before them
     context_tokens: int = 320
     p_context_needed: float = 0.5  # of those, the share whose chunks are picked by what the middle needs too
@@ -209,8 +214,11 @@ def load_checkpoint(path: Path):
 
 def gather_sources(cfg: TrainConfig) -> tuple[list[Source], list[Source]]:
     train_src, val_src = stdlib_sources(cfg.stdlib, cfg.val_percent, cfg.max_files)
-    if cfg.corpus:
-        train_src += corpus_sources(cfg.corpus)
+    if not cfg.train_stdlib:
+        train_src = []  # code already on the machine is not training data; its held-out split only measures
+    for path in [cfg.corpus, *cfg.extra_corpora]:
+        if path:
+            train_src += corpus_sources(path)
     if not cfg.include_tests:
         train_src = [s for s in train_src if not s.test]
     return cap_test_share(train_src, cfg.test_share, cfg.seed), val_src
@@ -229,7 +237,8 @@ def prepare(cfg: TrainConfig):
         return load_model(cfg.init_dir), load_tokenizer(cfg.tokenizer_dir or cfg.init_dir), None
     tok = load_tokenizer(cfg.tokenizer_dir) if cfg.tokenizer_dir else None
     if tok is None:
-        texts = [s.text for s in stdlib_sources(cfg.stdlib, cfg.val_percent, cfg.max_files)[0]]
+        texts = [s.text for s in (stdlib_sources(cfg.stdlib, cfg.val_percent, cfg.max_files)[0] if cfg.train_stdlib
+                                  else corpus_sources(cfg.corpus))]
         tok = train_tokenizer(texts, cfg.vocab_size)
     out.mkdir(parents=True, exist_ok=True)
     return build_model(cfg, tok), tok, None
@@ -246,7 +255,7 @@ def train(cfg: TrainConfig, progress_bar: bool = True) -> dict:
     (out / "train_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
     model, tok, ckpt = prepare(cfg)
     train_src, val_src = gather_sources(cfg)
-    rows = Rows(train_src, tok, cfg, cfg.seed)
+    rows = Rows(train_src, tok, cfg, cfg.seed, read_pairs(cfg.edits) if cfg.edits and cfg.p_edit > 0 else None)
     opt = make_optimizer(model, cfg)
     prog = Progress()
     if ckpt is not None:
@@ -264,7 +273,8 @@ def train(cfg: TrainConfig, progress_bar: bool = True) -> dict:
         (out / "train_log.jsonl").write_text("")  # a new run's log; a resumed run appends to its own
     n_params = count_params(model)
     chars = sum(len(s.text) for s in train_src)
-    print(f"tabd train: {len(train_src)} train files ({chars / 1e6:.1f} MB), {len(val_src)} held out, "
+    print(f"tabd train: {len(train_src)} train files ({chars / 1e6:.1f} MB), {len(rows.edits)} release pairs for edit rows, "
+          f"{len(val_src)} held out, "
           f"{n_params / 1e6:.2f}M parameters, vocab {len(tok)}, from step {prog.step}", file=sys.stderr)
     stats = loop(model, opt, rows, prog, cfg, out, progress_bar)
     save_model(model, tok, out)
@@ -361,7 +371,12 @@ def loop(model, opt, rows: Rows, prog: Progress, cfg: TrainConfig, out: Path, pr
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = TrainConfig()
     parser.add_argument("--out", default=d.out, help="output directory (default: the shipped predictor/model)")
-    parser.add_argument("--corpus", default="", help="a `tabd train corpus` file to train on beside the stdlib")
+    parser.add_argument("--corpus", action="append", default=[],
+                        help="a `tabd train corpus` (or `corpus-npm`) file to train on beside the stdlib; repeat it for more")
+    parser.add_argument("--no-stdlib", action="store_true",
+                        help="train on the corpus only (the stdlib is code already on this machine); its held-out split still validates")
+    parser.add_argument("--edits", default="", help="a `tabd train edits` file: release pairs for next-edit rows")
+    parser.add_argument("--p-edit", type=float, default=d.p_edit, help="share of rows that start with a next-edit sample")
     parser.add_argument("--minutes", type=float, default=d.minutes, help="budget for this run in minutes of training (a paused process, kill -STOP, spends none); then it saves and evaluates")
     parser.add_argument("--steps", type=int, default=0, help="stop at this global step (0: the time budget decides)")
     parser.add_argument("--checkpoint-minutes", type=float, default=d.checkpoint_minutes, help="how often to checkpoint")
@@ -395,7 +410,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     cfg = TrainConfig(
-        seed=args.seed, out=args.out, stdlib=args.stdlib, corpus=args.corpus, include_tests=not args.no_tests,
+        seed=args.seed, out=args.out, stdlib=args.stdlib, corpus=corpus_arg(args.corpus)[0],
+        extra_corpora=corpus_arg(args.corpus)[1:], train_stdlib=not args.no_stdlib,
+        edits=args.edits, p_edit=args.p_edit, include_tests=not args.no_tests,
         test_share=args.test_share, max_files=args.max_files, vocab_size=args.vocab_size, tokenizer_dir=args.tokenizer,
         init_dir=args.init, resume=args.resume, hidden=args.hidden, layers=args.layers, intermediate=args.intermediate,
         heads=args.heads, kv_heads=args.kv_heads, bf16=args.bf16, seq_len=args.seq_len, batch=args.batch, lr=args.lr,
@@ -410,11 +427,24 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     return cfg
 
 
+def corpus_arg(value: list[str] | str | None) -> list[str]:
+    """`--corpus` given once, many times or not at all, as a list whose first item fills TrainConfig.corpus."""
+    paths = [value] if isinstance(value, str) else list(value or [])
+    return paths or [""]
+
+
 def check(cfg: TrainConfig) -> str | None:
     if cfg.resume and not (Path(cfg.resume) / CHECKPOINT).exists():
         return f"--resume {cfg.resume}: no {CHECKPOINT} there"
-    if cfg.corpus and not Path(cfg.corpus).exists():
-        return f"--corpus {cfg.corpus}: no such file (build it with `tabd train corpus`)"
+    for path in [cfg.corpus, *cfg.extra_corpora]:
+        if path and not Path(path).exists():
+            return f"--corpus {path}: no such file (build it with `tabd train corpus` or `tabd train corpus-npm`)"
+    if not cfg.train_stdlib and not cfg.corpus:
+        return "--no-stdlib needs --corpus: there is nothing else to train on"
+    if cfg.edits and not Path(cfg.edits).exists():
+        return f"--edits {cfg.edits}: no such file (build it with `tabd train edits`)"
+    if not 0 <= cfg.p_edit <= 1 or (cfg.p_edit > 0 and not cfg.edits):
+        return "--p-edit must be within 0..1, and above 0 it needs --edits"
     if not 0 <= cfg.test_share < 1 or not 0 <= cfg.p_context <= 1 or not 0 <= cfg.p_context_needed <= 1:
         return "--test-share must be within 0..1 (exclusive of 1) and --p-context and --p-context-needed within 0..1"
     return None

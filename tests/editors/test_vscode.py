@@ -30,7 +30,7 @@ CODE_SERVER = CODE_SERVER_HOME / "node_modules" / "code-server" / "out" / "node"
 CHROMIUM = os.environ.get("TABD_CHROMIUM", "/usr/bin/chromium")
 SETUP = ".ci/setup.d/40-vscode.sh"
 
-from support.fixture_model import PAIR_SUGGESTION
+from support.fixture_model import PAIR_SUGGESTION, SUGGESTION
 
 pytestmark = pytest.mark.editors
 
@@ -531,6 +531,52 @@ def test_code_server_excluded_file_says_so(tmp_path, fixture_model):
     assert "Last empty answer: unsure" in (result.get("otherTooltip") or ""), context
     assert "excluded" not in (result.get("otherStatus") or "excluded"), context
     assert not (result.get("otherGhost") or "").strip(), context
+
+
+# A line the file already has, begun again: the fixture model writes ` total()` there, and the daemon's copy
+# candidate is the rest of the earlier line. An invoked request offers both.
+CYCLE_SAMPLE = "result = compute(alpha, beta)\nother = 2\n"
+CYCLE_TYPED = "result = "
+
+
+@pytest.mark.slow
+def test_code_server_invoked_alternatives_cycle(tmp_path, fixture_model):
+    """Alternatives in VS Code (#27), with the keys as shipped: the fixture model's ` total()` is shorter than
+    --min-chars 100, so the automatic request's answer is held back (nothing shows, the tooltip says "unsure");
+    Alt+\\ asks (an invoked request, which shows the best guess whatever the gate, and the run's other candidates
+    after it): ` total()` shows. Alt+] shows a different item (the copy of the earlier line's rest), Alt+[ brings
+    ` total()` back, Alt+] the other again, and Tab accepts the one shown: the document holds exactly that text,
+    in the editor and in the daemon's copy, and the daemon heard the accept."""
+    tabd = _tabd_executable()
+    if not tabd.exists():
+        pytest.skip(f"tabd is missing at {tabd} (make venv)")
+    result, err, _ = _code_server_run(tmp_path, tabd, "cycle", typed=CYCLE_TYPED,
+                                      args=["--model", fixture_model, "--min-chars", "100"], content=CYCLE_SAMPLE)
+    events = _read_log(tmp_path / "tabd.jsonl")
+    print("e2e:", json.dumps({k: result.get(k) for k in ("ghostBeforeAsk", "ghostAsked", "ghostNext", "ghostPrevious",
+                                                         "ghostAtTab", "linesAfterTab", "cursorAfterTab", "sync")}))
+    print("driver:", err[-3000:])
+    context = (f"\nresult: {json.dumps(result, indent=1)[-4000:]}\ndriver: {err[-3000:]}"
+               f"\nlog events: {[(e.get('event'), e.get('source')) for e in events][-40:]}"
+               f"\nshots: {tmp_path / 'shots'}")
+    # Before Alt+\\: the automatic answer came back empty, and nothing showed.
+    assert "Last empty answer: unsure" in (result.get("tooltipBeforeAsk") or ""), context
+    assert not (result.get("ghostBeforeAsk") or "").strip(), "ghost text before Alt+\\" + context
+
+    asked = result.get("ghostAsked")
+    assert asked == SUGGESTION, "Alt+\\ did not show the model's suggestion" + context
+    other = result.get("ghostNext")
+    assert other and other != asked and "compute(alpha, beta)" in other, "Alt+] did not show another item" + context
+    assert result.get("ghostPrevious") == asked, "Alt+[ did not bring the first item back" + context
+    shown = result.get("ghostAtTab")
+    assert shown == other, "Alt+] did not show the other item again" + context
+
+    # Tab wrote exactly the item shown, and left the cursor after it; the daemon's copy is the editor's.
+    assert "\n".join(result.get("linesAfterTab") or []) == CYCLE_SAMPLE + CYCLE_TYPED + shown, \
+        "the document does not hold the item shown" + context
+    assert result.get("cursorAfterTab") == {"line": 3, "column": len(CYCLE_TYPED + shown) + 1}, context
+    assert "in sync" in (result.get("sync") or ""), "the daemon's copy differs from the editor's" + context
+    assert _accept_at_tab(events, result.get("tabAt")) is not None, "the daemon heard no accept after Tab" + context
 
 
 GO_SAMPLE = """package main

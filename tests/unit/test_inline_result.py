@@ -13,7 +13,9 @@ def test_alternatives_follow_the_suggestion_each_with_its_own_range():
     items = inline_result(answer, AT, {"line": 3, "character": 9})["items"]
     assert [i["insertText"] for i in items] == ["x)", "y", "z)"]
     assert [i["range"]["end"]["character"] for i in items] == [9, 8, 9]
-    assert all(i["command"]["arguments"] == ["7"] for i in items)
+    # each item's accept names the answer; an alternative's says which text was taken instead (its accept is counted
+    # and its state planned as an after-accept one, not the first item's)
+    assert [i["command"]["arguments"] for i in items] == [["7"], ["7", {"alternative": "y"}], ["7", {"alternative": "z)"}]]
 
 
 def test_nothing_says_why():

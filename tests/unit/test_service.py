@@ -226,6 +226,26 @@ async def test_an_invoked_request_offers_the_run_s_other_candidates_and_an_autom
         service.close()
 
 
+async def test_an_alternative_taken_is_the_accept_and_the_request_after_it_an_after_accept_one():
+    from tabd.predictor.types import Prediction
+
+    backend = FakeBackend(text=lambda prefix, suffix: Prediction("compute(a)", alternatives=("compute(b)",)))
+    service, _ = _service(backend, speculation=False)
+    try:
+        await service.complete("d", 1, _state())
+        service.run_after()
+        invoked = service.lookup("d", 1, _state(), invoked=True)
+        assert invoked is not None and invoked.alternatives == (("compute(b)", 0),)
+        service.run_after()  # shown
+        assert service.accept(invoked.id, alternative="compute(b)")
+        service.accept(invoked.id, alternative="compute(b)")  # a client that sends it twice: one accept
+        assert service.speculator.stats.accepts == 1
+        taken = _state().insert("compute(b)")
+        assert service.speculator.requests.key_of(taken, service.speculator.context_of("d"), "d") in service.speculator.planned
+    finally:
+        service.close()
+
+
 async def test_a_loaded_shared_engine_holds_prefetches_back_and_says_so():
     """Ten times slower than unloaded: the Tab's own prefetch still starts (held, the Tab would be a model request on
     the same engine, later), the next-word branch and the step after the Tab's do not, and each is said why."""

@@ -153,7 +153,7 @@ test("extension: no client-side tabd.accept/tabd.dismiss (the language client re
   assert.match(pkg.dependencies["vscode-languageclient"], /10\.1\./);
 });
 
-test("manifest: every language from startup, the #27 settings' defaults, Tab and Esc for a next edit", () => {
+test("manifest: every language from startup, the #27 settings' defaults, Tab and Esc for a next edit, Alt+\\ to ask", () => {
   const pkg = JSON.parse(fs.readFileSync(path.join(here, "..", "package.json"), "utf8"));
   assert.deepEqual(pkg.activationEvents, ["onStartupFinished"]);
   const props = pkg.contributes.configuration.properties;
@@ -166,6 +166,16 @@ test("manifest: every language from startup, the #27 settings' defaults, Tab and
   const when = "editorTextFocus && tabd.inlineEditVisible && !inlineSuggestionVisible && !suggestWidgetVisible";
   assert.deepEqual(
     pkg.contributes.keybindings.map((k) => [k.key, k.command, k.when]),
-    [["tab", "tabd.inlineEdit.tab", when], ["escape", "tabd.inlineEdit.dismiss", when]],
+    [
+      ["tab", "tabd.inlineEdit.tab", when],
+      ["escape", "tabd.inlineEdit.dismiss", when],
+      // VS Code 1.100 binds no key to "Trigger Inline Suggestion" (Copilot brings its own Alt+\\): ask now,
+      // an invoked request, which may bring alternatives.
+      ["alt+\\", "editor.action.inlineSuggest.trigger", "editorTextFocus && !editorReadonly"],
+    ],
   );
+  // Alt+] / Alt+[ stay VS Code's own (showNext / showPrevious: cycle through the items).
+  for (const key of ["alt+]", "alt+["]) {
+    assert.ok(!pkg.contributes.keybindings.some((k) => k.key === key || k.mac === key), `${key} taken`);
+  }
 });

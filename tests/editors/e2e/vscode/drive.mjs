@@ -12,11 +12,12 @@
 // on again: ghost text back; epoch times of both switches for the test to read the
 // daemon's log between them), rename (next-edit suggestions: rename the first `count` on
 // line 2 to `total` by typing; the edit drawn at the next `count` with a jump marker at the
-// cursor; Tab jumps, Tab applies; the next one shown and applied; the daemon's copy checked).
+// cursor; Tab jumps, Tab applies; the next one shown and applied; the daemon's copy checked), cycle (Alt+\
+// asks, Alt+] / Alt+[ cycle through the invoked request's items, Tab accepts the one shown).
 //
 // node drive.mjs --url URL --file NAME [--type TEXT] [--chromium PATH] [--profile DIR]
 //                [--shots DIR] [--ghost-timeout MS] [--deadline MS] [--warmup 0|1]
-//                [--first-ghost-timeout MS] [--read-ms MS] [--scenario tab|pair|not-found]
+//                [--first-ghost-timeout MS] [--read-ms MS] [--scenario tab|pair|not-found|toggle|rename|excluded|ghost|cycle]
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -764,7 +765,71 @@ async function ghostScenario(page) {
   result.ok = Boolean(result.ghost);
 }
 
-const SCENARIOS = { ghost: ghostScenario, excluded: excludedScenario, rename: renameScenario, tab: tabScenario, pair: pairScenario, "not-found": notFoundScenario, toggle: toggleScenario };
+// A key with Alt held (Option on macOS): VS Code's inline suggestion keys, Alt+\ (ask), Alt+] / Alt+[ (cycle).
+async function altKey(page, code) {
+  await page.keyboard.down("Alt");
+  await page.keyboard.press(code);
+  await page.keyboard.up("Alt");
+}
+
+// Alternatives (#27): type `--type`; the automatic answer is held back by the gate (the test sets it: the
+// tooltip says "unsure" and nothing shows), so the ghost text that follows Alt+\ is the invoked request's.
+// Alt+] shows the next item, Alt+[ the one before; Alt+] again, and Tab accepts the one shown. The keys as
+// shipped: Alt+\ is the extension's (VS Code binds none to "Trigger Inline Suggestion"), Alt+] / Alt+[ VS Code's.
+async function cycleScenario(page) {
+  await waitForDaemon(page);
+  await page.keyboard.type(typed, { delay: 60 });
+  step("typed", { text: typed });
+  result.tooltipBeforeAsk = await waitFor(async () => {
+    const t = await statusTooltipText(page);
+    return t && /Last empty answer: unsure/.test(t) ? t : null;
+  }, firstGhostTimeout, 500) ?? (await statusTooltipText(page));
+  result.ghostBeforeAsk = await ghostText(page);
+  step("automatic answer", { tooltip: result.tooltipBeforeAsk, ghost: result.ghostBeforeAsk });
+
+  await altKey(page, "Backslash");
+  result.ghostAsked = await waitFor(someGhost(page), ghostTimeout, 50);
+  step("Alt+\\", { ghost: result.ghostAsked });
+  await shot(page, "1-asked");
+  // Each key waits for the ghost text to change (VS Code asks again, explicitly, before it moves).
+  const changedFrom = (was) => async () => {
+    const g = await ghostText(page);
+    return g.trim() && g !== was ? g : null;
+  };
+  const cycle = async (code, was, name) => {
+    await altKey(page, code);
+    const g = await waitFor(changedFrom(was), 10000, 50) ?? (await ghostText(page));
+    step(name, { ghost: g });
+    await shot(page, name);
+    return g;
+  };
+  result.ghostNext = await cycle("BracketRight", result.ghostAsked, "2-alt-next");
+  result.ghostPrevious = await cycle("BracketLeft", result.ghostNext, "3-alt-previous");
+  result.ghostAtTab = await cycle("BracketRight", result.ghostPrevious, "4-alt-next-again");
+
+  await sleep(300);
+  result.ghostAtTab = (await ghostText(page)) || result.ghostAtTab;
+  const before = (await editorLines(page)).join("\n");
+  await pressTab(page);
+  result.linesAfterTab = await waitFor(async () => {
+    const now = await editorLines(page);
+    return now.join("\n") !== before ? now : null;
+  }, 3000, 20) ?? (await editorLines(page));
+  result.cursorAfterTab = await waitFor(async () => {
+    const c = await cursorPosition(page);
+    return c && c.column > typed.length + 1 ? c : null;
+  }, 3000, 20) ?? (await cursorPosition(page));
+  step("Tab", { lines: result.linesAfterTab, cursor: result.cursorAfterTab });
+  await shot(page, "5-after-tab");
+
+  await page.keyboard.press("Escape"); // whatever shows after the accept
+  await runCommand(page, "tabd: Check the daemon's copy of this document");
+  result.sync = await waitFor(() => notification(page, "tabd: the daemon's copy"), 10000, 100);
+  step("sync", { message: result.sync });
+  result.ok = Boolean(result.ghostAsked && result.ghostNext && result.ghostAtTab && result.sync);
+}
+
+const SCENARIOS = { ghost: ghostScenario, excluded: excludedScenario, rename: renameScenario, tab: tabScenario, pair: pairScenario, "not-found": notFoundScenario, toggle: toggleScenario, cycle: cycleScenario };
 
 let browser;
 let page;
