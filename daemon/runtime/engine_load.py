@@ -12,8 +12,8 @@ Which prefetches a shared engine gets at all (why_held, issue 28; measured with 
 - the whole accept one ahead (the state a Tab reaches) is the prefetch a Tab is answered from; it is not held for
   load, because held it is a miss for sure: the user's next request goes to the same engine anyway, later, in the
   foreground. It is held only for a document whose suggestions are seldom taken whole (p(all) under LIKELY); a
-  higher bar under load held suggestions that were then taken (p(all) is still 0.2-0.4 a minute into a fleet user's session, and on a
-  busy engine four times its floor is common), so load does not move it;
+  higher bar under load held suggestions that were then taken (p(all) is still 0.2-0.4 a minute into a fleet
+  user's session, and on a busy engine four times its floor is common), so load does not move it;
 - deeper ones are capped by load as above.
 """
 from __future__ import annotations
