@@ -276,6 +276,22 @@ async def test_a_loaded_shared_engine_holds_prefetches_back_and_says_so():
         service.close()
 
 
+async def test_a_shared_engine_answers_a_next_word_accept_from_memory_without_its_prefetch():
+    """The next-word branch is not sent to a shared engine: the rest of the suggestion on screen answers it."""
+    fake = FakeBackend(text="foo(bar, baz)")
+    service = CompletionService(Config(debounce_ms=0, backend="openai", url="http://127.0.0.1:9"), lambda c: fake,
+                                EventLog())
+    try:
+        await service.complete("d", 1, _state())
+        service.run_after()
+        await asyncio.sleep(0.05)
+        assert service.stats_dict()["held_back"]["partial_branch"] == 1
+        word = service.lookup("d", 2, _state(TEXT + "foo"))  # Ctrl+Right takes "foo"
+        assert word is not None and (word.source, word.text) == ("typed", "(bar, baz)")
+    finally:
+        service.close()
+
+
 async def test_a_shared_engine_skips_the_prefetch_for_a_document_whose_suggestions_are_not_taken():
     fake = FakeBackend(text="foo(bar, baz)")
     service = CompletionService(Config(debounce_ms=0, backend="openai", url="http://127.0.0.1:9"), lambda c: fake,
