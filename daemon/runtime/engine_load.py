@@ -8,7 +8,7 @@ go only one accept ahead; at four times, none start until it eases. A local engi
 
 Which prefetches a shared engine gets at all (why_held, issue 28; measured with `tabd bench fleet --users 8` on vLLM):
 - no partial branches (next word, next line): a partial accept is answered from memory without them, by typing
-  through the rest of the suggestion on screen; they were 61% of the prefetches a fleet of Tab users sent;
+  through the rest of the suggestion on screen; they were 55-61% of the prefetches a fleet of Tab users sent;
 - the whole accept one ahead (the state a Tab reaches) is the prefetch a Tab is answered from; it is not held for
   load, because held it is a miss for sure: the user's next request goes to the same engine anyway, later, in the
   foreground. It is held only for a document whose suggestions are seldom taken whole (p(all) under LIKELY); a
