@@ -4,7 +4,8 @@ On a remote engine every prefetch competes with someone else's keystroke, and ta
 reach into the engine's queue. So the daemon watches the model-path latency of its own requests (the time from
 the model call to its answer, which on a shared engine includes its queue): the lowest of the recent ones is what
 the engine gives unloaded, the median of the last few what it gives now. When now is twice the floor, prefetches
-go only one accept ahead; at four times, none start until it eases. A local engine is this daemon's alone: no cap.
+go only one accept ahead; at four times, none (depth_cap 0) until it eases, save the Tab's own (below). A local
+engine is this daemon's alone: no cap.
 
 Which prefetches a shared engine gets at all (why_held, issue 28; measured with `tabd bench fleet --users 8` on vLLM):
 - no partial branches (next word, next line): a partial accept is answered from memory without them, by typing
