@@ -4,7 +4,18 @@ On a remote engine every prefetch competes with someone else's keystroke, and ta
 reach into the engine's queue. So the daemon watches the model-path latency of its own requests (the time from
 the model call to its answer, which on a shared engine includes its queue): the lowest of the recent ones is what
 the engine gives unloaded, the median of the last few what it gives now. When now is twice the floor, prefetches
-go only one accept ahead; at four times, none start until it eases. A local engine is this daemon's alone: no cap.
+go only one accept ahead; at four times, none (depth_cap 0) until it eases, save the Tab's own (below). A local
+engine is this daemon's alone: no cap.
+
+Which prefetches a shared engine gets at all (why_held, issue 28; measured with `tabd bench fleet --users 8` on vLLM):
+- no partial branches (next word, next line): a partial accept is answered from memory without them, by typing
+  through the rest of the suggestion on screen; they were 55-61% of the prefetches a fleet of Tab users sent;
+- the whole accept one ahead (the state a Tab reaches) is the prefetch a Tab is answered from; it is not held for
+  load, because held it is a miss for sure: the user's next request goes to the same engine anyway, later, in the
+  foreground. It is held only for a document whose suggestions are seldom taken whole (p(all) under LIKELY); a
+  higher bar under load held suggestions that were then taken (p(all) is still 0.2-0.4 a minute into a fleet
+  user's session, and on a busy engine four times its floor is common), so load does not move it;
+- deeper ones are capped by load as above.
 """
 from __future__ import annotations
 
@@ -16,6 +27,7 @@ RECENT = 8  # requests the current figure is the median of
 SLOWER = 2.0  # now / floor from which prefetches go one ahead only
 MUCH_SLOWER = 4.0  # ... and from which none start
 MIN_MS = 30.0  # below this the engine is fast whatever the ratio (noise on a quick engine)
+LIKELY = 0.1  # p(all) from which a shared engine gets the Tab's prefetch
 
 
 class EngineLoad:
@@ -42,6 +54,18 @@ class EngineLoad:
             return None
         r = self.ratio()
         return 0 if r >= MUCH_SLOWER else 1 if r >= SLOWER else None
+
+    def why_held(self, depth: int, kinds: tuple[str, ...], p_all: float) -> str | None:
+        """Why a prefetch `depth` accepts ahead, by the accepts `kinds`, is not to start now (None: start it);
+        `p_all`: how often the document's suggestions are taken whole. Never held on a local engine."""
+        if not self.shared:
+            return None
+        if kinds and kinds[-1] != "all":
+            return "partial_branch"  # the rest of the suggestion on screen answers a partial accept
+        if depth <= 1:
+            return "unlikely" if p_all < LIKELY else None
+        cap = self.depth_cap()
+        return "engine_loaded" if cap is not None and depth > cap else None
 
     def hold(self, why: str) -> None:
         self.held[why] = self.held.get(why, 0) + 1

@@ -110,8 +110,12 @@ class Reporter:
             # on an engine without priorities (--parallel above 1)
             # prefetches held back: waiting behind the user's requests (engines without priorities), and not
             # started at all while a shared engine is loaded (engine_load.py), with how loaded it looks
+            # and, on a shared engine, the partial branches (type-through answers a partial accept) and the Tab's
+            # prefetch for a document whose suggestions are seldom taken whole (engine_load.why_held)
             "held_back": {"behind_requests": self.scheduler.held,
                           "engine_loaded": self.speculator.engine.held.get("engine_loaded", 0),
+                          "partial_branch": self.speculator.engine.held.get("partial_branch", 0),
+                          "unlikely": self.speculator.engine.held.get("unlikely", 0),
                           "engine_load": round(self.speculator.engine.ratio(), 2)},
             # whether the engine runs a keystroke before prefetches (--remote-priority; false after vLLM refused it)
             "engine_priority": backend.orders_by_priority if backend is not None else None,

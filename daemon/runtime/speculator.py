@@ -105,12 +105,13 @@ class Speculator:
 
     def prefetch_after(self, doc: str, state: DocState, text: str, depth: int, root: Window | None, chain: str,
                        context: Snapshot = EMPTY, kinds: tuple[str, ...] = ()) -> None:
-        cap = self.engine.depth_cap()
+        p_all = self.acceptance.rate(doc, "all")
         for plan in plan_after(state, text, depth, self.policy, self.config.partial_accept_prefetch, doc, kinds):
-            if cap is not None and plan.depth > cap:
-                self.engine.hold("engine_loaded")  # a shared engine others keep busy: their keystrokes first
+            why = self.engine.why_held(plan.depth, plan.kinds, p_all)  # a shared engine: others' keystrokes first
+            if why is not None:
+                self.engine.hold(why)
                 self.events.emit("prefetch", outcome="held", depth=plan.depth, branch=plan.branch, doc=doc,
-                                 reason="engine_loaded")
+                                 reason=why)
                 continue
             key = self._remember(doc, plan.state, plan.partial, context)
             if self.memory.has(key):

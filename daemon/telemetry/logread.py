@@ -34,7 +34,7 @@ LOG_VERSION = 1
 EVENTS = ("completion", "prefetch", "accept", "dismiss", "cancel", "error", "warmup")
 SOURCES = ("cache", "typed", "inflight", "model", "none")
 HIT_SOURCES = ("cache", "typed", "inflight")
-OUTCOMES = ("started", "finished", "cancelled", "preempted", "held")  # held: never started (a loaded shared engine)
+OUTCOMES = ("started", "finished", "cancelled", "preempted", "held")  # held: never started (engine_load.why_held)
 PHASES = ("queue_ms", "cache_ms", "prefill_ms", "decode_ms")
 
 EXACT_CAP = 250_000  # raw float64 values kept per latency series (2 MB each)

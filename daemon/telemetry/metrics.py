@@ -30,7 +30,7 @@ LATENCY_BUCKETS = (
 )
 SOURCES = ("cache", "typed", "inflight", "model", "none")
 HIT_SOURCES = ("cache", "typed", "inflight")
-OUTCOMES = ("started", "finished", "cancelled", "preempted", "held")  # held: never started (a loaded shared engine)
+OUTCOMES = ("started", "finished", "cancelled", "preempted", "held")  # held: never started (engine_load.why_held)
 PHASES = (("prefill", "prefill_tokens"), ("reused", "reused_tokens"), ("decode", "decode_tokens"))
 MAX_DEPTH_LABEL = 16  # deeper speculation is reported as "16+": label sets stay small
 MAX_FREE_LABELS = 20  # distinct cancel reasons / error places; the rest are "other"

@@ -25,3 +25,34 @@ def test_twice_as_slow_goes_one_ahead_and_four_times_none():
 def test_a_local_engine_and_a_quick_one_are_never_capped():
     assert loaded([40.0] * 20 + [200.0] * 8, shared=False).depth_cap() is None
     assert loaded([2.0] * 20 + [20.0] * 8).depth_cap() is None  # 10x, but 20 ms: noise on a quick engine
+
+
+# why_held: which prefetches a shared engine gets at all
+UNLOADED = [40.0] * 20
+MUCH = [40.0] * 20 + [200.0] * 8  # five times slower than unloaded
+
+
+def test_a_local_engine_holds_nothing():
+    load = loaded(MUCH, shared=False)
+    for depth, kinds, p in [(1, ("all",), 0.0), (1, ("word",), 0.5), (3, ("all", "all", "all"), 0.9)]:
+        assert load.why_held(depth, kinds, p) is None
+
+
+def test_partial_branches_are_never_sent_to_a_shared_engine():
+    assert loaded(UNLOADED).why_held(1, ("word",), 0.9) == "partial_branch"
+    assert loaded(UNLOADED).why_held(1, ("line",), 0.9) == "partial_branch"
+    assert loaded(UNLOADED).why_held(2, ("all", "word"), 0.9) == "partial_branch"
+
+
+def test_the_tabs_own_prefetch_goes_under_load_when_the_user_takes_suggestions():
+    assert loaded(UNLOADED).why_held(1, ("all",), 0.15) is None
+    assert loaded(MUCH).why_held(1, ("all",), 0.5) is None
+    assert loaded(MUCH).why_held(1, ("all",), 0.15) is None  # held, the Tab would go to the same engine, later
+    assert loaded(UNLOADED).why_held(1, ("all",), 0.05) == "unlikely"
+    assert loaded(MUCH).why_held(1, ("all",), 0.05) == "unlikely"
+
+
+def test_deeper_prefetches_follow_the_load_cap():
+    assert loaded(UNLOADED).why_held(3, ("all", "all", "all"), 0.9) is None
+    assert loaded([40.0] * 20 + [90.0] * 8).why_held(2, ("all", "all"), 0.9) == "engine_loaded"
+    assert loaded(MUCH).why_held(2, ("all", "all"), 0.9) == "engine_loaded"

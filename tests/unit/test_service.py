@@ -27,7 +27,7 @@ STATS_KEYS = {
     "speculation.user_rates": {"all", "word", "line", "streak"},
     "after_accept": {"requests", "from_cache", "hit_rate", "p50_ms"},
     "latency_ms": {"p50"},
-    "held_back": {"behind_requests", "engine_loaded", "engine_load"},
+    "held_back": {"behind_requests", "engine_loaded", "partial_branch", "unlikely", "engine_load"},
     "last": {"source", "latency_ms", "depth", "debounce_ms", "reason", "origin"},
     "debounce": {"base_ms", "rhythm_ms", "model_ms", "waited", "superseded", "p50_ms", "waiting"},
     "requests_to_model": {"started", "finished", "cancelled"},
@@ -247,8 +247,10 @@ async def test_an_alternative_taken_is_the_accept_and_the_request_after_it_an_af
 
 
 async def test_a_loaded_shared_engine_holds_prefetches_back_and_says_so():
+    """Ten times slower than unloaded: the Tab's own prefetch still starts (held, the Tab would be a model request on
+    the same engine, later), the next-word branch and the step after the Tab's do not, and each is said why."""
     fake = FakeBackend(text="foo(bar, baz)")
-    config = Config(debounce_ms=0, backend="openai", url="http://127.0.0.1:9")
+    config = Config(debounce_ms=0, backend="openai", url="http://127.0.0.1:9", adaptive_depth=False, depth=2)
     events, logged = EventLog(), []
     events.add_sink(logged.append)
     service = CompletionService(config, lambda c: fake, events)
@@ -258,10 +260,65 @@ async def test_a_loaded_shared_engine_holds_prefetches_back_and_says_so():
         first = await service.complete("d", 1, _state())
         service.run_after()
         await asyncio.sleep(0.05)
+        service.run_after()
         s = service.stats_dict()
         assert first.text == "foo(bar, baz)"
-        assert s["prefetch"]["started"] == 0 and s["held_back"]["engine_loaded"] >= 1, s["held_back"]
-        held = [e for e in logged if e["event"] == "prefetch"]
-        assert held and all(e["outcome"] == "held" and e["reason"] == "engine_loaded" for e in held)
+        started = [e for e in logged if e["event"] == "prefetch" and e["outcome"] == "started"]
+        assert [(e["depth"], e["branch"]) for e in started] == [(1, "all")], started
+        held = sorted((e["depth"], e["branch"], e["reason"]) for e in logged
+                      if e["event"] == "prefetch" and e["outcome"] == "held")
+        assert (1, "word", "partial_branch") in held and (2, "all.all", "engine_loaded") in held, held
+        assert s["held_back"]["partial_branch"] >= 1 and s["held_back"]["engine_loaded"] >= 1, s["held_back"]
+        # the Tab is answered from memory
+        tab = service.lookup("d", 2, _state(TEXT + "foo(bar, baz)"))
+        assert tab is not None and tab.source == "cache"
+    finally:
+        service.close()
+
+
+async def test_a_shared_engine_answers_a_next_word_accept_from_memory_without_its_prefetch():
+    """The next-word branch is not sent to a shared engine: the rest of the suggestion on screen answers it."""
+    fake = FakeBackend(text="foo(bar, baz)")
+    service = CompletionService(Config(debounce_ms=0, backend="openai", url="http://127.0.0.1:9"), lambda c: fake,
+                                EventLog())
+    try:
+        await service.complete("d", 1, _state())
+        service.run_after()
+        await asyncio.sleep(0.05)
+        assert service.stats_dict()["held_back"]["partial_branch"] == 1
+        word = service.lookup("d", 2, _state(TEXT + "foo"))  # Ctrl+Right takes "foo"
+        assert word is not None and (word.source, word.text) == ("typed", "(bar, baz)")
+    finally:
+        service.close()
+
+
+async def test_a_shared_engine_skips_the_prefetch_for_a_document_whose_suggestions_are_not_taken():
+    fake = FakeBackend(text="foo(bar, baz)")
+    service = CompletionService(Config(debounce_ms=0, backend="openai", url="http://127.0.0.1:9"), lambda c: fake,
+                                EventLog())
+    try:
+        for _ in range(25):  # 25 suggestions passed over: p(all) 0.06, above the acceptance model's own bar (0.03)
+            service.speculator.acceptance.record("d", "none")
+        await service.complete("d", 1, _state())
+        service.run_after()
+        await asyncio.sleep(0.05)
+        s = service.stats_dict()
+        assert s["prefetch"]["started"] == 0 and s["held_back"]["unlikely"] == 1, s["held_back"]
+    finally:
+        service.close()
+
+
+async def test_a_local_engine_prefetches_every_branch_whatever_its_latency():
+    fake = FakeBackend(text="foo(bar, baz)")
+    service, logged = _service(fake)
+    try:
+        for ms in [40.0] * 20 + [400.0] * 8:
+            service.speculator.engine.observe(ms)
+        await service.complete("d", 1, _state())
+        service.run_after()
+        await asyncio.sleep(0.05)
+        held = [e for e in logged if e["event"] == "prefetch" and e["outcome"] == "held"]
+        started = {e["branch"] for e in logged if e["event"] == "prefetch" and e["outcome"] == "started"}
+        assert not held and {"all", "word"} <= started, (held, started)
     finally:
         service.close()
