@@ -142,10 +142,11 @@ class Config:
              "least P (0: no model run; the propagation rules alone decide)",
         flag="--edit-min-confidence", metavar="P", init="editMinConfidence", bounds=(0, 1), shown="0",
         see="Next-edit suggestions")
+    # propagation: the embedded model's edits were not yet worth showing (README, "Next-edit suggestions": bench edits)
     edit_sources: str = setting(
-        "both", "where next-edit suggestions come from: propagation (the same change at the next place it applies), "
-                "model (once you pause, the model reads your recent edits and the lines around the cursor and writes "
-                "them as they should be), or both (propagation first)",
+        "propagation", "where next-edit suggestions come from: propagation (the same change at the next place it "
+                       "applies), model (once you pause, the model reads your recent edits and the lines around the "
+                       "cursor and writes them as they should be), or both (propagation first)",
         flag="--edit-sources", init="editSources", choices=("both", "propagation", "model"), see="Next-edit suggestions")
     edit_model_min_confidence: float = setting(
         0.5, "an edit the model writes is shown only if the mean probability of the tokens that write it is at least P",

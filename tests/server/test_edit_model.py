@@ -46,7 +46,8 @@ def inline_edit(server: RawServer, line: int, character: int) -> dict:
 def test_the_model_s_edits_are_shown_nearest_first_the_next_from_memory_and_never_an_undo():
     with stub_model("edit") as (engine, url):
         engine.edit_for = staticmethod(model_edit)
-        server = RawServer("--backend", "openai", "--url", url, "--fim", "tabd", "--no-warmup", "--debounce-ms", "0")
+        server = RawServer("--backend", "openai", "--url", url, "--fim", "tabd", "--no-warmup", "--debounce-ms", "0",
+                           "--edit-sources", "both")
         try:
             server.initialize()
             server.open(URI, CODE)
@@ -96,7 +97,8 @@ def test_edit_sources_propagation_leaves_propagation_alone_and_never_asks_the_en
 def test_an_edit_that_rewrites_the_rest_of_the_cursor_line_is_offered_as_ghost_text_too():
     with stub_model("edit") as (engine, url):
         engine.edit_for = staticmethod(model_edit)
-        server = RawServer("--backend", "openai", "--url", url, "--fim", "tabd", "--no-warmup", "--debounce-ms", "0")
+        server = RawServer("--backend", "openai", "--url", url, "--fim", "tabd", "--no-warmup", "--debounce-ms", "0",
+                           "--edit-sources", "both")
         try:
             server.initialize()
             server.open(URI, CODE)
