@@ -5,6 +5,7 @@ model's other edit answered from memory after Tab; an edit that would undo what 
 prompt carries their recent edit."""
 from __future__ import annotations
 
+from support.edits import apply
 from support.rawserver import RawServer
 from support.stub_model import stub_model
 
@@ -23,19 +24,22 @@ def rng(line: int, a: int, b: int) -> dict:
     return {"start": {"line": line, "character": a}, "end": {"line": line, "character": b}}
 
 
-def apply(text: str, edit: dict) -> str:
-    lines = text.split("\n")
-    r = edit["range"]
-    start = sum(len(x) + 1 for x in lines[:r["start"]["line"]]) + r["start"]["character"]
-    end = sum(len(x) + 1 for x in lines[:r["end"]["line"]]) + r["end"]["character"]
-    return text[:start] + edit["text"] + text[end:]
-
 
 def model_edit(window: str) -> str:
     """What the scripted model writes: both uses of `total` after the loop report the count too, and (wrongly) the
     line the user just typed is gone again."""
     return (window.replace(TYPED, "").replace("    print(total)\n", "    print(total, len(items))\n")
             .replace("    return total\n", "    return total, len(items)\n"))
+
+
+def typed_at_the_top(url: str, sources: str) -> RawServer:
+    """A `tabd serve` in front of the engine at `url`, CODE open, TYPED added at the top of its body (version 2)."""
+    server = RawServer("--backend", "openai", "--url", url, "--fim", "tabd", "--no-warmup", "--debounce-ms", "0",
+                       "--edit-sources", sources)
+    server.initialize()
+    server.open(URI, CODE)
+    server.change(URI, 2, [{"range": rng(1, 0, 0), "text": TYPED}])
+    return server
 
 
 def inline_edit(server: RawServer, line: int, character: int) -> dict:
@@ -46,12 +50,8 @@ def inline_edit(server: RawServer, line: int, character: int) -> dict:
 def test_the_model_s_edits_are_shown_nearest_first_the_next_from_memory_and_never_an_undo():
     with stub_model("edit") as (engine, url):
         engine.edit_for = staticmethod(model_edit)
-        server = RawServer("--backend", "openai", "--url", url, "--fim", "tabd", "--no-warmup", "--debounce-ms", "0",
-                           "--edit-sources", "both")
+        server = typed_at_the_top(url, "both")
         try:
-            server.initialize()
-            server.open(URI, CODE)
-            server.change(URI, 2, [{"range": rng(1, 0, 0), "text": TYPED}])
             text = CODE.replace("    total = 0\n", TYPED + "    total = 0\n", 1)
             # the user moves down to the loop: no longer typing, so the model is asked
             reply = inline_edit(server, 3, 8)
@@ -83,11 +83,8 @@ def test_the_model_s_edits_are_shown_nearest_first_the_next_from_memory_and_neve
 def test_edit_sources_propagation_leaves_propagation_alone_and_never_asks_the_engine_for_an_edit():
     with stub_model("edit") as (engine, url):
         engine.edit_for = staticmethod(model_edit)
-        server = RawServer("--backend", "openai", "--url", url, "--fim", "tabd", "--no-warmup", "--edit-sources", "propagation")
+        server = typed_at_the_top(url, "propagation")
         try:
-            server.initialize()
-            server.open(URI, CODE)
-            server.change(URI, 2, [{"range": rng(1, 0, 0), "text": TYPED}])
             assert inline_edit(server, 3, 8)["result"] == {"edits": []}
             assert not [b for b in engine.bodies if "<<< window: " in b.get("prompt", "")]
         finally:
@@ -97,12 +94,8 @@ def test_edit_sources_propagation_leaves_propagation_alone_and_never_asks_the_en
 def test_an_edit_that_rewrites_the_rest_of_the_cursor_line_is_offered_as_ghost_text_too():
     with stub_model("edit") as (engine, url):
         engine.edit_for = staticmethod(model_edit)
-        server = RawServer("--backend", "openai", "--url", url, "--fim", "tabd", "--no-warmup", "--debounce-ms", "0",
-                           "--edit-sources", "both")
+        server = typed_at_the_top(url, "both")
         try:
-            server.initialize()
-            server.open(URI, CODE)
-            server.change(URI, 2, [{"range": rng(1, 0, 0), "text": TYPED}])
             # the cursor in `print(|total)`: the model's edit adds `, len(items)` after `total`, on this line
             edit = inline_edit(server, 5, 10)["result"]["edits"][0]
             assert edit["range"] == rng(5, 15, 15)

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from support.edits import apply
 from support.rawserver import RawServer
 
 URI = "file:///w/stock.py"
@@ -38,13 +39,6 @@ def inline_edit(server: RawServer, line: int, character: int, version: int = 0) 
         "textDocument": {"uri": URI, "version": version}, "position": {"line": line, "character": character},
         "context": {"triggerKind": 2}})
 
-
-def apply(text: str, edit: dict) -> str:
-    lines = text.split("\n")
-    r = edit["range"]
-    start = sum(len(x) + 1 for x in lines[:r["start"]["line"]]) + r["start"]["character"]
-    end = sum(len(x) + 1 for x in lines[:r["end"]["line"]]) + r["end"]["character"]
-    return text[:start] + edit["text"] + text[end:]
 
 
 def test_the_server_advertises_copilot_inline_edit():
