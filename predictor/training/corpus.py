@@ -144,23 +144,31 @@ def reject_reason(path: str, text: str, excluded: set[str]) -> str | None:
     return None
 
 
-def wheel_sources(wheel: Path, dist: str, excluded: set[str], stats: CorpusStats) -> Iterator[SourceFile]:
+def python_files(wheel: Path) -> dict[str, str | None]:
+    """path -> text of a wheel's .py files, line ends made `\\n` (None: not UTF-8); metadata and data left out."""
+    out: dict[str, str | None] = {}
     with zipfile.ZipFile(wheel) as zf:
         for info in zf.infolist():
             path = info.filename
             if not path.endswith(".py") or ".dist-info/" in path or ".data/" in path:
                 continue
             try:
-                text = zf.read(info).decode("utf-8")
+                out[path] = zf.read(info).decode("utf-8").replace("\r\n", "\n")
             except UnicodeDecodeError:
-                stats.skip("not-utf8")
-                continue
-            text = text.replace("\r\n", "\n")
-            why = reject_reason(path, text, excluded)
-            if why:
-                stats.skip(why)
-                continue
-            yield SourceFile(dist, path, text, is_test_path(path))
+                out[path] = None
+    return out
+
+
+def wheel_sources(wheel: Path, dist: str, excluded: set[str], stats: CorpusStats) -> Iterator[SourceFile]:
+    for path, text in python_files(wheel).items():
+        if text is None:
+            stats.skip("not-utf8")
+            continue
+        why = reject_reason(path, text, excluded)
+        if why:
+            stats.skip(why)
+            continue
+        yield SourceFile(dist, path, text, is_test_path(path))
 
 
 def content_key(text: str) -> str:

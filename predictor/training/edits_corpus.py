@@ -18,13 +18,12 @@ import random
 import re
 import subprocess
 import sys
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tabd.predictor.edit_prompt import line_hunks
 from tabd.predictor.training.corpus import (DEFAULT_CACHE, DISTRIBUTIONS, content_key, installed_names,
-                                            read_distributions, reject_reason, wheel_for)
+                                            python_files, read_distributions, reject_reason, wheel_for)
 
 MAX_HUNKS = 60  # a file's diff with more line hunks is a rewrite, not a run of edits
 MAX_CHANGED = 0.4  # nor is one that changes more than this share of the file's lines
@@ -85,21 +84,6 @@ def fetch(specs: list[str], wheels: Path, find_links: str = "", batch: int = 25)
             for spec in group:
                 pip_download([spec], wheels, find_links)
         print(f"tabd train edits: {min(i + batch, len(specs))}/{len(specs)} downloads", file=sys.stderr)
-
-
-def python_files(wheel: Path) -> dict[str, str | None]:
-    """path -> text of a wheel's .py files (None: not UTF-8)."""
-    out: dict[str, str | None] = {}
-    with zipfile.ZipFile(wheel) as zf:
-        for info in zf.infolist():
-            path = info.filename
-            if not path.endswith(".py") or ".dist-info/" in path or ".data/" in path:
-                continue
-            try:
-                out[path] = zf.read(info).decode("utf-8").replace("\r\n", "\n")
-            except UnicodeDecodeError:
-                out[path] = None
-    return out
 
 
 def changed_share(old: str, new: str) -> float:
