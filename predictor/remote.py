@@ -303,6 +303,7 @@ class RemoteBackend(Backend):
             prefill_ms=float(stats.get("prefill_ms", (t1 - t0) * 1000)),
             decode_ms=float(stats.get("decode_ms", (t2 - t1) * 1000)),
             context_tokens=int(stats.get("context_tokens", 0)),
+            first_token_ms=(first_at - t0) * 1000 if first_at else 0.0,
         )
 
     def warm(

@@ -45,6 +45,9 @@ class Prediction:
     # other candidates the run had, best first: the model's own guess where a copy won, the copy where the model's
     # own guess won (an invoked request offers them to cycle through; automatic ones show `text` alone)
     alternatives: tuple[str, ...] = ()
+    # a remote engine: from sending the request to its first streamed token, at the client (the engine's queue, the
+    # prefill of what it had not cached, the network); 0 where not measured (a local engine has no queue of others)
+    first_token_ms: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,10 @@ def user_figures(summary: dict[str, Any], stats: dict[str, Any] | None) -> dict[
     return {
         "after_accept_hit_rate": summary["after_accept"]["hit_rate"],
         "after_accept_requests": summary["after_accept"]["requests"],
+        # where the after-accept answers came from: cache/typed (memory), inflight (a prefetch still running at the
+        # Tab, joined: the Tab waited for its rest), model (no prefetch had it)
+        "after_accept_sources": summary["after_accept"].get("sources", {}),
+        "after_accept_p50_ms": summary["latency_ms"]["after_accept"]["p50"],
         "latency_p50_ms": summary["latency_ms"]["all"]["p50"],
         "latency_p99_ms": summary["latency_ms"]["all"]["p99"],
         "model_p50_ms": summary["latency_ms"]["model"]["p50"],

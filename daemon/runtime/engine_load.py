@@ -1,9 +1,12 @@
 """How loaded a shared engine is, as this daemon sees it: speculation backs off when other users keep it busy.
 
 On a remote engine every prefetch competes with someone else's keystroke, and tabd's local pre-emption cannot
-reach into the engine's queue. So the daemon watches the model-path latency of its own requests (the time from
-the model call to its answer, which on a shared engine includes its queue): the lowest of the recent ones is what
-the engine gives unloaded, the median of the last few what it gives now. When now is twice the floor, prefetches
+reach into the engine's queue. So the daemon watches how long its own requests wait for their first token (from sending one to the first
+streamed token, at the client: the engine's queue, the batch it joins, the prefill of what it had not cached; the
+whole latency where the engine does not stream): the lowest of the recent ones is what the engine gives unloaded,
+the median of the last few what it gives now. The time to the first token, not to the whole answer: a long
+suggestion takes longer on an idle engine too (one user on llama-cpp-python read as 3.2 times its floor by whole
+latencies, and held the prefetches of Tabs that were then pressed). When now is twice the floor, prefetches
 go only one accept ahead; at four times, none (depth_cap 0) until it eases, save the Tab's own (below). A local
 engine is this daemon's alone: no cap.
 
@@ -12,9 +15,11 @@ Which prefetches a shared engine gets at all (why_held, issue 28; measured with 
   through the rest of the suggestion on screen; they were 55-61% of the prefetches a fleet of Tab users sent;
 - the whole accept one ahead (the state a Tab reaches) is the prefetch a Tab is answered from; it is not held for
   load, because held it is a miss for sure: the user's next request goes to the same engine anyway, later, in the
-  foreground. It is held only for a document whose suggestions are seldom taken whole (p(all) under LIKELY); a
-  higher bar under load held suggestions that were then taken (p(all) is still 0.2-0.4 a minute into a fleet
-  user's session, and on a busy engine four times its floor is common), so load does not move it;
+  foreground. It is held only for a document whose suggestions are seldom taken whole (p(all) under LIKELY), and
+  only while the engine is loaded (twice its floor): on an idle engine it costs no one anything (a keystroke
+  closes its stream, which stops its decode), and a Tab user's p(all) sits near their accepts per suggestion
+  shown, often under 0.1; a higher bar under load held suggestions that were then taken (p(all) is still 0.2-0.4
+  a minute into a fleet user's session on vLLM), so the bar stays LIKELY;
 - deeper ones are capped by load as above.
 """
 from __future__ import annotations
@@ -62,9 +67,9 @@ class EngineLoad:
             return None
         if kinds and kinds[-1] != "all":
             return "partial_branch"  # the rest of the suggestion on screen answers a partial accept
-        if depth <= 1:
-            return "unlikely" if p_all < LIKELY else None
         cap = self.depth_cap()
+        if depth <= 1:
+            return "unlikely" if p_all < LIKELY and cap is not None else None
         return "engine_loaded" if cap is not None and depth > cap else None
 
     def hold(self, why: str) -> None:

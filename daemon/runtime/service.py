@@ -335,7 +335,9 @@ class CompletionService:
             self.stats.reused("request", computed)
             self.stats.served(computed)
             self.debounce.model_answered(latency - out.debounce_ms)
-            self.speculator.engine.observe(latency - out.debounce_ms)
+            # a remote engine's load shows in the wait for its first token (its queue, others' batches); the whole
+            # latency also counts how long the suggestion is, which says nothing of the others
+            self.speculator.engine.observe(computed.first_token_ms or latency - out.debounce_ms)
             self.activity.answered()
         # after the answer is out: the log line costs the user nothing
         self._after(lambda: self._log("completion", self.reporter.completion(req, out, latency)))

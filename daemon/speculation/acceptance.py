@@ -6,9 +6,13 @@ by another suggestion). Each document keeps exponentially weighted rates of
 those, and so does the user across documents; a document with few outcomes of
 its own leans on the user's. Two rates decide the depth:
 - p(kind): how often any shown suggestion is taken that way. The first step of
-  a chain (depth 1) is computed when it is at least `first` (0.03): a user who
-  takes one suggestion in twenty still gets the next one from memory, one who
-  never accepts gets no prefetch at all.
+  a chain (depth 1) by a whole accept, the state a Tab reaches, is computed when
+  p(all) is at least `first_all` (0.01): a user who takes one suggestion in
+  fifty still gets the next one from memory (a keystroke pre-empts the prefetch,
+  so a wasted one costs little; the Tab user of a fleet run took 2 to 10 in a
+  hundred, and at a bar of 0.03 four of their seven Tabs in a minute missed),
+  one who never accepts gets no prefetch at all. A next-word or next-line branch
+  needs its own rate to be at least `first` (0.03).
 - p(streak): how often a suggestion shown right after an accept is taken whole.
   Each further step needs p(streak)^(steps beyond the first) >= `further`
   (0.5): accept streaks run the chain to the ceiling (--depth), a user who
@@ -42,10 +46,10 @@ class Rates:
 
 
 class AcceptanceModel:
-    def __init__(self, ceiling: int, first: float = 0.03, further: float = 0.5, alpha: float = 0.08,
+    def __init__(self, ceiling: int, first: float = 0.03, further: float = 0.5, alpha: float = 0.08, first_all: float = 0.01,
                  streak_alpha: float = 0.2, lean: float = 4.0, max_docs: int = 256) -> None:
         self.ceiling = ceiling
-        self.first, self.further = first, further
+        self.first, self.further, self.first_all = first, further, first_all
         # a suggestion is shown per keystroke and most are typed over: a slow rate (about the last 20 shown)
         self.alpha, self.streak_alpha = alpha, streak_alpha
         self.lean = lean  # outcomes a document needs before its own rates count as much as the user's
@@ -73,12 +77,16 @@ class AcceptanceModel:
 
     def wants(self, doc: str, kinds: tuple[str, ...], depth: int) -> bool:
         """Whether the state after the accepts `kinds`, one after another, is worth computing now."""
-        if depth > self.ceiling or not kinds or self.rate(doc, kinds[0]) < self.first:
+        if depth > self.ceiling or not kinds or self.rate(doc, kinds[0]) < self.bar(kinds[0]):
             return False
         further = 1.0
         for kind in kinds[1:]:  # after an accept: a whole one by the streak rate, a partial one by its own
             further *= self.rate(doc, "streak" if kind == "all" else kind)
         return further >= self.further
+
+    def bar(self, kind: str) -> float:
+        """The rate a first step taken by `kind` needs: lower for the Tab's own (a whole accept)."""
+        return self.first_all if kind == "all" else self.first
 
     def depth(self, doc: str) -> int:
         """How deep the chain of whole accepts runs for this document now."""
@@ -92,7 +100,7 @@ class AcceptanceModel:
         rates = {k: round(self.rate(doc, k), 3) for k in (*KINDS, "streak")}
         d = self.depth(doc)
         partial = [k for k in ("word", "line") if rates[k] >= self.first]
-        why = (f"p(all)={rates['all']:.2f} {'>=' if rates['all'] >= self.first else '<'} {self.first}"
+        why = (f"p(all)={rates['all']:.2f} {'>=' if rates['all'] >= self.first_all else '<'} {self.first_all}"
                + (f", p(streak)={rates['streak']:.2f}: depth {d} (p(streak)^{max(d - 1, 0)} >= {self.further}, "
                   f"ceiling {self.ceiling})" if d else ": no prefetch")
                + f"; partial branches: {', '.join(partial) or 'none'}")
@@ -101,6 +109,7 @@ class AcceptanceModel:
                 "why": why}
 
     def summary(self) -> dict[str, Any]:
-        return {"mode": "adaptive", "ceiling": self.ceiling, "first": self.first, "further": self.further,
+        return {"mode": "adaptive", "ceiling": self.ceiling, "first": self.first, "first_all": self.first_all,
+                "further": self.further,
                 "user_rates": {k: round(v, 3) for k, v in self.user.p.items()}, "user_depth": self.depth(""),
                 "outcomes": dict(self.outcomes)}

@@ -26,6 +26,8 @@ def test_a_fleet_of_two_shares_one_engine_with_and_without_speculation():
     assert all(u["keystrokes"] > 0 and u["foreground_per_keystroke"] > 0 for u in on["users"] + off["users"])
     assert all(u["prefetch_per_keystroke"] == 0 for u in off["users"])  # speculation off: no prefetch at all
     assert any(u["prefetch_per_keystroke"] > 0 for u in on["users"])
+    # with nothing computed ahead, no Tab is answered from memory or from a prefetch still running
+    assert all(not {"cache", "inflight"} & set(u["after_accept_sources"]) for u in off["users"])
     assert "serve_model" in on["engine"] and fleet["slowest_model_p50_ratio"] is not None
 
 

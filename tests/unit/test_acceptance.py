@@ -58,6 +58,17 @@ def test_depth_follows_streaks_and_stops_for_a_user_who_never_accepts():
     assert "no prefetch" in other.explain("e")["why"]
 
 
+def test_a_user_who_takes_one_suggestion_in_fifty_still_gets_the_tabs_own_prefetch():
+    """The whole accept one step ahead needs p(all) >= 0.01; a next-word branch at the same rate is not computed."""
+    m = AcceptanceModel(ceiling=4)
+    for outcome in ["none"] * 60 + ["all"] + ["none"] * 6 + ["word"] + ["none"] * 16:
+        m.record("d", outcome)
+    assert 0.01 <= m.rate("d", "all") < 0.03 and 0.01 <= m.rate("d", "word") < 0.03
+    assert m.depth("d") == 1 and m.wants("d", ("all",), 1)
+    assert not m.wants("d", ("word",), 1)
+    assert "p(all)=0.0" in m.explain("d")["why"] and ">= 0.01" in m.explain("d")["why"]
+
+
 def test_a_new_document_leans_on_the_users_rates():
     m = AcceptanceModel(ceiling=4)
     for i in range(8):

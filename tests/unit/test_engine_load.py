@@ -48,8 +48,14 @@ def test_the_tabs_own_prefetch_goes_under_load_when_the_user_takes_suggestions()
     assert loaded(UNLOADED).why_held(1, ("all",), 0.15) is None
     assert loaded(MUCH).why_held(1, ("all",), 0.5) is None
     assert loaded(MUCH).why_held(1, ("all",), 0.15) is None  # held, the Tab would go to the same engine, later
-    assert loaded(UNLOADED).why_held(1, ("all",), 0.05) == "unlikely"
     assert loaded(MUCH).why_held(1, ("all",), 0.05) == "unlikely"
+    assert loaded([40.0] * 20 + [90.0] * 8).why_held(1, ("all",), 0.05) == "unlikely"  # twice as slow: loaded
+
+
+def test_an_idle_engine_gets_the_tabs_prefetch_however_seldom_suggestions_are_taken():
+    """On an idle engine the prefetch costs no one anything; held, a Tab that does come is a miss for sure."""
+    assert loaded(UNLOADED).why_held(1, ("all",), 0.05) is None
+    assert loaded([2.0] * 20 + [20.0] * 8).why_held(1, ("all",), 0.01) is None  # 10x, but 20 ms: a quick engine
 
 
 def test_deeper_prefetches_follow_the_load_cap():

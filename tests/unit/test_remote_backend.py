@@ -212,3 +212,17 @@ def test_a_vllm_without_tokenize_is_still_asked(scripted):
     remote = RemoteBackend(RemoteSettings(url))
     assert remote.predict("x = ", "\n", GenSettings(8)).text == "42"
     assert "logit_bias" not in handler.bodies[-1]
+
+
+def test_the_wait_for_the_first_token_is_measured_at_the_client(scripted):
+    """What a shared engine's load is read from (engine_load.py): the time from sending a request to its first
+    streamed token, the engine's queue included; an engine that answers at once waits nearly nothing."""
+    handler, url = scripted
+    handler.mode = "answer"
+    remote = RemoteBackend(RemoteSettings(url, fim="tabd"))
+    quick = remote.predict("x = ", "", GenSettings(8))
+    handler.mode = "hold"  # the engine sits on the request (a queue of others' work) and then answers
+    threading.Timer(0.4, handler.release.set).start()
+    queued = remote.predict("x = ", "", GenSettings(8))
+    assert 0 < quick.first_token_ms < 300 and queued.text
+    assert queued.first_token_ms >= 400 > quick.first_token_ms

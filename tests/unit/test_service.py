@@ -23,7 +23,7 @@ STATS_KEYS = {
          "torch_free_answers", "hand_over", "weights", "rss_bytes", "error", "context", "prompt_reuse", "refusals"},
     "sources": {"cache", "typed", "inflight", "model", "none"},
     "prefetch": {"started", "finished", "cancelled", "preempted", "used", "wasted_per_accept"},
-    "speculation": {"mode", "ceiling", "first", "further", "user_rates", "user_depth", "outcomes", "branches"},
+    "speculation": {"mode", "ceiling", "first", "first_all", "further", "user_rates", "user_depth", "outcomes", "branches"},
     "speculation.user_rates": {"all", "word", "line", "streak"},
     "after_accept": {"requests", "from_cache", "hit_rate", "p50_ms"},
     "latency_ms": {"p50"},
@@ -292,13 +292,15 @@ async def test_a_shared_engine_answers_a_next_word_accept_from_memory_without_it
         service.close()
 
 
-async def test_a_shared_engine_skips_the_prefetch_for_a_document_whose_suggestions_are_not_taken():
+async def test_a_loaded_shared_engine_skips_the_prefetch_for_a_document_whose_suggestions_are_not_taken():
     fake = FakeBackend(text="foo(bar, baz)")
     service = CompletionService(Config(debounce_ms=0, backend="openai", url="http://127.0.0.1:9"), lambda c: fake,
                                 EventLog())
     try:
         for _ in range(25):  # 25 suggestions passed over: p(all) 0.06, above the acceptance model's own bar (0.03)
             service.speculator.acceptance.record("d", "none")
+        for ms in [40.0] * 20 + [200.0] * 8:  # the engine's first tokens come five times slower than unloaded
+            service.speculator.engine.observe(ms)
         await service.complete("d", 1, _state())
         service.run_after()
         await asyncio.sleep(0.05)
