@@ -31,7 +31,8 @@ FLOOR_WINDOW = 64  # requests the unloaded figure is the lowest of
 RECENT = 8  # requests the current figure is the median of
 SLOWER = 2.0  # now / floor from which prefetches go one ahead only
 MUCH_SLOWER = 4.0  # ... and from which none start
-MIN_MS = 30.0  # below this the engine is fast whatever the ratio (noise on a quick engine)
+MIN_MS = 60.0  # below this the engine is fast whatever the ratio: an idle vLLM on 2 cores gives one user first
+# tokens in 20 to 50 ms (median 35), twice its floor from the spread of prefill sizes alone
 LIKELY = 0.1  # p(all) from which a shared engine gets the Tab's prefetch
 
 

@@ -20,9 +20,12 @@ def reuse_of(p: Prediction) -> float:
 
 
 def prediction_fields(p: Prediction) -> dict[str, Any]:
-    return {"prefill_ms": round(p.prefill_ms, 3), "decode_ms": round(p.decode_ms, 3),
-            "prefill_tokens": p.prefill_tokens, "reused_tokens": p.reused_tokens, "decode_tokens": p.decode_tokens,
-            "context_tokens": p.context_tokens, "reuse": reuse_of(p)}
+    out = {"prefill_ms": round(p.prefill_ms, 3), "decode_ms": round(p.decode_ms, 3),
+           "prefill_tokens": p.prefill_tokens, "reused_tokens": p.reused_tokens, "decode_tokens": p.decode_tokens,
+           "context_tokens": p.context_tokens, "reuse": reuse_of(p)}
+    if p.first_token_ms:  # a remote engine: the wait for its first token, what its load is read from
+        out["first_token_ms"] = round(p.first_token_ms, 3)
+    return out
 
 
 def warmup_fields(p: Prediction) -> dict[str, Any]:

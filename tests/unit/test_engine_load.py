@@ -62,3 +62,9 @@ def test_deeper_prefetches_follow_the_load_cap():
     assert loaded(UNLOADED).why_held(3, ("all", "all", "all"), 0.9) is None
     assert loaded([40.0] * 20 + [90.0] * 8).why_held(2, ("all", "all"), 0.9) == "engine_loaded"
     assert loaded(MUCH).why_held(2, ("all", "all"), 0.9) == "engine_loaded"
+
+
+def test_the_spread_of_an_idle_engines_first_tokens_is_not_load():
+    """One user alone on vLLM (2 cores): first tokens in 20 to 50 ms by the size of what it prefills."""
+    idle = loaded([20.0, 35.0, 28.0, 48.0, 24.0, 39.0, 31.0, 44.0] * 4)
+    assert idle.depth_cap() is None and idle.why_held(1, ("all",), 0.05) is None
