@@ -13,7 +13,7 @@ from tabd.predictor.prompt_text import fim_prompt, guess_template, parse_fim_pro
 from tabd.predictor.backend_settings import RemoteSettings
 from tabd.predictor.remote import RemoteBackend
 from tabd.predictor.templates import FAMILIES, template_for
-from tabd.predictor.types import ContextChunk, GenSettings, Interrupted
+from tabd.predictor.types import ContextChunk, GenSettings, Interrupted, Prediction
 from tabd.predictor.wire import RemoteError
 
 from support.ports import free_port
@@ -226,3 +226,8 @@ def test_the_wait_for_the_first_token_is_measured_at_the_client(scripted):
     queued = remote.predict("x = ", "", GenSettings(8))
     assert 0 < quick.first_token_ms < 300 and queued.text
     assert queued.first_token_ms >= 400 > quick.first_token_ms
+    # the log line of a remote run carries it (dashboards read the engine's wait from it); a local run has none
+    from tabd.daemon.runtime.fields import prediction_fields
+
+    assert prediction_fields(queued)["first_token_ms"] == round(queued.first_token_ms, 3)
+    assert "first_token_ms" not in prediction_fields(Prediction("x", decode_tokens=1))
