@@ -7,11 +7,12 @@ STAMP := $(VENV)/.tabd-installed
 
 .PHONY: demo test test-fast test-deps typecheck bench-deps venv clean vllm test-vllm
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	# torch first, pinned: the CPU build on this machine's disk; a looser spec pulls a CUDA build.
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e '.[test]'
+	# the rest at the versions tested (constraints.txt): a new upstream release must not change what a clean clone runs
+	$(PIP) install -q -c constraints.txt -e '.[test]'
 	touch $(STAMP)
 
 venv: $(STAMP)
