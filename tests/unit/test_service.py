@@ -12,6 +12,7 @@ from tabd.daemon.runtime.handover import HandOver
 from tabd.daemon.runtime.loaded_model import Model
 from tabd.daemon.runtime.scheduler import Scheduler
 from tabd.daemon.runtime.service import CompletionService
+from tabd.predictor.types import Prediction
 
 TEXT = "x = 1\ny = "
 
@@ -155,7 +156,6 @@ async def test_a_model_that_cannot_load_answers_empty_with_why():
 
 async def test_an_empty_answer_says_why():
     from tabd.daemon.runtime.answer import Outcome
-    from tabd.predictor.types import Prediction
 
     cases = {"": FakeBackend(text=""), "x": FakeBackend(text="x"), "fail": FakeBackend(fail=True),
              "gated": FakeBackend(text=lambda p, s: Prediction("return total", confidence=[(6, 0.2), (12, 0.2)]))}
@@ -211,7 +211,6 @@ async def test_a_service_composed_over_a_model_loaded_elsewhere_answers_with_it(
 
 
 async def test_an_invoked_request_offers_the_run_s_other_candidates_and_an_automatic_one_does_not():
-    from tabd.predictor.types import Prediction
 
     backend = FakeBackend(text=lambda prefix, suffix: Prediction("compute(a)", alternatives=("compute(b)", "compute(a)", " ")))
     service, _ = _service(backend, speculation=False)
@@ -227,7 +226,6 @@ async def test_an_invoked_request_offers_the_run_s_other_candidates_and_an_autom
 
 
 async def test_an_alternative_taken_is_the_accept_and_the_request_after_it_an_after_accept_one():
-    from tabd.predictor.types import Prediction
 
     backend = FakeBackend(text=lambda prefix, suffix: Prediction("compute(a)", alternatives=("compute(b)",)))
     service, _ = _service(backend, speculation=False)
@@ -322,5 +320,21 @@ async def test_a_local_engine_prefetches_every_branch_whatever_its_latency():
         held = [e for e in logged if e["event"] == "prefetch" and e["outcome"] == "held"]
         started = {e["branch"] for e in logged if e["event"] == "prefetch" and e["outcome"] == "started"}
         assert not held and {"all", "word"} <= started, (held, started)
+    finally:
+        service.close()
+
+
+async def test_a_shared_engine_s_load_is_read_from_the_wait_for_its_first_token():
+    """Answers that come whole in a few ms but whose first token waited 200 ms (an engine queue) read as a loaded
+    engine: what its load is judged by is the first token, not the whole latency."""
+    fake = FakeBackend(text=lambda prefix, suffix: Prediction("foo(bar)", first_token_ms=200.0))
+    service = CompletionService(Config(debounce_ms=0, backend="openai", url="http://127.0.0.1:9", speculation=False),
+                                lambda c: fake, EventLog())
+    try:
+        for ms in [40.0] * 20:  # the engine unloaded
+            service.speculator.engine.observe(ms)
+        for i in range(8):
+            await service.complete("d", i + 1, _state(TEXT + "a" * i))
+        assert service.speculator.engine.ratio() == 5.0 and service.speculator.engine.depth_cap() == 0
     finally:
         service.close()
