@@ -1,10 +1,10 @@
 """How loaded a shared engine is, as this daemon sees it: speculation backs off when other users keep it busy.
 
 On a remote engine every prefetch competes with someone else's keystroke, and tabd's local pre-emption cannot
-reach into the engine's queue. So the daemon watches how long its own requests wait for their first token (from sending one to the first
-streamed token, at the client: the engine's queue, the batch it joins, the prefill of what it had not cached; the
-whole latency where the engine does not stream): the lowest of the recent ones is what the engine gives unloaded,
-the median of the last few what it gives now. The time to the first token, not to the whole answer: a long
+reach into the engine's queue. So the daemon watches how long its own requests wait for their first token (from
+sending one to the first streamed token, at the client: the engine's queue, the batch it joins, the prefill of what
+it had not cached; the whole latency where the engine does not stream): the lowest of the recent ones is what the
+engine gives unloaded, the median of the last few what it gives now. The time to the first token, not to the whole answer: a long
 suggestion takes longer on an idle engine too (one user on llama-cpp-python read as 3.2 times its floor by whole
 latencies, and held the prefetches of Tabs that were then pressed). When now is twice the floor, prefetches
 go only one accept ahead; at four times, none (depth_cap 0) until it eases, save the Tab's own (below). A local

@@ -46,8 +46,8 @@ class Rates:
 
 
 class AcceptanceModel:
-    def __init__(self, ceiling: int, first: float = 0.03, further: float = 0.5, alpha: float = 0.08, first_all: float = 0.01,
-                 streak_alpha: float = 0.2, lean: float = 4.0, max_docs: int = 256) -> None:
+    def __init__(self, ceiling: int, first: float = 0.03, further: float = 0.5, alpha: float = 0.08,
+                 first_all: float = 0.01, streak_alpha: float = 0.2, lean: float = 4.0, max_docs: int = 256) -> None:
         self.ceiling = ceiling
         self.first, self.further, self.first_all = first, further, first_all
         # a suggestion is shown per keystroke and most are typed over: a slow rate (about the last 20 shown)
@@ -99,8 +99,9 @@ class AcceptanceModel:
         """The depth chosen and why, for the log and tabd/stats."""
         rates = {k: round(self.rate(doc, k), 3) for k in (*KINDS, "streak")}
         d = self.depth(doc)
-        partial = [k for k in ("word", "line") if rates[k] >= self.first]
-        why = (f"p(all)={rates['all']:.2f} {'>=' if rates['all'] >= self.first_all else '<'} {self.first_all}"
+        partial = [k for k in ("word", "line") if rates[k] >= self.bar(k)]
+        bar = self.bar("all")
+        why = (f"p(all)={rates['all']:.2f} {'>=' if rates['all'] >= bar else '<'} {bar}"
                + (f", p(streak)={rates['streak']:.2f}: depth {d} (p(streak)^{max(d - 1, 0)} >= {self.further}, "
                   f"ceiling {self.ceiling})" if d else ": no prefetch")
                + f"; partial branches: {', '.join(partial) or 'none'}")
