@@ -21,6 +21,12 @@ the JSON body it is (an error, or a whole completion); a model name the engine
 no longer serves is looked up again when tabd chose it. The API key is never
 in a message: the engine's own words are scrubbed of it.
 
+Confidence: each request asks for the chosen tokens' probabilities (OpenAI
+`logprobs: 0`; serve-model sends its own in the answer's `tabd` field), so
+--min-confidence shows only the part of a remote suggestion the model is sure of,
+as it does locally. An engine that refuses the field is asked again without it,
+and is not asked for it again (its suggestions are then shown whole).
+
 Priorities: each request carries the daemon's priority for it (0 a request the
 user waits for, a prefetch its depth, a warm-up 1), sent as vLLM's `priority`
 field (lower sooner) where the engine orders by it (orders_by_priority).
@@ -28,6 +34,7 @@ field (lower sooner) where the engine orders by it (orders_by_priority).
 from __future__ import annotations
 
 import json
+import math
 import queue
 import threading
 import time
@@ -51,6 +58,19 @@ PRIORITY_ENGINES = ("tabd", "vllm")  # owned_by of engines that order requests b
 # A refused engine is not asked again for this long (each request in it answers at once); then one request tries
 # once, with no retries, so an engine that is back is noticed within this time and one that is not costs nothing.
 DOWN_S = 0.25
+
+
+@dataclass
+class Streamed:
+    """What one streamed answer brought: the raw text, when its first text came, how many chunks, the server's own
+    counts, and the model's probability of each token as (end of the raw text after it, p) where the engine sent
+    them (OpenAI `logprobs`; serve-model's own `tabd.confidence` is already in the finished text's terms)."""
+
+    text: str = ""
+    first_at: float | None = None
+    chunks: int = 0
+    stats: dict = field(default_factory=dict)
+    marks: list[tuple[int, float]] = field(default_factory=list)
 
 
 @dataclass
@@ -98,6 +118,11 @@ class RemoteBackend(Backend):
         self.priority_mode = settings.priority
         self.orders_by_priority = settings.priority == "on"  # auto: decided when the engine says what it is
         self.priority_refused = ""  # the engine's words when it refused the field (auto then stops sending it)
+        # each token's probability (OpenAI `logprobs`), so confidence gating (--min-confidence) shows only what the
+        # model is sure of, as it does locally; an engine that refuses the field is not asked again
+        self.asks_logprobs = True
+        self.logprobs_refused = ""
+        self.gives_confidence = None
         self.template: FimTemplate | None = self._explicit_template(self.fim)
         self.info: ServerInfo | None = None
         self.route: str | None = None
@@ -266,6 +291,8 @@ class RemoteBackend(Backend):
             body["stop"] = list(self.template.stop_toks[:4])
         if info.infill or info.owned_by == "llamacpp":
             body["cache_prompt"] = True
+        if self.asks_logprobs and info.owned_by != "tabd":  # serve-model sends its confidence in its `tabd` field
+            body["logprobs"] = 0  # the chosen token's only
         if self.logit_bias:
             body["logit_bias"] = dict(self.logit_bias)
         if self.orders_by_priority:
@@ -290,13 +317,18 @@ class RemoteBackend(Backend):
         if should_stop():
             raise Interrupted()
         t0 = time.perf_counter()
-        raw, first_at, chunks, stats = self._stream(
+        got = self._stream(
             lambda: self._body(prefix, suffix, settings, slot_id, context, priority), should_stop, done)
+        raw, first_at, chunks, stats = got.text, got.first_at, got.chunks, got.stats
         t2 = time.perf_counter()
         text = raw if settings.raw else postprocess.finish(raw, line, settings.multiline, settings.max_lines)
         t1 = first_at or t2
+        confidence = confidence_of(got, text, line, settings)
+        if text:
+            self.gives_confidence = bool(confidence)
         return Prediction(
             text=text,
+            confidence=confidence,
             prefill_tokens=int(stats.get("prefill_tokens", 0)),
             reused_tokens=int(stats.get("reused_tokens", 0)),
             decode_tokens=int(stats.get("decode_tokens", chunks)),
@@ -334,7 +366,7 @@ class RemoteBackend(Backend):
             return path, fields
 
         t0 = time.perf_counter()
-        _, _, _, stats = self._stream(body, should_stop, lambda text: True)
+        stats = self._stream(body, should_stop, lambda text: True).stats
         return Prediction("", prefill_tokens=int(stats.get("prefill_tokens", 0)),
                           reused_tokens=int(stats.get("reused_tokens", 0)),
                           prefill_ms=float(stats.get("prefill_ms", (time.perf_counter() - t0) * 1000)),
@@ -356,9 +388,9 @@ class RemoteBackend(Backend):
         # A server that is down answers each keystroke at once for DOWN_S, instead of retrying every time.
         self._down_until, self._down_reason = time.monotonic() + DOWN_S, reason
 
-    def _stream(self, make_body: Callable[[], tuple[str, dict]], should_stop,
-                done) -> tuple[str, float | None, int, dict]:
-        """Raw text, when the first text came, how many chunks, and the server's own counts if it sent them.
+    def _stream(self, make_body: Callable[[], tuple[str, dict]], should_stop, done) -> Streamed:
+        """Raw text, when the first text came, how many chunks, the server's own counts and the tokens'
+        probabilities if it sent them.
 
         The body is made again for each attempt: a retry after the engine refused the priority field, or after the
         model name was looked up again, sends what tabd knows now."""
@@ -390,6 +422,9 @@ class RemoteBackend(Backend):
                 if exc.setting == "priority" and self.priority_mode == "auto" and self.orders_by_priority:
                     self.orders_by_priority, self.priority_refused = False, str(exc)
                     continue  # the same request again, without the field (vLLM without --scheduling-policy priority)
+                if exc.setting == "logprobs" and self.asks_logprobs:
+                    self.asks_logprobs, self.logprobs_refused = False, str(exc)
+                    continue  # the same request again without it: no confidence gating on this engine
                 if exc.setting == "model" and not looked_again and self._forget_model():
                     looked_again = True  # the engine restarted with another model: take its name, once per request
                     continue
@@ -405,8 +440,8 @@ class RemoteBackend(Backend):
                 raise Interrupted()
             time.sleep(0.01)
 
-    def _read(self, call: Call, path: str, should_stop, done, deadline: float) -> tuple[str, float | None, int, dict]:
-        text, first_at, chunks, stats, complete = "", None, 0, {}, False
+    def _read(self, call: Call, path: str, should_stop, done, deadline: float) -> Streamed:
+        got, complete = Streamed(), False
         finished = False  # an event said the answer is complete (finish_reason, llama-server's stop)
         other: list[str] = []  # lines that are not events: a body that is not a stream (an error, a whole answer)
         while True:
@@ -435,34 +470,35 @@ class RemoteBackend(Backend):
                     raise Retry(error)
                 raise error
             if kind == "end":
-                if not chunks and not stats and other:
+                if not got.chunks and not got.stats and other:
                     return self._whole_body(path, "\n".join(other))
                 if not (finished or complete):  # no [DONE], no finish_reason: the engine hung up mid-answer
                     raise Retry(RemoteError(f"{self.url}{path}: the stream ended "
-                                            f"{'mid-answer' if chunks else 'before any answer'} (no [DONE], no "
+                                            f"{'mid-answer' if got.chunks else 'before any answer'} (no [DONE], no "
                                             "finish_reason); the engine may have restarted"))
-                return text, first_at, chunks, stats
-            if kind == "line" and not value.startswith("data:") and not chunks and sum(map(len, other)) < 1 << 16:
+                return got
+            if kind == "line" and not value.startswith("data:") and not got.chunks and sum(map(len, other)) < 1 << 16:
                 other.append(value)
             if kind != "line" or not value.startswith("data:"):
                 continue
             data = value[5:].strip()
             if data == "[DONE]":
                 call.aborted.set()  # the helper drains the last bytes and the connection goes back to the pool
-                return text, first_at, chunks, stats
-            piece, stats, last = self._parse_event(path, data, stats)
+                return got
+            piece, got.stats, last, probs = self._parse_event(path, data, got.stats)
             finished = finished or last
             if piece and not complete:
-                first_at = first_at or time.perf_counter()
-                chunks += 1
-                text += piece
-                if done(text):
+                got.first_at = got.first_at or time.perf_counter()
+                got.chunks += 1
+                got.marks.extend(token_ends(len(got.text), piece, probs))
+                got.text += piece
+                if done(got.text):
                     if not self._ends_by_itself():
                         call.cancel()  # the rest is not needed: stop the server's decode too
-                        return text, first_at, chunks, stats
+                        return got
                     complete = True  # serve-model stopped by the same rule: read on to [DONE], keep the connection
 
-    def _whole_body(self, path: str, body: str) -> tuple[str, float | None, int, dict]:
+    def _whole_body(self, path: str, body: str) -> Streamed:
         """A 200 that is not an event stream: an error body said as the error it is, or a whole completion (a
         server that ignores `stream`); anything else is reported, not taken for an empty suggestion."""
         try:
@@ -472,24 +508,25 @@ class RemoteBackend(Backend):
         if isinstance(data, dict) and data.get("error"):
             raise self._classify(path, 200, error_message(body))
         if isinstance(data, dict):
-            text, stats, _ = self._parse_event(path, body, {})
+            text, stats, _, probs = self._parse_event(path, body, {})
             if text or isinstance(data.get("choices"), list) or "content" in data:
-                return text, time.perf_counter(), 1, stats
+                return Streamed(text, time.perf_counter(), 1, stats, token_ends(0, text, probs))
         raise RemoteError(f"{self.url}{path}: HTTP 200 but not an answer (no event stream, no completion): "
                           f"{self._scrub(one_line(body, 80))}")
 
     def _ends_by_itself(self) -> bool:
         return self.info is not None and self.info.owned_by == "tabd"
 
-    def _parse_event(self, path: str, data: str, stats: dict) -> tuple[str, dict, bool]:
-        """The event's text, the server's counts so far, and whether the event says the answer is complete."""
+    def _parse_event(self, path: str, data: str, stats: dict) -> tuple[str, dict, bool, list[tuple[str, float]]]:
+        """The event's text, the server's counts so far, whether the event says the answer is complete, and its
+        tokens with their probabilities where the engine sent them (OpenAI `logprobs`)."""
         try:
             event = json.loads(data)
         except ValueError:
             raise RemoteError(f"{self.url}{path}: the stream sent something that is not JSON: "
                               f"{self._scrub(one_line(data, 80))}") from None
         if not isinstance(event, dict):
-            return "", stats, False
+            return "", stats, False, []
         if event.get("error"):
             raise self._classify(path, 500, error_message(data))
         if isinstance(event.get("tabd"), dict):
@@ -501,8 +538,10 @@ class RemoteBackend(Backend):
                      "decode_ms": t.get("predicted_ms", 0.0)}
         choices = event.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-            return str(choices[0].get("text") or ""), stats, choices[0].get("finish_reason") is not None
-        return str(event.get("content") or ""), stats, event.get("stop") is True  # llama-server's last event
+            choice = choices[0]
+            return (str(choice.get("text") or ""), stats, choice.get("finish_reason") is not None,
+                    token_probs(choice.get("logprobs")))
+        return str(event.get("content") or ""), stats, event.get("stop") is True, []  # llama-server's last event
 
     # -- errors a user can act on --------------------------------------------------------
 
@@ -531,6 +570,9 @@ class RemoteBackend(Backend):
         if code == 400 and "priority" in low:
             return RemoteError(f"{self.url}{path}: the engine refused the priority field (HTTP 400: {message}); "
                                "start vLLM with --scheduling-policy priority, or set the remote priority off", "priority")
+        if code == 400 and "logprobs" in low:
+            return RemoteError(f"{self.url}{path}: the engine refused the logprobs field (HTTP 400: {message}); "
+                               "suggestions from it are not gated by confidence", "logprobs")
         if code == 401 or code == 403:
             return RemoteError(f"{self.url}{path}: HTTP {code}, not authorised ({message}); check the API key", "api_key")
         if "model" in low and ("not found" in low or "does not exist" in low or "not_found" in low):
@@ -551,3 +593,47 @@ class RemoteBackend(Backend):
 
     def close(self) -> None:
         self.client.close()
+
+
+def token_probs(logprobs: Any) -> list[tuple[str, float]]:
+    """(token text, probability) from an OpenAI completions `logprobs` object; [] for anything else."""
+    if not isinstance(logprobs, dict):
+        return []
+    tokens, values = logprobs.get("tokens"), logprobs.get("token_logprobs")
+    if not isinstance(tokens, list) or not isinstance(values, list) or len(tokens) != len(values):
+        return []
+    out = []
+    for token, value in zip(tokens, values):
+        if not isinstance(token, str) or isinstance(value, bool) or not isinstance(value, (int, float)):
+            return []  # one unreadable token: the chunk's probabilities say nothing
+        out.append((token, math.exp(min(0.0, float(value)))))
+    return out
+
+
+def token_ends(start: int, piece: str, probs: list[tuple[str, float]]) -> list[tuple[int, float]]:
+    """(end of the raw text after each token, its probability) for a chunk `piece` that starts at `start`. A token's
+    text can be part of a character (bytes split across tokens), so ends are kept inside the chunk, and its last
+    token ends where the chunk does."""
+    out, at = [], start
+    for i, (token, p) in enumerate(probs):
+        at = start + len(piece) if i == len(probs) - 1 else min(start + len(piece), at + len(token))
+        out.append((at, p))
+    return out
+
+
+def confidence_of(got: Streamed, text: str, line: postprocess.CursorLine,
+                  settings: GenSettings) -> tuple[tuple[int, float], ...]:
+    """Each token's (end of the finished suggestion after it, probability), as the local backend gives them, so
+    --min-confidence gates a remote suggestion the same way; () where the engine sent no probabilities."""
+    given = got.stats.get("confidence")  # serve-model: its local backend's own, already in the finished text's terms
+    if isinstance(given, list):
+        return tuple((min(x[0], len(text)), float(x[1])) for x in given
+                     if isinstance(x, list) and len(x) == 2 and isinstance(x[0], int) and isinstance(x[1], (int, float)))
+    out: list[tuple[int, float]] = []
+    for end, p in got.marks:
+        raw = got.text[:end]
+        kept = len(raw) if settings.raw else len(postprocess.finish(raw, line, settings.multiline, settings.max_lines))
+        out.append((min(len(text), kept), round(p, 4)))
+        if out[-1][0] >= len(text):
+            break
+    return tuple(out)

@@ -12,7 +12,9 @@ runs exactly what the local backend would, KV reuse and token healing included.
 
 A tabd client adds `"tabd": {"multiline": bool, "max_lines": int}` to the
 request: the engine then stops by the same rule as the local backend and the
-answer is the raw text before clean-up, which the client finishes itself.
+answer is the raw text before clean-up, which the client finishes itself; the
+answer's `tabd` field carries each token's probability (`confidence`, in the
+finished text's terms), which the client gates by as the local backend does.
 Other clients get the engine's block rule (a blank line or a dedent ends it),
 cut at their stop strings.
 """
@@ -164,6 +166,8 @@ class Engine:
                 "prefill_tokens": prediction.prefill_tokens, "reused_tokens": prediction.reused_tokens,
                 "decode_tokens": prediction.decode_tokens, "prefill_ms": round(prediction.prefill_ms, 3),
                 "decode_ms": round(prediction.decode_ms, 3), "context_tokens": prediction.context_tokens,
+                # each token's (end of the finished suggestion after it, probability): the client gates by it
+                "confidence": [[end, p] for end, p in prediction.confidence],
             },
         }
 

@@ -88,6 +88,9 @@ class Backend(Protocol):
     # the engine runs a request with a lower `priority` (predict's, warm's) sooner: a remote engine that orders by it
     orders_by_priority: bool = False
     writes_edits: bool = True  # a model that can answer a next-edit prompt (the copy baseline cannot)
+    # its suggestions carry each token's probability, so --min-confidence gates them (a remote engine: whether its
+    # latest answer did; None before one)
+    gives_confidence: bool | None = True
 
     def predict(self, prefix: str, suffix: str, settings: GenSettings, should_stop: Callable[[], bool] = ...,
                 slot_id: str = "default", context: Sequence["ContextChunk"] = (), priority: int = 0) -> Prediction:

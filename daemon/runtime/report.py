@@ -119,6 +119,9 @@ class Reporter:
                           "engine_load": round(self.speculator.engine.ratio(), 2)},
             # whether the engine runs a keystroke before prefetches (--remote-priority; false after vLLM refused it)
             "engine_priority": backend.orders_by_priority if backend is not None else None,
+            # whether the engine's answers carry each token's probability, which --min-confidence gates by (a remote
+            # engine: its latest answer; false where it refused OpenAI `logprobs`, null before an answer)
+            "engine_confidence": backend.gives_confidence if backend is not None else None,
             "worker_faults": self.scheduler.faults,
             # the collector: off during the hand-over, and what lives as long as the daemon is frozen out of it
             "gc": {"enabled": gc.isenabled(), "freezes": heap.freezes},

@@ -4,6 +4,7 @@ model call must be seen to start and to be stopped (`tabd serve --backend openai
 from __future__ import annotations
 
 import json
+import math
 import select
 import socket
 import threading
@@ -18,7 +19,8 @@ HELD_ANSWER = "return 42"  # what a held call streams when the test releases it 
 class Scripted(BaseHTTPRequestHandler):
     """Modes: "500", "404", "sleep" (answers after 5 s), "stream" (100 chunks, 0.1 s apart), "infill" (llama-server's
     route), "hold" (headers, then nothing until the client hangs up, `closed`, or the test sets `release`), "answer"
-    (streams `answer` at once), "edit" (a next-edit prompt's window rewritten by `edit_for`)."""
+    (streams `answer` at once), "edit" (a next-edit prompt's window rewritten by `edit_for`), "tokens" (streams `tokens`,
+one chunk each, with the OpenAI `logprobs` of each when the request asks for them; 400 when `refuse_logprobs`)."""
 
     protocol_version = "HTTP/1.1"
     mode = "500"
@@ -31,6 +33,8 @@ class Scripted(BaseHTTPRequestHandler):
     release: threading.Event  # "hold": answer now
     models: list[dict] = []  # what GET /v1/models lists (404 when empty)
     vocab: dict[str, int] = {}  # POST /tokenize (vLLM's): a text found here is that one token, else 404
+    tokens: list[tuple[str, float]] = []  # "tokens": (text, probability) per chunk
+    refuse_logprobs = False  # "tokens": a request with `logprobs` is a 400, as from an engine without them
     edit_for = staticmethod(lambda window: window)  # "edit": the updated window for the window a next-edit prompt shows
 
     def log_message(self, *args) -> None:
@@ -111,6 +115,17 @@ class Scripted(BaseHTTPRequestHandler):
             self._event_stream()
             self._data({"choices": [{"text": type(self).edit_for(window) if window is not None else "", "index": 0}]})
             self._data("[DONE]")
+        elif mode == "tokens":
+            if self.refuse_logprobs and "logprobs" in body:
+                self._send(400, {"error": {"message": "logprobs is not supported", "type": "invalid_request_error"}})
+                return
+            self._event_stream()
+            for text, p in self.tokens:
+                lp = ({"tokens": [text], "token_logprobs": [math.log(p)], "text_offset": [0], "top_logprobs": None}
+                      if "logprobs" in body else None)
+                self._data({"choices": [{"text": text, "index": 0, "logprobs": lp, "finish_reason": None}]})
+            self._data({"choices": [{"text": "", "index": 0, "finish_reason": "stop"}]})
+            self._data("[DONE]")
         elif mode == "infill":
             self._event_stream()
             ok = body.get("input_prefix") == "x = " and body.get("input_suffix") == "\n" and body.get("cache_prompt")
@@ -139,7 +154,8 @@ def stub_model(mode: str = "500") -> Iterator[tuple[type[Scripted], str]]:
     """(the handler class, whose attributes the test reads and sets; the server's URL), served until the block ends."""
     handler = type("H", (Scripted,), {"mode": mode, "hits": [], "bodies": [], "raw": [], "started": threading.Event(),
                                       "closed": threading.Event(), "release": threading.Event(),
-                                      "models": [], "vocab": {}})
+                                      "models": [], "vocab": {}, "tokens": [],
+                                      "refuse_logprobs": False})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()

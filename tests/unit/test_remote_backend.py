@@ -231,3 +231,52 @@ def test_the_wait_for_the_first_token_is_measured_at_the_client(scripted):
 
     assert prediction_fields(queued)["first_token_ms"] == round(queued.first_token_ms, 3)
     assert "first_token_ms" not in prediction_fields(Prediction("x", decode_tokens=1))
+
+
+def test_an_engines_token_probabilities_gate_its_suggestion_as_the_local_backends_do(scripted):
+    """An engine that sends OpenAI `logprobs` gets its suggestion gated by --min-confidence: the part the model is sure
+    of as a whole is shown, not the guess after it."""
+    from tabd.predictor.postprocess import gate
+
+    handler, url = scripted
+    handler.mode = "tokens"
+    handler.tokens = [("total", 0.95), (" =", 0.9), (" sum", 0.3), ("(items)", 0.9)]
+    remote = RemoteBackend(RemoteSettings(url, fim="tabd"))
+    got = remote.predict("    ", "\n", GenSettings(16))
+    assert handler.bodies[-1]["logprobs"] == 0
+    assert got.text == "total = sum(items)"
+    assert got.confidence == ((5, 0.95), (7, 0.9), (11, 0.3), (18, 0.9))
+    assert gate(got.text, got.confidence, 0.4) == "total ="
+    assert remote.gives_confidence is True
+
+
+def test_the_finished_suggestion_bounds_each_tokens_end(scripted):
+    """The clean-up cuts a single-line suggestion at its line's end: probabilities after the cut say nothing."""
+    handler, url = scripted
+    handler.mode = "tokens"
+    handler.tokens = [("x", 0.9), (" + 1", 0.8), ("\nprint", 0.5), ("(y)", 0.5)]
+    got = RemoteBackend(RemoteSettings(url, fim="tabd")).predict("y = ", "", GenSettings(16, multiline=False))
+    assert got.text == "x + 1"
+    assert got.confidence == ((1, 0.9), (5, 0.8))  # the suggestion is whole after " + 1": nothing after counts
+
+
+def test_an_engine_that_refuses_logprobs_is_asked_without_them_once(scripted):
+    handler, url = scripted
+    handler.mode, handler.refuse_logprobs = "tokens", True
+    handler.tokens = [("total", 0.95), (" = 0", 0.2)]
+    remote = RemoteBackend(RemoteSettings(url, fim="tabd"))
+    first = remote.predict("    ", "\n", GenSettings(16))
+    second = remote.predict("    ", "\n", GenSettings(16))
+    assert first.text == second.text == "total = 0" and first.confidence == ()
+    assert ["logprobs" in b for b in handler.bodies] == [True, False, False]  # refused once, then never asked
+    assert remote.gives_confidence is False and "logprobs" in remote.logprobs_refused
+
+
+def test_token_ends_keep_inside_their_chunk():
+    from tabd.predictor.remote import token_ends, token_probs
+
+    assert token_ends(3, "ab c", [("ab", 0.5), (" c", 0.25)]) == [(5, 0.5), (7, 0.25)]
+    # a character split over two tokens: the first ends inside the chunk, the last where the chunk does
+    assert token_ends(0, "é!", [("\ufffd\ufffd", 0.5), ("", 0.5), ("!", 0.9)]) == [(2, 0.5), (2, 0.5), (2, 0.9)]
+    assert token_probs({"tokens": ["a"], "token_logprobs": [None]}) == []  # unreadable: no probabilities at all
+    assert token_probs(None) == [] and token_probs({"tokens": ["a", "b"], "token_logprobs": [0.0]}) == []

@@ -20,7 +20,7 @@ TEXT = "x = 1\ny = "
 STATS_KEYS = {
     "": {"sources", "prefetch", "accepts_by", "speculation", "after_accept", "latency_ms", "last", "debounce",
          "model_calls", "requests_to_model", "accepts", "dismisses", "cache", "kv_bytes", "queue_depth",
-         "held_back", "engine_priority", "worker_faults", "gc", "nice", "model", "engine", "engine_why", "torch_loaded", "served_by",
+         "held_back", "engine_priority", "engine_confidence", "worker_faults", "gc", "nice", "model", "engine", "engine_why", "torch_loaded", "served_by",
          "torch_free_answers", "hand_over", "weights", "rss_bytes", "error", "context", "prompt_reuse", "refusals"},
     "sources": {"cache", "typed", "inflight", "model", "none"},
     "prefetch": {"started", "finished", "cancelled", "preempted", "used", "wasted_per_accept"},
