@@ -71,6 +71,18 @@ class Streamed:
     chunks: int = 0
     stats: dict = field(default_factory=dict)
     marks: list[tuple[int, float]] = field(default_factory=list)
+    _base: int | None = None  # the first token's text_offset (llama-cpp-python's count the prompt too)
+    _end: int = 0  # where the last token marked ends
+
+    def mark(self, probs: list[tuple[int | None, str, float]]) -> None:
+        """Each token's end in the raw text, from its own text and offset: an engine's text can lag its tokens
+        (vLLM holds back what could start a stop string, and sends the tokens' logprobs meanwhile)."""
+        for offset, token, p in probs:
+            if offset is not None:
+                self._base = offset if self._base is None else self._base
+                self._end = max(self._end, offset - self._base)  # the offset puts it right after a split character
+            self._end += len(token)
+            self.marks.append((self._end, p))
 
 
 @dataclass
@@ -487,10 +499,11 @@ class RemoteBackend(Backend):
                 return got
             piece, got.stats, last, probs = self._parse_event(path, data, got.stats)
             finished = finished or last
+            if not complete:
+                got.mark(probs)
             if piece and not complete:
                 got.first_at = got.first_at or time.perf_counter()
                 got.chunks += 1
-                got.marks.extend(token_ends(len(got.text), piece, probs))
                 got.text += piece
                 if done(got.text):
                     if not self._ends_by_itself():
@@ -510,14 +523,17 @@ class RemoteBackend(Backend):
         if isinstance(data, dict):
             text, stats, _, probs = self._parse_event(path, body, {})
             if text or isinstance(data.get("choices"), list) or "content" in data:
-                return Streamed(text, time.perf_counter(), 1, stats, token_ends(0, text, probs))
+                got = Streamed(text, time.perf_counter(), 1, stats)
+                got.mark(probs)
+                return got
         raise RemoteError(f"{self.url}{path}: HTTP 200 but not an answer (no event stream, no completion): "
                           f"{self._scrub(one_line(body, 80))}")
 
     def _ends_by_itself(self) -> bool:
         return self.info is not None and self.info.owned_by == "tabd"
 
-    def _parse_event(self, path: str, data: str, stats: dict) -> tuple[str, dict, bool, list[tuple[str, float]]]:
+    def _parse_event(self, path: str, data: str,
+                     stats: dict) -> tuple[str, dict, bool, list[tuple[int | None, str, float]]]:
         """The event's text, the server's counts so far, whether the event says the answer is complete, and its
         tokens with their probabilities where the engine sent them (OpenAI `logprobs`)."""
         try:
@@ -595,31 +611,23 @@ class RemoteBackend(Backend):
         self.client.close()
 
 
-def token_probs(logprobs: Any) -> list[tuple[str, float]]:
-    """(token text, probability) from an OpenAI completions `logprobs` object; [] for anything else."""
+def token_probs(logprobs: Any) -> list[tuple[int | None, str, float]]:
+    """(text offset or None, token text, probability) from an OpenAI completions `logprobs` object; [] for anything
+    else."""
     if not isinstance(logprobs, dict):
         return []
-    tokens, values = logprobs.get("tokens"), logprobs.get("token_logprobs")
+    tokens, values, offsets = logprobs.get("tokens"), logprobs.get("token_logprobs"), logprobs.get("text_offset")
     if not isinstance(tokens, list) or not isinstance(values, list) or len(tokens) != len(values):
         return []
+    if not (isinstance(offsets, list) and len(offsets) == len(tokens)
+            and all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)):
+        offsets = [None] * len(tokens)
     out = []
-    for token, value in zip(tokens, values):
+    for offset, token, value in zip(offsets, tokens, values):
         if not isinstance(token, str) or isinstance(value, bool) or not isinstance(value, (int, float)):
             return []  # one unreadable token: the chunk's probabilities say nothing
-        out.append((token, math.exp(min(0.0, float(value)))))
+        out.append((offset, token, math.exp(min(0.0, float(value)))))
     return out
-
-
-def token_ends(start: int, piece: str, probs: list[tuple[str, float]]) -> list[tuple[int, float]]:
-    """(end of the raw text after each token, its probability) for a chunk `piece` that starts at `start`. A token's
-    text can be part of a character (bytes split across tokens), so ends are kept inside the chunk, and its last
-    token ends where the chunk does."""
-    out, at = [], start
-    for i, (token, p) in enumerate(probs):
-        at = start + len(piece) if i == len(probs) - 1 else min(start + len(piece), at + len(token))
-        out.append((at, p))
-    return out
-
 
 def confidence_of(got: Streamed, text: str, line: postprocess.CursorLine,
                   settings: GenSettings) -> tuple[tuple[int, float], ...]:

@@ -9,6 +9,11 @@ model-path p50/p99; over the fleet: the slowest user's model-path p50 (speculati
 per keystroke (foreground and prefetch, from each daemon's tabd/stats), and the engine's own figures where it
 exposes them (serve-model's /tabd/stats; vLLM's /metrics prefix-cache counters).
 
+`--fleet-rounds R` runs each N R times, the order of the two modes alternating (on then off, off then on, ...), and
+reports each user's figures over all R: the mode that runs second finds the engine's prefix cache warmed by the
+first, and at 8 users one user's p50 rests on a few dozen model requests, so one round's ratio moves by tens of
+percent between runs of the same code.
+
 `--users 1,2,4,8` sweeps N on the same engine: each N runs as a single-N run would (on, then off, the first N of
 the same sessions), and the report gains `sweep`, one single-N report per N, so per-user latency against N reads
 from one run (`tabd dashboard --fleet` plots it); its top level stays the largest N's single-N report.
@@ -24,6 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from tabd.daemon.sessions.measure import percentiles
+
 MODES = ("speculation", "no_speculation")
 
 
@@ -34,6 +41,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--fleet-seconds", type=float, default=60.0, help="how long each user types (default 60)")
     g.add_argument("--fleet-speed", type=float, default=1.0, help="replay speed: 1 is human speed (default 1)")
     g.add_argument("--fleet-seed", type=int, default=21, help="sample and typist seed (default 21)")
+    g.add_argument("--fleet-rounds", type=rounds_count, default=1, metavar="R",
+                   help="run each N R times, alternating which mode goes first, and pool each user's figures "
+                        "(default 1)")
+
+
+def rounds_count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of rounds") from None
+    if not 1 <= n <= 20:
+        raise argparse.ArgumentTypeError(f"--fleet-rounds must be between 1 and 20 (got {n})")
+    return n
 
 
 def users_list(text: str) -> list[int]:
@@ -82,7 +102,8 @@ def engine_figures(url: str) -> dict[str, Any]:
     return {"vllm": counters} if counters else {}
 
 
-def user_figures(summary: dict[str, Any], stats: dict[str, Any] | None) -> dict[str, Any]:
+def user_figures(summary: dict[str, Any], stats: dict[str, Any] | None,
+                 raw: dict[str, list[float]] | None = None) -> dict[str, Any]:
     keys = summary.get("keystrokes", 0) or 0
     prefetch = (stats or {}).get("prefetch", {}).get("started", 0)
     foreground = (stats or {}).get("requests_to_model", {}).get("started", 0)
@@ -102,6 +123,42 @@ def user_figures(summary: dict[str, Any], stats: dict[str, Any] | None) -> dict[
         "foreground_per_keystroke": round(foreground / keys, 3) if keys else 0.0,
         "prefetch_per_keystroke": round(prefetch / keys, 3) if keys else 0.0,
         "saved_share": summary["saved_share"],
+        # what the figures above are made of, so rounds can be pooled (pooled() drops them from the report)
+        "raw": raw or {},
+        "prefetch_started": prefetch,
+        "foreground_started": foreground,
+    }
+
+
+def pooled(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One user's figures over several rounds: counts summed, percentiles over all the latencies seen."""
+    if len(rounds) == 1:
+        return {k: v for k, v in rounds[0].items() if k != "raw"}
+    raw = {name: [x for r in rounds for x in r["raw"].get(name, [])] for name in ("all_ms", "model_ms", "after_accept_ms")}
+    requests = sum(r["after_accept_requests"] for r in rounds)
+    hits = sum(round(r["after_accept_hit_rate"] * r["after_accept_requests"]) for r in rounds)
+    sources: dict[str, int] = {}
+    for r in rounds:
+        for name, n in r["after_accept_sources"].items():
+            sources[name] = sources.get(name, 0) + n
+    keys = sum(r["keystrokes"] for r in rounds)
+    prefetch, foreground = (sum(r[k] for r in rounds) for k in ("prefetch_started", "foreground_started"))
+    every = percentiles(raw["all_ms"])
+    model = percentiles(raw["model_ms"])
+    return {
+        "after_accept_hit_rate": round(hits / requests, 4) if requests else 0.0,
+        "after_accept_requests": requests,
+        "after_accept_sources": sources,
+        "after_accept_p50_ms": percentiles(raw["after_accept_ms"])["p50"],
+        "latency_p50_ms": every["p50"], "latency_p99_ms": every["p99"],
+        "model_p50_ms": model["p50"], "model_p99_ms": model["p99"],
+        "model_requests": sum(r["model_requests"] for r in rounds),
+        "keystrokes": keys,
+        "foreground_per_keystroke": round(foreground / keys, 3) if keys else 0.0,
+        "prefetch_per_keystroke": round(prefetch / keys, 3) if keys else 0.0,
+        "saved_share": round(sum(r["saved_share"] * r["keystrokes"] for r in rounds) / keys, 4) if keys else 0.0,
+        "prefetch_started": prefetch, "foreground_started": foreground,
+        "rounds": len(rounds),
     }
 
 
@@ -115,18 +172,27 @@ def one_user(path: Path, flags: list[str], args: argparse.Namespace) -> dict[str
     measured = run_replay([read_session(path)], options)
     if measured.error:
         raise RuntimeError(f"a fleet user's replay failed: {measured.error}")
-    return user_figures(measured.summary(), measured.server_stats)
+    raw = {"all_ms": list(measured.all_ms), "model_ms": list(measured.model_ms),
+           "after_accept_ms": list(measured.after_accept_ms)}
+    return user_figures(measured.summary(), measured.server_stats, raw)
 
 
-def run_fleet(sessions: list[Path], url: str, extra: list[str], args: argparse.Namespace) -> dict[str, Any]:
+def run_fleet(sessions: list[Path], url: str, extra: list[str], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """One round of one mode: each user's figures (raw latencies included)."""
     flags = ["--backend", "openai", "--url", url, "--no-warmup", *extra]
     with ThreadPoolExecutor(max_workers=len(sessions)) as pool:
-        users = list(pool.map(lambda p: one_user(p, flags, args), sessions))
+        return list(pool.map(lambda p: one_user(p, flags, args), sessions))
+
+
+def mode_report(rounds: list[list[dict[str, Any]]], engine: dict[str, Any]) -> dict[str, Any]:
+    """A mode's report: each user over all rounds, the slowest user's model-path p50, the lowest hit rate."""
+    users = [pooled([r[i] for r in rounds]) for i in range(len(rounds[0]))] if rounds else []
     slowest = max(u["model_p50_ms"] for u in users) if users else 0.0
     return {"users": users, "slowest_model_p50_ms": slowest,
+            "slowest_latency_p50_ms": max(u["latency_p50_ms"] for u in users) if users else 0.0,
             "min_after_accept_hit_rate": min((u["after_accept_hit_rate"] for u in users if u["after_accept_requests"]),
                                              default=None),
-            "engine": engine_figures(url)}
+            "engine": engine}
 
 
 def run_section(args: argparse.Namespace) -> dict[str, Any]:
@@ -164,12 +230,27 @@ def run_section(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def one_count(sessions: list[Path], url: str, args: argparse.Namespace, sweeping: bool) -> dict[str, Any]:
-    """What a single-N run reports: N users with speculation on, then the same N with it off."""
-    if sweeping:
-        print(f"tabd bench fleet: {len(sessions)} users, speculation on and off", file=sys.stderr, flush=True)
-    out = {mode: run_fleet(sessions, url, [] if mode == "speculation" else ["--no-speculation"], args)
-           for mode in MODES}
+    """What a single-N run reports: N users with speculation on, then the same N with it off (each round after the
+    first swaps which goes first)."""
+    rounds = args.fleet_rounds
+    if sweeping or rounds > 1:
+        print(f"tabd bench fleet: {len(sessions)} users, speculation on and off, {rounds} round(s)",
+              file=sys.stderr, flush=True)
+    seen: dict[str, list[list[dict[str, Any]]]] = {mode: [] for mode in MODES}
+    engine: dict[str, dict[str, Any]] = {}
+    order = [list(MODES if r % 2 == 0 else MODES[::-1]) for r in range(rounds)]
+    for modes in order:
+        for mode in modes:
+            seen[mode].append(run_fleet(sessions, url, [] if mode == "speculation" else ["--no-speculation"], args))
+            engine[mode] = engine_figures(url)  # the engine's counters after this mode's last round
+    out = {mode: mode_report(seen[mode], engine[mode]) for mode in MODES}
     on, off = out["speculation"], out["no_speculation"]
-    return {"users": len(sessions), "engine_url": "serve-model" if not args.url else "given", **out,
-            "slowest_model_p50_ratio": round(on["slowest_model_p50_ms"] / off["slowest_model_p50_ms"], 3)
-            if off["slowest_model_p50_ms"] else None}
+    return {"users": len(sessions), "engine_url": "serve-model" if not args.url else "given", "order": order, **out,
+            "slowest_model_p50_ratio": ratio(on["slowest_model_p50_ms"], off["slowest_model_p50_ms"]),
+            # what a user feels: every answer, memory and model alike (the model path alone leaves out the answers
+            # speculation takes off it, which are not the same requests in the two modes)
+            "slowest_latency_p50_ratio": ratio(on["slowest_latency_p50_ms"], off["slowest_latency_p50_ms"])}
+
+
+def ratio(a: float, b: float) -> float | None:
+    return round(a / b, 3) if b else None

@@ -41,7 +41,9 @@ def test_a_sweep_over_users_reports_each_n_and_the_dashboard_plots_it(tmp_path):
     sweep = fleet["sweep"]
     assert [run["users"] for run in sweep] == [1, 2]  # ascending, whatever order they were given in
     for run in sweep:
-        assert set(run) == {"users", "engine_url", "speculation", "no_speculation", "slowest_model_p50_ratio"}
+        assert set(run) == {"users", "engine_url", "order", "speculation", "no_speculation", "slowest_model_p50_ratio",
+                            "slowest_latency_p50_ratio"}
+        assert run["order"] == [list(MODES)]  # one round: on, then off
         n = run["users"]
         assert len(run["speculation"]["users"]) == len(run["no_speculation"]["users"]) == n
         assert all(u["prefetch_per_keystroke"] == 0 for u in run["no_speculation"]["users"])
@@ -60,6 +62,46 @@ def test_a_sweep_over_users_reports_each_n_and_the_dashboard_plots_it(tmp_path):
     engine_runs = {(run["users"], "on" if m == "speculation" else "off") for run in sweep for m in MODES
                    if any(u["model_requests"] > 0 for u in run[m]["users"])}
     assert {(n, s.split("-")[0]) for s, per_n in points.items() if s.endswith("p50") for n in per_n} == engine_runs
+
+
+@pytest.mark.slow
+def test_rounds_alternate_the_order_and_pool_each_users_figures():
+    """--fleet-rounds 2: on then off, then off then on (the second mode finds the engine warmed by the first); each
+    user's figures are over both rounds."""
+    out = subprocess.run([sys.executable, "-m", "tabd.daemon", "bench", "fleet", "--users", "1", "--fleet-seconds", "4",
+                          "--fleet-speed", "3", "--fleet-rounds", "2", "--json"], capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    fleet = json.loads(out.stdout.strip().splitlines()[-1])["fleet"]
+    assert fleet["order"] == [list(MODES), list(MODES[::-1])]
+    for mode in MODES:
+        (user,) = fleet[mode]["users"]
+        assert user["rounds"] == 2 and user["keystrokes"] > 0 and "raw" not in user
+    assert fleet["no_speculation"]["users"][0]["prefetch_per_keystroke"] == 0
+
+
+def test_pooled_rounds_take_percentiles_over_every_latency_and_sum_the_counts():
+    from tabd.daemon.bench.fleet import pooled
+
+    def round_of(model_ms, hits, requests, keys, prefetch):
+        return {"after_accept_hit_rate": hits / requests, "after_accept_requests": requests,
+                "after_accept_sources": {"cache": hits, "model": requests - hits}, "model_requests": len(model_ms),
+                "keystrokes": keys, "saved_share": 0.5, "model_p50_ms": 0.0, "prefetch_started": prefetch,
+                "foreground_started": keys, "raw": {"all_ms": model_ms, "model_ms": model_ms, "after_accept_ms": []}}
+
+    user = pooled([round_of([10.0, 20.0, 30.0], 1, 2, 10, 5), round_of([100.0, 200.0], 3, 3, 30, 1)])
+    assert user["model_p50_ms"] == 30.0  # the middle of all five, not a mean of the two rounds' p50s (20, 150)
+    assert user["model_requests"] == 5 and user["keystrokes"] == 40 and user["rounds"] == 2
+    assert user["after_accept_requests"] == 5 and user["after_accept_hit_rate"] == 0.8
+    assert user["after_accept_sources"] == {"cache": 4, "model": 1}
+    assert user["prefetch_per_keystroke"] == 0.15 and "raw" not in user
+
+
+@pytest.mark.parametrize("rounds", ["0", "21", "two"])
+def test_bad_round_counts_are_usage_errors(rounds):
+    out = subprocess.run([sys.executable, "-m", "tabd.daemon", "bench", "fleet", "--fleet-rounds", rounds, "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "--fleet-rounds" in out.stderr and "Traceback" not in out.stderr, out.stderr
 
 
 def test_a_fleet_of_nobody_is_refused():

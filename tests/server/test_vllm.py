@@ -26,6 +26,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 from support.lspclient import change, init_params, inline, open_doc, stats, until_stats
 from support.ports import free_port
 from tabd.predictor.backend_settings import RemoteSettings
+from tabd.predictor.postprocess import gate
 from tabd.predictor.remote import RemoteBackend
 from tabd.predictor.types import GenSettings
 
@@ -165,6 +166,10 @@ DOC = "".join(f"def step_{i}(value):\n    \"\"\"Step {i} of the pipeline.\"\"\"\
               for i in range(12)) + "def main(argv):\n    config = read_config(argv[1])\n    for key in sorted(config):\n        "
 
 
+# where the model is sure of the start of its suggestion and not of all of it: the gate shows a part
+TAB_DOC = DOC + '"""'
+
+
 def prefetches_in_flight(s: dict) -> int:
     p = s["prefetch"]
     return p["started"] - p["finished"] - p["cancelled"] - p.get("preempted", 0)
@@ -181,15 +186,18 @@ async def lsp(lsp_client: LanguageClient):
 async def test_ghost_text_then_tab_from_memory(vllm, local, lsp: LanguageClient):
     """vllm comes first: the daemon's backend looks at the engine when it loads.
 
-    The ghost text is the local backend's suggestion for the same document. Not what a local daemon shows: that one
-    also gates by the model's confidence (--min-confidence), and tabd gets no probabilities from a remote engine."""
+    The ghost text is what a local daemon shows for the same document: the local backend's suggestion, gated by the
+    model's confidence (--min-confidence 0.4) with the probabilities vLLM sends (OpenAI logprobs)."""
     uri = "file:///w/vllm_tab.py"
-    open_doc(lsp, uri, DOC)
-    lines = DOC.split("\n")
+    open_doc(lsp, uri, TAB_DOC)
+    lines = TAB_DOC.split("\n")
     line, char = len(lines) - 1, len(lines[-1])
     first = await inline(lsp, uri, line, char, timeout=300)
     assert first.items and first.items[0].insert_text.strip(), "no ghost text from vLLM"
-    assert first.items[0].insert_text == local.predict(DOC, "", GenSettings(16)).text
+    want = local.predict(TAB_DOC, "", GenSettings(16))
+    assert gate(want.text, want.confidence, 0.4) != want.text, "the gate cuts nothing here: the check says little"
+    assert first.items[0].insert_text == gate(want.text, want.confidence, 0.4)
+    assert (await stats(lsp))["engine_confidence"] is True
     s = await stats(lsp)
     assert s["model"].startswith(f"remote:{URL}:tabd|tabd-spm") and s["last"]["source"] == "model"
     item = first.items[0]
@@ -201,7 +209,7 @@ async def test_ghost_text_then_tab_from_memory(vllm, local, lsp: LanguageClient)
     # the suggestion shows): wait until one has started and none is in flight, whichever came first.
     await until_stats(lsp, lambda s: s["prefetch"]["started"] > 0 and prefetches_in_flight(s) == 0,
                       "the prefetch after Tab", timeout=300)
-    after_text = DOC + item.insert_text
+    after_text = TAB_DOC + item.insert_text
     lines = after_text.split("\n")
     await inline(lsp, uri, len(lines) - 1, len(lines[-1]), timeout=300)
     after = await stats(lsp)

@@ -35,6 +35,8 @@ one chunk each, with the OpenAI `logprobs` of each when the request asks for the
     vocab: dict[str, int] = {}  # POST /tokenize (vLLM's): a text found here is that one token, else 404
     tokens: list[tuple[str, float]] = []  # "tokens": (text, probability) per chunk
     refuse_logprobs = False  # "tokens": a request with `logprobs` is a 400, as from an engine without them
+    text_lag = False  # "tokens": each chunk's text one chunk late (vLLM, while the text could start a stop string)
+    prompt_offset = False  # "tokens": text offsets count the prompt too (llama-cpp-python's)
     edit_for = staticmethod(lambda window: window)  # "edit": the updated window for the window a next-edit prompt shows
 
     def log_message(self, *args) -> None:
@@ -120,11 +122,15 @@ one chunk each, with the OpenAI `logprobs` of each when the request asks for the
                 self._send(400, {"error": {"message": "logprobs is not supported", "type": "invalid_request_error"}})
                 return
             self._event_stream()
+            offset, held = self.prompt_offset * len(body.get("prompt", "")), ""
             for text, p in self.tokens:
-                lp = ({"tokens": [text], "token_logprobs": [math.log(p)], "text_offset": [0], "top_logprobs": None}
+                lp = ({"tokens": [text], "token_logprobs": [math.log(p)], "text_offset": [offset], "top_logprobs": None}
                       if "logprobs" in body else None)
-                self._data({"choices": [{"text": text, "index": 0, "logprobs": lp, "finish_reason": None}]})
-            self._data({"choices": [{"text": "", "index": 0, "finish_reason": "stop"}]})
+                offset += len(text)
+                held += text  # `text_lag`: the text comes a chunk after its token, as vLLM holds back a possible stop
+                shown, held = (held[:-len(text)], held[-len(text):]) if self.text_lag and text else (held, "")
+                self._data({"choices": [{"text": shown, "index": 0, "logprobs": lp, "finish_reason": None}]})
+            self._data({"choices": [{"text": held, "index": 0, "finish_reason": "stop"}]})
             self._data("[DONE]")
         elif mode == "infill":
             self._event_stream()
@@ -155,7 +161,8 @@ def stub_model(mode: str = "500") -> Iterator[tuple[type[Scripted], str]]:
     handler = type("H", (Scripted,), {"mode": mode, "hits": [], "bodies": [], "raw": [], "started": threading.Event(),
                                       "closed": threading.Event(), "release": threading.Event(),
                                       "models": [], "vocab": {}, "tokens": [],
-                                      "refuse_logprobs": False})
+                                      "refuse_logprobs": False, "text_lag": False,
+                                      "prompt_offset": False})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -272,11 +272,24 @@ def test_an_engine_that_refuses_logprobs_is_asked_without_them_once(scripted):
     assert remote.gives_confidence is False and "logprobs" in remote.logprobs_refused
 
 
-def test_token_ends_keep_inside_their_chunk():
-    from tabd.predictor.remote import token_ends, token_probs
+@pytest.mark.parametrize("text_lag, prompt_offset", [(True, False), (False, True)])
+def test_token_probabilities_are_placed_by_the_tokens_not_the_chunks(scripted, text_lag, prompt_offset):
+    """vLLM sends a token's logprob at once but holds its text back while it could start a stop string, so a chunk's
+    text is not its tokens' text; llama-cpp-python counts the prompt in its text offsets."""
+    from tabd.predictor.postprocess import gate
 
-    assert token_ends(3, "ab c", [("ab", 0.5), (" c", 0.25)]) == [(5, 0.5), (7, 0.25)]
-    # a character split over two tokens: the first ends inside the chunk, the last where the chunk does
-    assert token_ends(0, "é!", [("\ufffd\ufffd", 0.5), ("", 0.5), ("!", 0.9)]) == [(2, 0.5), (2, 0.5), (2, 0.9)]
+    handler, url = scripted
+    handler.mode, handler.text_lag, handler.prompt_offset = "tokens", text_lag, prompt_offset
+    handler.tokens = [("total", 0.95), (" =", 0.9), (" sum", 0.3), ("(items)", 0.9)]
+    got = RemoteBackend(RemoteSettings(url, fim="tabd")).predict("    ", "\n", GenSettings(16))
+    assert got.text == "total = sum(items)"
+    assert got.confidence == ((5, 0.95), (7, 0.9), (11, 0.3), (18, 0.9))
+    assert gate(got.text, got.confidence, 0.4) == "total ="
+
+
+def test_unreadable_probabilities_are_none():
+    from tabd.predictor.remote import token_probs
+
     assert token_probs({"tokens": ["a"], "token_logprobs": [None]}) == []  # unreadable: no probabilities at all
     assert token_probs(None) == [] and token_probs({"tokens": ["a", "b"], "token_logprobs": [0.0]}) == []
+    assert token_probs({"tokens": ["a"], "token_logprobs": [0.0], "text_offset": "x"}) == [(None, "a", 1.0)]
