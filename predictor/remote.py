@@ -84,6 +84,18 @@ class Streamed:
             self._end += len(token)
             self.marks.append((self._end, p))
 
+    def sure_until(self, floor: float) -> int | None:
+        """Where the part of the raw text the model is sure of as a whole (joint probability >= floor) ends, once a
+        token has taken the joint under it and the text has come that far (vLLM's text can lag its tokens); None
+        while the joint is still at least floor, or the text has not come."""
+        joint, end = 1.0, 0
+        for at, p in self.marks:
+            joint *= p
+            if joint < floor:
+                return end if len(self.text) >= end else None
+            end = at
+        return None
+
 
 @dataclass
 class ServerInfo:
@@ -100,6 +112,7 @@ class RemoteBackend(Backend):
     """Greedy FIM completion from a server speaking the OpenAI completions API."""
 
     engine_name = "remote"
+    stops_below = True
 
     def __init__(self, settings: RemoteSettings) -> None:
         url = settings.url
@@ -323,8 +336,10 @@ class RemoteBackend(Backend):
     ) -> Prediction:
         line = postprocess.CursorLine.of(prefix, suffix)
 
-        def done(text: str) -> bool:  # the local backend's stop rule, applied to the streamed text
-            return not settings.raw and postprocess.whole(text, line, settings.multiline, settings.max_lines)
+        def done(got: Streamed) -> bool:  # the local backend's stop rule, applied to the streamed text
+            if settings.stop_below > 0 and got.sure_until(settings.stop_below) is not None:
+                return True  # the rest would not be shown: the engine's decode is someone else's time
+            return not settings.raw and postprocess.whole(got.text, line, settings.multiline, settings.max_lines)
 
         if should_stop():
             raise Interrupted()
@@ -378,7 +393,7 @@ class RemoteBackend(Backend):
             return path, fields
 
         t0 = time.perf_counter()
-        stats = self._stream(body, should_stop, lambda text: True).stats
+        stats = self._stream(body, should_stop, lambda got: True).stats
         return Prediction("", prefill_tokens=int(stats.get("prefill_tokens", 0)),
                           reused_tokens=int(stats.get("reused_tokens", 0)),
                           prefill_ms=float(stats.get("prefill_ms", (time.perf_counter() - t0) * 1000)),
@@ -499,13 +514,13 @@ class RemoteBackend(Backend):
                 return got
             piece, got.stats, last, probs = self._parse_event(path, data, got.stats)
             finished = finished or last
-            if not complete:
+            if (piece or probs) and not complete:
+                got.first_at = got.first_at or time.perf_counter()  # a token, even one whose text is held back
                 got.mark(probs)
-            if piece and not complete:
-                got.first_at = got.first_at or time.perf_counter()
-                got.chunks += 1
-                got.text += piece
-                if done(got.text):
+                if piece:
+                    got.chunks += 1
+                    got.text += piece
+                if done(got):
                     if not self._ends_by_itself():
                         call.cancel()  # the rest is not needed: stop the server's decode too
                         return got

@@ -19,11 +19,15 @@ class GenSettings:
     # the model's text as written, to its stop token or the budget: no line rules, copy candidate, names or token
     # healing (a next-edit prompt's answer is a whole window: predictor/edit_prompt.py)
     raw: bool = False
+    # a remote engine stops decoding once the suggestion's joint probability is under this: no more of it would be
+    # shown (the --min-confidence of an automatic request; 0: to the end); Backend.stops_below says who honours it
+    stop_below: float = 0.0
 
     def tag(self) -> str:
         """The part of the cache key that generation settings decide."""
         return (f"greedy;n={self.max_new_tokens};ml={int(self.multiline)};l={self.max_lines};lk={self.lookup_min_p}"
-                f";nm={int(self.known_names)}" + (";raw" if self.raw else ""))
+                f";nm={int(self.known_names)}" + (";raw" if self.raw else "")
+                + (f";sb={self.stop_below:g}" if self.stop_below else ""))
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,9 @@ class Backend(Protocol):
     # its suggestions carry each token's probability, so --min-confidence gates them (a remote engine: whether its
     # latest answer did; None before one)
     gives_confidence: bool | None = True
+    # it honours GenSettings.stop_below (a remote engine, whose decode is others' time too); an engine in this process
+    # decodes on, and its full text answers a later invoked request from the cache
+    stops_below: bool = False
 
     def predict(self, prefix: str, suffix: str, settings: GenSettings, should_stop: Callable[[], bool] = ...,
                 slot_id: str = "default", context: Sequence["ContextChunk"] = (), priority: int = 0) -> Prediction:

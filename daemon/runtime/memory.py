@@ -35,14 +35,18 @@ class Memory:
         self.rebase = RebaseIndex()  # the last suggestion per document, across edits elsewhere
         self.inflight: InflightTable[Computation] = InflightTable()
 
-    def recall(self, key: str, window: Window, doc: str = "", state: DocState | None = None) -> Recalled | None:
+    def recall(self, key: str, window: Window, doc: str = "", state: DocState | None = None,
+               own_key_only: bool = False) -> Recalled | None:
         """The answer memory holds for a request's key and window (or, after an edit elsewhere, for the document's
-        cursor: `doc` and `state`); None when it holds none (or is off)."""
+        cursor: `doc` and `state`); None when it holds none (or is off). `own_key_only`: the cache's entry for the key
+        or nothing (not the rest of a suggestion shown under other settings)."""
         if not self.enabled:
             return None
         entry = self.cache.get(key)
         if entry is not None:
             return Recalled(entry.text, "cache", entry.depth, key, entry.confidence, entry.alternatives)
+        if own_key_only:
+            return None
         hit = self.typed.lookup(window)
         if hit is not None:
             shown, rest = hit

@@ -86,8 +86,13 @@ class RequestBuilder:
         lines = state.before.rsplit("\n", 2)
         previous = lines[-2] if len(lines) >= 2 else ""
         multiline = wants_multiline(line_before, line_after, previous, self._openers.get(doc, COLON))
+        # what an automatic request shows ends where the model's joint probability falls under --min-confidence: a
+        # remote engine decodes no further (an invoked request shows the best guess whole: _build)
+        backend = self.model.backend
+        stop_below = self.config.min_confidence if backend is not None and backend.stops_below else 0.0
         return GenSettings(self.config.max_new_tokens, multiline,
-                           lookup_min_p=self.config.lookup_min_p, known_names=self.config.known_names)
+                           lookup_min_p=self.config.lookup_min_p, known_names=self.config.known_names,
+                           stop_below=stop_below)
 
     def block_starts(self, state: DocState, doc: str = "") -> bool:
         """A block starts at the cursor: at the end of a line that opens one, or on a blank line after it."""
@@ -143,6 +148,8 @@ class RequestBuilder:
         self.workspace.requested(doc, state)
         context = self.workspace.snapshot(doc, state, window)
         settings = self.settings_for(state, doc)
+        if invoked:
+            settings = dataclasses.replace(settings, stop_below=0.0)
         if invoked and self.block_starts(state, doc):
             settings = dataclasses.replace(settings, multiline=True, max_lines=BLOCK_LINES,
                                            max_new_tokens=max(settings.max_new_tokens, BLOCK_TOKENS))

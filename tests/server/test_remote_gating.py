@@ -17,7 +17,9 @@ from tabd.lsp.client import Client
 TEXT = "def total(items):\n    "
 
 
-async def shown(url: str, tmp_path, *extra: str) -> tuple[list[str], dict]:
+async def shown(url: str, tmp_path, *extra: str, invoked: tuple[bool, ...] = (False,)) -> tuple[list[str], dict]:
+    """What the editor is shown at the end of TEXT, for each request in `invoked` in turn (the last one's items),
+    and tabd/stats after."""
     client = Client("test-remote-gating")
     await client.start([sys.executable, "-m", "tabd.daemon", "serve", "--backend", "openai", "--url", url,
                         "--fim", "tabd", "--debounce-ms", "0", "--no-warmup", *extra], env=dict(os.environ))
@@ -25,8 +27,9 @@ async def shown(url: str, tmp_path, *extra: str) -> tuple[list[str], dict]:
         await client.initialize(root_uri=(tmp_path / "w").as_uri())
         uri = (tmp_path / "w" / "total.py").as_uri()
         client.open(uri, "python", 1, TEXT)
-        future = client.inline_completion(uri, {"line": 1, "character": 4}, invoked=False)
-        result = await asyncio.wait_for(asyncio.wrap_future(future), 60)
+        for how in invoked:
+            future = client.inline_completion(uri, {"line": 1, "character": 4}, invoked=how)
+            result = await asyncio.wait_for(asyncio.wrap_future(future), 60)
         stats = await asyncio.wait_for(asyncio.wrap_future(client.request("tabd/stats", {})), 30)
         await asyncio.wait_for(client.shutdown(), 30)
     finally:
@@ -54,3 +57,20 @@ async def test_an_engine_without_probabilities_has_its_suggestion_shown_whole(tm
         texts, stats = await shown(url, tmp_path)
         assert texts == ["return sum(x * 3 for x in items)"]
         assert stats["engine_confidence"] is False
+
+
+@pytest.mark.asyncio
+async def test_the_engine_decodes_no_further_than_what_is_shown_and_an_invoked_request_gets_it_all(tmp_path):
+    """An automatic request's stream is closed once the model's joint probability falls under the gate: the engine's
+    decode after that is another user's time. Asking with Alt+\\ (invoked) shows the best guess whole, so it is
+    decoded whole, not taken from the cut answer in the cache."""
+    with stub_model("tokens") as (engine, url):
+        engine.token_gap = 0.2
+        engine.tokens = [("return", 0.95), (" sum", 0.9), ("(x * 3", 0.2)] + [(" + 1", 0.9)] * 20
+        texts, _ = await shown(url, tmp_path)
+        assert texts == ["return sum"]
+        assert engine.closed.wait(5)  # tabd hung up on the engine mid-answer
+        engine.token_gap, engine.tokens = 0.0, engine.tokens[:5]
+        texts, stats = await shown(url, tmp_path, invoked=(False, True))
+        assert texts == ["return sum(x * 3 + 1 + 1"]
+        assert stats["last"]["source"] == "model"

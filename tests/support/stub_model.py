@@ -37,6 +37,7 @@ one chunk each, with the OpenAI `logprobs` of each when the request asks for the
     refuse_logprobs = False  # "tokens": a request with `logprobs` is a 400, as from an engine without them
     text_lag = False  # "tokens": each chunk's text one chunk late (vLLM, while the text could start a stop string)
     prompt_offset = False  # "tokens": text offsets count the prompt too (llama-cpp-python's)
+    token_gap = 0.0  # "tokens": seconds between chunks (a decode step's time)
     edit_for = staticmethod(lambda window: window)  # "edit": the updated window for the window a next-edit prompt shows
 
     def log_message(self, *args) -> None:
@@ -123,15 +124,19 @@ one chunk each, with the OpenAI `logprobs` of each when the request asks for the
                 return
             self._event_stream()
             offset, held = self.prompt_offset * len(body.get("prompt", "")), ""
-            for text, p in self.tokens:
-                lp = ({"tokens": [text], "token_logprobs": [math.log(p)], "text_offset": [offset], "top_logprobs": None}
-                      if "logprobs" in body else None)
-                offset += len(text)
-                held += text  # `text_lag`: the text comes a chunk after its token, as vLLM holds back a possible stop
-                shown, held = (held[:-len(text)], held[-len(text):]) if self.text_lag and text else (held, "")
-                self._data({"choices": [{"text": shown, "index": 0, "logprobs": lp, "finish_reason": None}]})
-            self._data({"choices": [{"text": held, "index": 0, "finish_reason": "stop"}]})
-            self._data("[DONE]")
+            try:
+                for text, p in self.tokens:
+                    lp = ({"tokens": [text], "token_logprobs": [math.log(p)], "text_offset": [offset],
+                           "top_logprobs": None} if "logprobs" in body else None)
+                    offset += len(text)
+                    held += text  # `text_lag`: a token's text comes a chunk late, as vLLM holds back a possible stop
+                    shown, held = (held[:-len(text)], held[-len(text):]) if self.text_lag and text else (held, "")
+                    self._data({"choices": [{"text": shown, "index": 0, "logprobs": lp, "finish_reason": None}]})
+                    time.sleep(self.token_gap)
+                self._data({"choices": [{"text": held, "index": 0, "finish_reason": "stop"}]})
+                self._data("[DONE]")
+            except OSError:
+                type(self).closed.set()
         elif mode == "infill":
             self._event_stream()
             ok = body.get("input_prefix") == "x = " and body.get("input_suffix") == "\n" and body.get("cache_prompt")
@@ -162,7 +167,7 @@ def stub_model(mode: str = "500") -> Iterator[tuple[type[Scripted], str]]:
                                       "closed": threading.Event(), "release": threading.Event(),
                                       "models": [], "vocab": {}, "tokens": [],
                                       "refuse_logprobs": False, "text_lag": False,
-                                      "prompt_offset": False})
+                                      "prompt_offset": False, "token_gap": 0.0})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()

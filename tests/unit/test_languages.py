@@ -76,6 +76,7 @@ def test_the_service_reads_the_language_it_is_given(tmp_path):
 
     class _Model:
         model_id = "m"
+        backend = None
 
     class _Workspace:
         def requested(self, doc, state):

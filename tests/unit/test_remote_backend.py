@@ -293,3 +293,20 @@ def test_unreadable_probabilities_are_none():
     assert token_probs({"tokens": ["a"], "token_logprobs": [None]}) == []  # unreadable: no probabilities at all
     assert token_probs(None) == [] and token_probs({"tokens": ["a", "b"], "token_logprobs": [0.0]}) == []
     assert token_probs({"tokens": ["a"], "token_logprobs": [0.0], "text_offset": "x"}) == [(None, "a", 1.0)]
+
+
+@pytest.mark.parametrize("text_lag", [False, True])
+def test_the_engine_stops_decoding_where_the_suggestion_stops_being_shown(scripted, text_lag):
+    """An automatic request shows only what the model is sure of as a whole: on a shared engine the decode after that
+    is someone else's time, so the stream is closed once a token takes the joint probability under the gate (after
+    the text before it has come: vLLM's can lag its tokens)."""
+    handler, url = scripted
+    handler.mode, handler.text_lag, handler.token_gap = "tokens", text_lag, 0.2
+    handler.tokens = [("total", 0.95), (" =", 0.9), (" sum", 0.3)] + [(" + 1", 0.9)] * 20
+    remote = RemoteBackend(RemoteSettings(url, fim="tabd"))
+    got = remote.predict("    ", "\n", GenSettings(16, stop_below=0.4))
+    assert got.text.startswith("total =") and "+" not in got.text
+    assert handler.closed.wait(5)  # the client hung up on the engine mid-answer
+    handler.token_gap, handler.tokens = 0.0, handler.tokens[:5]
+    whole = remote.predict("    ", "\n", GenSettings(16))  # an invoked request (no floor) reads it all
+    assert whole.text == "total = sum + 1 + 1"
