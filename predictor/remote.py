@@ -84,16 +84,15 @@ class Streamed:
             self._end += len(token)
             self.marks.append((self._end, p))
 
-    def sure_until(self, floor: float) -> int | None:
-        """Where the part of the raw text the model is sure of as a whole (joint probability >= floor) ends, once a
-        token has taken the joint under it and the text has come that far (vLLM's text can lag its tokens); None
-        while the joint is still at least floor, or the text has not come."""
-        joint, end = 1.0, 0
+    def unsure_from(self, floor: float) -> int | None:
+        """The end of the token that took the joint probability of the text under `floor`, once the text has come
+        that far (vLLM's text can lag its tokens): nothing after it would be shown, and with it the answer says
+        the model was unsure (gating hides it) rather than that it had nothing to say. None before that."""
+        joint = 1.0
         for at, p in self.marks:
             joint *= p
             if joint < floor:
-                return end if len(self.text) >= end else None
-            end = at
+                return at if len(self.text) >= at else None
         return None
 
 
@@ -337,7 +336,7 @@ class RemoteBackend(Backend):
         line = postprocess.CursorLine.of(prefix, suffix)
 
         def done(got: Streamed) -> bool:  # the local backend's stop rule, applied to the streamed text
-            if settings.stop_below > 0 and got.sure_until(settings.stop_below) is not None:
+            if settings.stop_below > 0 and got.unsure_from(settings.stop_below) is not None:
                 return True  # the rest would not be shown: the engine's decode is someone else's time
             return not settings.raw and postprocess.whole(got.text, line, settings.multiline, settings.max_lines)
 

@@ -74,3 +74,16 @@ async def test_the_engine_decodes_no_further_than_what_is_shown_and_an_invoked_r
         texts, stats = await shown(url, tmp_path, invoked=(False, True))
         assert texts == ["return sum(x * 3 + 1 + 1"]
         assert stats["last"]["source"] == "model"
+
+
+@pytest.mark.asyncio
+async def test_a_suggestion_cut_at_its_first_token_is_unsure_not_nothing(tmp_path):
+    """The decode stops after the token that takes the joint under the gate, with that token: the answer then says
+    the model was unsure (its layer hid it), as it would with the whole suggestion, not that it had nothing."""
+    with stub_model("tokens") as (engine, url):
+        engine.token_gap, engine.text_lag = 0.1, True
+        engine.tokens = [("maybe", 0.2)] + [("_this()", 0.9)] * 20
+        texts, stats = await shown(url, tmp_path)
+        assert texts == []
+        assert (stats["last"]["source"], stats["last"]["reason"]) == ("model", "unsure")
+        assert engine.closed.wait(5)
