@@ -20,7 +20,12 @@ Which prefetches a shared engine gets at all (why_held, issue 28; measured with 
   closes its stream, which stops its decode), and a Tab user's p(all) sits near their accepts per suggestion
   shown, often under 0.1; a higher bar under load held suggestions that were then taken (p(all) is still 0.2-0.4
   a minute into a fleet user's session on vLLM), so the bar stays LIKELY;
-- deeper ones are capped by load as above.
+- deeper ones are capped by load as above;
+- and the Tab's prefetch waits until the suggestion has been on screen PAUSE_S with no edit to the document: a
+  user typing at 8 keys a second replaces most suggestions sooner, and each of their prefetches took a place in
+  the engine's batch before the next keystroke closed it, while a user reads a suggestion for longer than that
+  before pressing Tab (the simulated one 250 ms; Copilot's users several hundred). An edit (the Tab's own
+  included: its request computes that state itself) drops the wait.
 """
 from __future__ import annotations
 
@@ -34,6 +39,7 @@ MUCH_SLOWER = 4.0  # ... and from which none start
 MIN_MS = 60.0  # below this the engine is fast whatever the ratio: an idle vLLM on 2 cores gives one user first
 # tokens in 20 to 50 ms (median 35), twice its floor from the spread of prefill sizes alone
 LIKELY = 0.1  # p(all) from which a shared engine gets the Tab's prefetch
+PAUSE_S = 0.1  # how long a suggestion stays on screen, the document unedited, before a shared engine gets its prefetch
 
 
 class EngineLoad:

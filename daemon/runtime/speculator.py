@@ -8,6 +8,7 @@ deep as measured acceptance says (daemon/speculation/acceptance.py) unless
 """
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from typing import Any, Callable
 
@@ -18,7 +19,7 @@ from tabd.daemon.runtime.accepts import Accept, AcceptTracker
 from tabd.daemon.runtime.computation import Computation
 from tabd.daemon.runtime.computations import Computations
 from tabd.daemon.runtime.config import Config
-from tabd.daemon.runtime.engine_load import EngineLoad
+from tabd.daemon.runtime.engine_load import PAUSE_S, EngineLoad
 from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime.memory import Memory
 from tabd.daemon.runtime.request import Request, RequestBuilder
@@ -70,6 +71,7 @@ class Speculator:
         self.prefetched = RecentKeys(4096)  # prefetched keys not yet served to the user
         self.on_screen: dict[str, tuple[Window, str]] = {}  # doc -> (window, text) of its latest suggestion
         self.engine = EngineLoad(config.backend == "openai")  # a shared engine's load: how far ahead to go
+        self._paused: dict[str, asyncio.TimerHandle] = {}  # doc -> a shared engine's Tab prefetch, waiting for a pause
 
     @property
     def on(self) -> bool:
@@ -82,8 +84,35 @@ class Speculator:
         self.on_screen[req.doc] = (req.window, text)
         self.accepts.shown(req.id, req.doc, req.state, text, typed)
         self._remember(req.doc, req.state.insert(text), partial=False, context=req.context)  # so a Tab is recognised
-        if self.on:
+        if not self.on:
+            return
+        def go() -> None:
             self.prefetch_after(req.doc, req.state, text, 0, req.window, "", req.context)
+
+        if self.engine.shared and PAUSE_S > 0:
+            self._after_pause(req.doc, go)  # engine_load.py: a suggestion typed over costs the others nothing
+        else:
+            go()
+
+    def _after_pause(self, doc: str, go: Callable[[], None]) -> None:
+        """Run `go` once the document has gone PAUSE_S without an edit (edited() drops it); now with no event loop."""
+        self._cancel_pause(doc)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            go()
+            return
+
+        def fire() -> None:
+            self._paused.pop(doc, None)
+            go()
+
+        self._paused[doc] = loop.call_later(PAUSE_S, fire)
+
+    def _cancel_pause(self, doc: str) -> None:
+        handle = self._paused.pop(doc, None)
+        if handle is not None:
+            handle.cancel()
 
     def prefetched_answer(self, comp: Computation, prediction: Prediction) -> None:
         """A prefetch finished: what it would show is typed-through material, and the next step's plan."""
@@ -154,6 +183,7 @@ class Speculator:
 
     def edited(self, doc: str, offset: int, removed: int, inserted: str) -> None:
         """One didChange edit (offset in the text before it): an accept when it inserts the suggestion shown there."""
+        self._cancel_pause(doc)  # typed on (or Tab pressed): the next answer plans again
         accepted = self.accepts.edit(doc, offset, removed, inserted)
         if accepted is not None:
             self._accepted(accepted)
@@ -188,6 +218,7 @@ class Speculator:
     def closed(self, doc: str) -> None:
         self.accepts.closed(doc)
         self.on_screen.pop(doc, None)
+        self._cancel_pause(doc)
 
     # -- what it reports ------------------------------------------------------------------
 

@@ -199,6 +199,7 @@ async def test_lsp_suggestion_then_tab_from_cache_through_remote(serve_model, ls
     assert s["model"].startswith(f"remote:http://127.0.0.1:{SERVE_MODEL_PORT}:tabd|tabd-spm")
     item = first.items[0]
     before = await stats(lsp)
+    await asyncio.sleep(0.4)  # the user reads it before Tab: a shared engine's prefetch waits for that pause
     change(lsp, uri, 2, line, char, item.insert_text)
     await asyncio.wait_for(lsp.workspace_execute_command_async(
         types.ExecuteCommandParams(command="tabd.accept", arguments=[item.command.arguments[0]])), 30)

@@ -202,6 +202,7 @@ async def test_ghost_text_then_tab_from_memory(vllm, local, lsp: LanguageClient)
     assert s["model"].startswith(f"remote:{URL}:tabd|tabd-spm") and s["last"]["source"] == "model"
     item = first.items[0]
     before = await stats(lsp)
+    await asyncio.sleep(0.4)  # the user reads it before Tab: a shared engine's prefetch waits for that pause
     change(lsp, uri, 2, line, char, item.insert_text)
     await asyncio.wait_for(lsp.workspace_execute_command_async(
         types.ExecuteCommandParams(command="tabd.accept", arguments=[item.command.arguments[0]])), 60)

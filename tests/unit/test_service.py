@@ -7,6 +7,7 @@ import asyncio
 from support.fakes import FakeBackend
 from tabd.cache.state import DocState
 from tabd.daemon.runtime.config import Config
+from tabd.daemon.runtime.engine_load import PAUSE_S
 from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime.handover import HandOver
 from tabd.daemon.runtime.loaded_model import Model
@@ -257,7 +258,7 @@ async def test_a_loaded_shared_engine_holds_prefetches_back_and_says_so():
             service.speculator.engine.observe(ms)
         first = await service.complete("d", 1, _state())
         service.run_after()
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(PAUSE_S + 0.05)  # the suggestion stays on screen: the Tab's prefetch goes
         service.run_after()
         s = service.stats_dict()
         assert first.text == "foo(bar, baz)"
@@ -282,7 +283,7 @@ async def test_a_shared_engine_answers_a_next_word_accept_from_memory_without_it
     try:
         await service.complete("d", 1, _state())
         service.run_after()
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(PAUSE_S + 0.05)  # the suggestion stays on screen: the Tab's prefetch goes
         assert service.stats_dict()["held_back"]["partial_branch"] == 1
         word = service.lookup("d", 2, _state(TEXT + "foo"))  # Ctrl+Right takes "foo"
         assert word is not None and (word.source, word.text) == ("typed", "(bar, baz)")
@@ -301,9 +302,33 @@ async def test_a_loaded_shared_engine_skips_the_prefetch_for_a_document_whose_su
             service.speculator.engine.observe(ms)
         await service.complete("d", 1, _state())
         service.run_after()
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(PAUSE_S + 0.05)  # the suggestion stays on screen: the Tab's prefetch goes
         s = service.stats_dict()
         assert s["prefetch"]["started"] == 0 and s["held_back"]["unlikely"] == 1, s["held_back"]
+    finally:
+        service.close()
+
+
+async def test_a_shared_engine_s_tab_prefetch_waits_until_the_user_pauses_and_an_edit_drops_it():
+    """On a shared engine the Tab's prefetch starts once the suggestion has been on screen PAUSE_S with no edit: a
+    keystroke before that (a user typing on) means it is never sent; a user who stops to read gets it."""
+    fake = FakeBackend(text="foo(bar, baz)")
+    service = CompletionService(Config(debounce_ms=0, backend="openai", url="http://127.0.0.1:9"), lambda c: fake,
+                                EventLog())
+    try:
+        await service.complete("d", 1, _state())
+        service.run_after()
+        await asyncio.sleep(PAUSE_S / 3)
+        assert service.stats_dict()["prefetch"]["started"] == 0  # not yet: the user may be typing on
+        service.document_edited("d", len(TEXT), 0, "x")  # they were
+        await asyncio.sleep(PAUSE_S + 0.05)
+        assert service.stats_dict()["prefetch"]["started"] == 0
+        await service.complete("d", 2, _state(TEXT + "x"))
+        service.run_after()
+        await asyncio.sleep(PAUSE_S + 0.05)  # this time they stop and read it
+        assert service.stats_dict()["prefetch"]["started"] == 1
+        tab = service.lookup("d", 3, _state(TEXT + "x" + "foo(bar, baz)"))
+        assert tab is not None and tab.source == "cache"
     finally:
         service.close()
 
