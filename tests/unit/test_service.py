@@ -275,11 +275,16 @@ async def test_a_loaded_shared_engine_holds_prefetches_back_and_says_so():
         service.close()
 
 
+def _shared(backend: FakeBackend) -> CompletionService:
+    """A service in front of a shared engine (--backend openai) that `backend` stands in for."""
+    return CompletionService(Config(debounce_ms=0, backend="openai", url="http://127.0.0.1:9"), lambda c: backend,
+                             EventLog())
+
+
 async def test_a_shared_engine_answers_a_next_word_accept_from_memory_without_its_prefetch():
     """The next-word branch is not sent to a shared engine: the rest of the suggestion on screen answers it."""
     fake = FakeBackend(text="foo(bar, baz)")
-    service = CompletionService(Config(debounce_ms=0, backend="openai", url="http://127.0.0.1:9"), lambda c: fake,
-                                EventLog())
+    service = _shared(fake)
     try:
         await service.complete("d", 1, _state())
         service.run_after()
@@ -293,8 +298,7 @@ async def test_a_shared_engine_answers_a_next_word_accept_from_memory_without_it
 
 async def test_a_loaded_shared_engine_skips_the_prefetch_for_a_document_whose_suggestions_are_not_taken():
     fake = FakeBackend(text="foo(bar, baz)")
-    service = CompletionService(Config(debounce_ms=0, backend="openai", url="http://127.0.0.1:9"), lambda c: fake,
-                                EventLog())
+    service = _shared(fake)
     try:
         for _ in range(25):  # 25 suggestions passed over: p(all) 0.06, above the acceptance model's own bar (0.03)
             service.speculator.acceptance.record("d", "none")
@@ -313,8 +317,7 @@ async def test_a_shared_engine_s_tab_prefetch_waits_until_the_user_pauses_and_an
     """On a shared engine the Tab's prefetch starts once the suggestion has been on screen PAUSE_S with no edit: a
     keystroke before that (a user typing on) means it is never sent; a user who stops to read gets it."""
     fake = FakeBackend(text="foo(bar, baz)")
-    service = CompletionService(Config(debounce_ms=0, backend="openai", url="http://127.0.0.1:9"), lambda c: fake,
-                                EventLog())
+    service = _shared(fake)
     try:
         await service.complete("d", 1, _state())
         service.run_after()
