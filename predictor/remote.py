@@ -73,6 +73,7 @@ class Streamed:
     marks: list[tuple[int, float]] = field(default_factory=list)
     _base: int | None = None  # the first token's text_offset (llama-cpp-python's count the prompt too)
     _end: int = 0  # where the last token marked ends
+    _start: int = 0  # ... and starts
 
     def mark(self, probs: list[tuple[int | None, str, float]]) -> None:
         """Each token's end in the raw text, from its own text and offset: an engine's text can lag its tokens
@@ -80,7 +81,11 @@ class Streamed:
         for offset, token, p in probs:
             if offset is not None:
                 self._base = offset if self._base is None else self._base
-                self._end = max(self._end, offset - self._base)  # the offset puts it right after a split character
+                start = offset - self._base
+                if self.marks and start >= self._start:  # where this one starts is where the one before ended
+                    self.marks[-1] = (start, self.marks[-1][1])  # (a token spelled otherwise than its text: `<0x20>`)
+                self._end = start
+            self._start = self._end
             self._end += len(token)
             self.marks.append((self._end, p))
 

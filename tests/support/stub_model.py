@@ -33,7 +33,7 @@ one chunk each, with the OpenAI `logprobs` of each when the request asks for the
     release: threading.Event  # "hold": answer now
     models: list[dict] = []  # what GET /v1/models lists (404 when empty)
     vocab: dict[str, int] = {}  # POST /tokenize (vLLM's): a text found here is that one token, else 404
-    tokens: list[tuple[str, float]] = []  # "tokens": (text, probability) per chunk
+    tokens: list[tuple] = []  # "tokens": (text, probability[, the token as the engine spells it]) per chunk
     refuse_logprobs = False  # "tokens": a request with `logprobs` is a 400, as from an engine without them
     text_lag = False  # "tokens": each chunk's text one chunk late (vLLM, while the text could start a stop string)
     prompt_offset = False  # "tokens": text offsets count the prompt too (llama-cpp-python's)
@@ -125,8 +125,9 @@ one chunk each, with the OpenAI `logprobs` of each when the request asks for the
             self._event_stream()
             offset, held = self.prompt_offset * len(body.get("prompt", "")), ""
             try:
-                for text, p in self.tokens:
-                    lp = ({"tokens": [text], "token_logprobs": [math.log(p)], "text_offset": [offset],
+                for text, p, *shown_as in self.tokens:  # a third item: how the engine spells the token, if not as text
+                    lp = ({"tokens": [shown_as[0] if shown_as else text], "token_logprobs": [math.log(p)],
+                           "text_offset": [offset],
                            "top_logprobs": None} if "logprobs" in body else None)
                     offset += len(text)
                     held += text  # `text_lag`: a token's text comes a chunk late, as vLLM holds back a possible stop

@@ -287,6 +287,17 @@ def test_token_probabilities_are_placed_by_the_tokens_not_the_chunks(scripted, t
     assert gate(got.text, got.confidence, 0.4) == "total ="
 
 
+def test_a_token_spelled_otherwise_than_its_text_is_placed_by_its_offset(scripted):
+    """An engine can spell a token otherwise than the text it adds (a byte token, `<0x20>`): the next token's
+    `text_offset` says where it really starts, so the ends after it stay right."""
+    handler, url = scripted
+    handler.mode = "tokens"
+    handler.tokens = [("total", 0.95), (" =", 0.9, "<0x20>="), (" sum", 0.3)]
+    got = RemoteBackend(RemoteSettings(url, fim="tabd")).predict("    ", "\n", GenSettings(16))
+    assert got.text == "total = sum"
+    assert got.confidence[0] == (5, 0.95) and got.confidence[2] == (11, 0.3)
+
+
 def test_unreadable_probabilities_are_none():
     from tabd.predictor.remote import token_probs
 
