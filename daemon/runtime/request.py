@@ -88,11 +88,16 @@ class RequestBuilder:
         multiline = wants_multiline(line_before, line_after, previous, self._openers.get(doc, COLON))
         # what an automatic request shows ends where the model's joint probability falls under --min-confidence: a
         # remote engine decodes no further (an invoked request shows the best guess whole: _build)
-        backend = self.model.backend
-        stop_below = self.config.min_confidence if backend is not None and backend.stops_below else 0.0
+        stop_below = self.config.min_confidence if self.cuts_at_gate() else 0.0
         return GenSettings(self.config.max_new_tokens, multiline,
                            lookup_min_p=self.config.lookup_min_p, known_names=self.config.known_names,
                            stop_below=stop_below)
+
+    def cuts_at_gate(self) -> bool:
+        """Whether the engine stops an automatic request's decode where the gate stops showing it (a remote one), so
+        its answers are not the whole best guess an invoked request shows."""
+        backend = self.model.backend
+        return backend is not None and backend.stops_below
 
     def block_starts(self, state: DocState, doc: str = "") -> bool:
         """A block starts at the cursor: at the end of a line that opens one, or on a blank line after it."""

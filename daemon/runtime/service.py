@@ -246,10 +246,9 @@ class CompletionService:
         return await self._await(req, comp, "model", wait.ms if left > 0 else 0.0, wait.why if left > 0 else "")
 
     def _from_memory(self, req: Request, waited: float = 0.0) -> Answer | None:
-        backend = self.model.backend
         # a remote engine's automatic answer ends where the gate cut it; an invoked request shows the best guess
         # whole, so only an answer computed for its own key serves it
-        own_key_only = req.invoked and backend is not None and backend.stops_below
+        own_key_only = req.invoked and self.requests.cuts_at_gate()
         recalled = self.memory.recall(req.key, req.window, req.doc, req.state, own_key_only)
         if recalled is None:
             return None

@@ -86,6 +86,7 @@ class Speculator:
         self._remember(req.doc, req.state.insert(text), partial=False, context=req.context)  # so a Tab is recognised
         if not self.on:
             return
+
         def go() -> None:
             self.prefetch_after(req.doc, req.state, text, 0, req.window, "", req.context)
 
