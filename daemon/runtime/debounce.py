@@ -3,20 +3,30 @@
 Only a request that memory cannot answer waits (cache, type-through and
 in-flight answers go out at once, before any of this). The wait is
 
-    0                                                  if model latency <= FAST_SHARE x typing rhythm
-    clamp(base, MAX_MS, min(typing rhythm, model latency))   otherwise
+    0                                                          if model latency <= FAST_SHARE x typing rhythm
+    clamp(base, MAX_MS, min(typing rhythm, model latency) x ramp)  otherwise
+
+where ramp grows from 0 at FAST_SHARE x rhythm to 1 at FULL_SHARE x rhythm (and stays 1 above).
 
 - typing rhythm: an EMA of the gaps between a document's edits (gaps over
   PAUSE_S are pauses, not rhythm; a document with too few gaps uses the
   user's EMA over all documents). Waiting longer than the usual gap mostly
   delays the answer at a pause: the keystrokes it would skip have come by then.
-- model latency: an EMA of what a model answer took after its wait. Waiting
+- model latency: an EMA of what a model call took: a request's answer after its
+  wait, and a prefetch's call (the request it stands in for, after a Tab, is one
+  of the fastest; without it, speculation left the estimate higher, and its
+  user waited more, than with speculation off). Waiting
   longer than a model call costs the user more than the skipped call would
   have cost the machine; a slow model (a 0.5B one, hundreds of ms) waits
   longer, because a superseded call there holds the one worker for longer.
 - no wait at all while the model answers within half the usual gap: a call the
   next keystroke supersedes has then cost the one worker little, and a wait
-  loses the suggestions shown between keystrokes. On the embedded model (about
+  loses the suggestions shown between keystrokes. The wait then grows with the
+  model's share of the gap, not at once to all of it: a rule that jumped from 0
+  to the whole gap at half of it turned a few percent more engine latency
+  (others' prefetches, on a shared engine) into a 60 ms wait for a third more of
+  a user's requests, while a model just over half the gap skips few calls by
+  waiting. On the embedded model (about
   10 ms a request) the first replays at recorded speed with a plain 20-35 ms
   wait showed 34-82 suggestions against 106-109 without; the loaded machine's
   stalls move those figures too (README, "Debounce"), but the wait bought nothing.
@@ -39,6 +49,7 @@ PAUSE_S = 1.0  # a gap longer than this ends a burst of typing
 ALPHA = 0.25  # EMA weight of the newest sample: about the last 4-8 keystrokes
 MIN_GAPS = 3  # gaps a document needs before its own rhythm is trusted
 FAST_SHARE = 0.5  # a model answering within this share of the usual gap between keystrokes is not waited for
+FULL_SHARE = 1.0  # ... and from this share on, the whole wait: in between it grows in proportion
 DEFAULT_MS = 20  # see README "Debounce": below the embedded model's request latency, above key-repeat bursts
 
 
@@ -113,8 +124,12 @@ class Debounce:
         if not known:
             return Wait(self.base_ms, "base (nothing measured yet)")
         target = min(known)
-        ms = min(MAX_MS, max(self.base_ms, target))
-        parts = [f"rhythm {rhythm:.0f} ms" if rhythm is not None else "", f"model {model:.0f} ms" if model is not None else ""]
+        ramp = 1.0
+        if rhythm is not None and model is not None and rhythm > 0:
+            ramp = min(1.0, (model / rhythm - FAST_SHARE) / (FULL_SHARE - FAST_SHARE))
+        ms = min(MAX_MS, max(self.base_ms, target * ramp))
+        parts = [f"rhythm {rhythm:.0f} ms" if rhythm is not None else "", f"model {model:.0f} ms" if model is not None else "",
+                 f"x {ramp:.2f}" if ramp < 1 else ""]
         return Wait(round(ms, 3), f"{', '.join(p for p in parts if p)} -> {ms:.0f} ms (base {self.base_ms:.0f})")
 
     def summary(self) -> dict[str, Any]:

@@ -136,7 +136,7 @@ class CompletionService:
         self.computations = Computations(jobs, self.memory, self.stats, events)
         self.speculator = Speculator(config, self.requests, self.memory, self.computations, self.stats, events,
                                      self.workspace.current, planned)
-        self.computations.prefetched = self.speculator.prefetched_answer
+        self.computations.prefetched = self._prefetched
         self.warmer = Warmer(jobs, events, self.workspace.stats.warmups, self.stats.reused,
                              lambda doc: len(self.workspace.current(doc).chunks))
         self.reporter = Reporter(config, self.stats, model, scheduler, self.memory, self.speculator, self.debounce,
@@ -316,6 +316,12 @@ class CompletionService:
         return self._serve(req, Outcome(text, source, depth, prediction, queue_ms, hidden=bool(prediction.text) and not text,
                                         debounce_ms=waited, debounce_why=why,
                                         alternatives=offered(req, text, prediction.alternatives)))
+
+    def _prefetched(self, comp: Computation, prediction: Prediction) -> None:
+        """A prefetch finished: its call says how long the model takes (debounce.py), as the request after a Tab it
+        stands in for would have; then speculation plans from it."""
+        self.debounce.model_answered(prediction.prefill_ms + prediction.decode_ms)
+        self.speculator.prefetched_answer(comp, prediction)
 
     def _serve(self, req: Request, out: Outcome) -> Answer:
         answer = self._finish(req, out)

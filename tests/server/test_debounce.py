@@ -157,3 +157,24 @@ async def test_the_wait_follows_the_rhythm_and_the_model():
     assert slow.wait_for("a").ms == 150
     assert slow.wait_for("a", invoked=True).ms == 0 and slow.wait_for("a", after_accept=True).ms == 0
     assert Debounce(0).wait_for("a").ms == 0
+
+
+async def test_the_wait_grows_with_the_model_s_share_of_the_gap():
+    """Between half the typing gap and all of it the wait grows in proportion: a few percent more model latency
+    (others' prefetches on a shared engine) is a few ms more wait, not a step from nothing to most of the gap
+    (it was, and a fleet's users with speculation on waited for a third more of their requests than with it off)."""
+    from tabd.daemon.runtime.debounce import Debounce
+
+    def wait(model_ms: float) -> float:
+        d = Debounce(20)
+        for i in range(6):
+            d.edited("a", i * 0.120)  # typing at 120 ms a key
+        d.model_answered(model_ms)
+        return d.wait_for("a").ms
+
+    assert wait(58) == 0  # inside half the gap: no wait
+    waits = [wait(m) for m in range(58, 162, 2)]
+    assert waits == sorted(waits)
+    assert max(b - a for a, b in zip(waits, waits[1:])) <= 20  # the base (the floor when it waits) is the one step
+    assert wait(90) == pytest.approx(45, abs=0.5)  # three quarters of the gap: half of min(rhythm, model)
+    assert wait(120) == wait(300) == 120  # the whole gap from there on

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from support.fakes import FakeBackend
 from tabd.cache.state import DocState
 from tabd.daemon.runtime.config import Config
@@ -364,5 +366,26 @@ async def test_a_shared_engine_s_load_is_read_from_the_wait_for_its_first_token(
         for i in range(8):
             await service.complete("d", i + 1, _state(TEXT + "a" * i))
         assert service.speculator.engine.ratio() == 5.0 and service.speculator.engine.depth_cap() == 0
+    finally:
+        service.close()
+
+
+async def test_a_prefetch_s_call_counts_in_the_debounce_s_model_latency():
+    """The debounce waits by how long a model call takes: a prefetch is one. With speculation on, the request
+    after a Tab (one of the fastest: its prompt extends the last one) is answered from memory, so the prefetch
+    that stood in for it must tell the debounce what that request would have; without it the estimate stayed
+    higher than with speculation off, and the user waited more."""
+    backend = FakeBackend(text=lambda prefix, suffix: Prediction("foo(bar, baz)", prefill_ms=100.0, decode_ms=200.0))
+    service, _ = _service(backend)
+    try:
+        await service.complete("d", 1, _state())
+        before = service.stats_dict()["debounce"]["model_ms"]  # the answer's own latency here, a few ms
+        service.run_after()
+        await _settle(service)
+        assert service.stats.prefetch.finished >= 1
+        expected = before
+        for _ in range(service.stats.prefetch.finished):  # each prefetch's 300 ms call, into the EMA
+            expected = 0.25 * 300.0 + 0.75 * expected
+        assert service.stats_dict()["debounce"]["model_ms"] == pytest.approx(expected, abs=0.3)
     finally:
         service.close()
