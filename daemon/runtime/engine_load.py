@@ -25,7 +25,12 @@ Which prefetches a shared engine gets at all (why_held, issue 28; measured with 
   user typing at 8 keys a second replaces most suggestions sooner, and each of their prefetches took a place in
   the engine's batch before the next keystroke closed it, while a user reads a suggestion for longer than that
   before pressing Tab (the simulated one 250 ms; Copilot's users several hundred). An edit (the Tab's own
-  included: its request computes that state itself) drops the wait.
+  included: its request computes that state itself) drops the wait. The wait is shortened to what leaves the
+  prefetch time to finish before this user's Tab: the lower quartile of their times from a suggestion shown to
+  its Tab, less the upper quartile of the prefetch times, down to none (`pause_s`). A fixed 100 ms after the
+  suggestion showed, with prefetches of 150-170 ms on a loaded vLLM, left a Tab 250 ms later joining a prefetch
+  still running (`inflight` in the log, not memory) for the users who missed most; a user who reads longer
+  keeps the whole pause, and PAUSE_S holds until TABS_NEEDED Tabs and one prefetch are known.
 """
 from __future__ import annotations
 
@@ -40,6 +45,8 @@ MIN_MS = 60.0  # below this the engine is fast whatever the ratio: an idle vLLM 
 # tokens in 20 to 50 ms (median 35), twice its floor from the spread of prefill sizes alone
 LIKELY = 0.1  # p(all) from which a shared engine gets the Tab's prefetch
 PAUSE_S = 0.1  # how long a suggestion stays on screen, the document unedited, before a shared engine gets its prefetch
+TIMES_KEPT = 16  # the latest shown-to-Tab and prefetch times the pause is fitted to
+TABS_NEEDED = 3  # whole accepts timed before the pause is fitted to the user
 
 
 class EngineLoad:
@@ -47,6 +54,26 @@ class EngineLoad:
         self.shared = shared
         self._seen: deque[float] = deque(maxlen=FLOOR_WINDOW)
         self.held: dict[str, int] = {}  # prefetches not started, by why
+        self._tabs: deque[float] = deque(maxlen=TIMES_KEPT)  # seconds from a suggestion shown to its whole accept
+        self._prefetches: deque[float] = deque(maxlen=TIMES_KEPT)  # seconds a finished prefetch took
+
+    def tabbed(self, seconds: float) -> None:
+        """A suggestion was taken whole `seconds` after it showed."""
+        if seconds >= 0:
+            self._tabs.append(seconds)
+
+    def prefetched(self, seconds: float) -> None:
+        """A prefetch took `seconds`, from its start to its answer."""
+        if seconds >= 0:
+            self._prefetches.append(seconds)
+
+    def pause_s(self) -> float:
+        """How long a suggestion stays on screen, unedited, before its Tab's prefetch starts: at most PAUSE_S, less
+        when this user's Tabs come too soon after the suggestion for a prefetch started that late to be done."""
+        if len(self._tabs) < TABS_NEEDED or not self._prefetches:
+            return PAUSE_S
+        room = _quantile(self._tabs, 0.25) - _quantile(self._prefetches, 0.75)
+        return max(0.0, min(PAUSE_S, room))
 
     def observe(self, model_ms: float) -> None:
         """A request's model-path latency (its debounce excluded)."""
@@ -81,3 +108,12 @@ class EngineLoad:
 
     def hold(self, why: str) -> None:
         self.held[why] = self.held.get(why, 0) + 1
+
+
+def _quantile(values: deque[float], q: float) -> float:
+    """The `q` quantile of `values` (not empty), by linear interpolation between the closest ranks."""
+    ordered = sorted(values)
+    at = q * (len(ordered) - 1)
+    low = int(at)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)

@@ -116,7 +116,9 @@ class Reporter:
                           "engine_loaded": self.speculator.engine.held.get("engine_loaded", 0),
                           "partial_branch": self.speculator.engine.held.get("partial_branch", 0),
                           "unlikely": self.speculator.engine.held.get("unlikely", 0),
-                          "engine_load": round(self.speculator.engine.ratio(), 2)},
+                          "engine_load": round(self.speculator.engine.ratio(), 2),
+                          # how long a suggestion now stays on screen before its Tab's prefetch starts (shared engine)
+                          "pause_ms": round(self.speculator.engine.pause_s() * 1000, 1)},
             # whether the engine runs a keystroke before prefetches (--remote-priority; false after vLLM refused it)
             "engine_priority": backend.orders_by_priority if backend is not None else None,
             # whether the engine's answers carry each token's probability, which --min-confidence gates by (a remote

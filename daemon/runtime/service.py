@@ -319,8 +319,11 @@ class CompletionService:
 
     def _prefetched(self, comp: Computation, prediction: Prediction) -> None:
         """A prefetch finished: its call says how long the model takes (debounce.py), as the request after a Tab it
-        stands in for would have; then speculation plans from it."""
-        self.debounce.model_answered(prediction.prefill_ms + prediction.decode_ms)
+        stands in for would have, and how early a shared engine's Tab prefetch must start (engine_load.pause_s);
+        then speculation plans from it."""
+        took = prediction.prefill_ms + prediction.decode_ms
+        self.debounce.model_answered(took)
+        self.speculator.engine.prefetched(took / 1000)
         self.speculator.prefetched_answer(comp, prediction)
 
     def _serve(self, req: Request, out: Outcome) -> Answer:

@@ -9,6 +9,7 @@ deep as measured acceptance says (daemon/speculation/acceptance.py) unless
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import OrderedDict
 from typing import Any, Callable
 
@@ -19,7 +20,7 @@ from tabd.daemon.runtime.accepts import Accept, AcceptTracker
 from tabd.daemon.runtime.computation import Computation
 from tabd.daemon.runtime.computations import Computations
 from tabd.daemon.runtime.config import Config
-from tabd.daemon.runtime.engine_load import PAUSE_S, EngineLoad
+from tabd.daemon.runtime.engine_load import EngineLoad
 from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime.memory import Memory
 from tabd.daemon.runtime.request import Request, RequestBuilder
@@ -72,6 +73,7 @@ class Speculator:
         self.on_screen: dict[str, tuple[Window, str]] = {}  # doc -> (window, text) of its latest suggestion
         self.engine = EngineLoad(config.backend == "openai")  # a shared engine's load: how far ahead to go
         self._paused: dict[str, asyncio.TimerHandle] = {}  # doc -> a shared engine's Tab prefetch, waiting for a pause
+        self._shown_at: dict[str, float] = {}  # doc -> when its latest suggestion showed (monotonic seconds)
 
     @property
     def on(self) -> bool:
@@ -82,6 +84,7 @@ class Speculator:
     def shown(self, req: Request, text: str, typed: bool) -> None:
         """A suggestion is on screen (`typed`: the rest of one typed into): track its accept, plan its states."""
         self.on_screen[req.doc] = (req.window, text)
+        self._shown_at[req.doc] = time.monotonic()  # a Tab's time from here fits the shared engine's pause
         self.accepts.shown(req.id, req.doc, req.state, text, typed)
         self._remember(req.doc, req.state.insert(text), partial=False, context=req.context)  # so a Tab is recognised
         if not self.on:
@@ -90,13 +93,15 @@ class Speculator:
         def go() -> None:
             self.prefetch_after(req.doc, req.state, text, 0, req.window, "", req.context)
 
-        if self.engine.shared and PAUSE_S > 0:
-            self._after_pause(req.doc, go)  # engine_load.py: a suggestion typed over costs the others nothing
+        pause = self.engine.pause_s() if self.engine.shared else 0.0
+        if pause > 0:
+            self._after_pause(req.doc, go, pause)  # engine_load.py: a suggestion typed over costs the others nothing
         else:
             go()
 
-    def _after_pause(self, doc: str, go: Callable[[], None]) -> None:
-        """Run `go` once the document has gone PAUSE_S without an edit (edited() drops it); now with no event loop."""
+    def _after_pause(self, doc: str, go: Callable[[], None], pause: float) -> None:
+        """Run `go` once the document has gone `pause` seconds without an edit (edited() drops it); now with no event
+        loop."""
         self._cancel_pause(doc)
         try:
             loop = asyncio.get_running_loop()
@@ -108,7 +113,7 @@ class Speculator:
             self._paused.pop(doc, None)
             go()
 
-        self._paused[doc] = loop.call_later(PAUSE_S, fire)
+        self._paused[doc] = loop.call_later(pause, fire)
 
     def _cancel_pause(self, doc: str) -> None:
         handle = self._paused.pop(doc, None)
@@ -204,6 +209,9 @@ class Speculator:
 
     def _accepted(self, a: Accept) -> None:
         self.stats.accepted(a.via)
+        shown_at = self._shown_at.pop(a.doc, None)
+        if shown_at is not None and not a.partial and not a.alternative:  # a Tab: how long this user reads first
+            self.engine.tabbed(time.monotonic() - shown_at)
         if a.partial or a.alternative:  # the next request there is an after-accept one (a whole accept reaches what shown() remembered)
             # under the document's kept context: accepting at the cursor keeps it, and the next request is keyed so
             self._remember(a.doc, a.reached, partial=False, context=self.context_of(a.doc))
@@ -219,6 +227,7 @@ class Speculator:
     def closed(self, doc: str) -> None:
         self.accepts.closed(doc)
         self.on_screen.pop(doc, None)
+        self._shown_at.pop(doc, None)
         self._cancel_pause(doc)
 
     # -- what it reports ------------------------------------------------------------------

@@ -70,3 +70,36 @@ def test_the_spread_of_an_idle_engines_first_tokens_is_not_load():
     idle = loaded([20.0, 45.0, 50.0, 40.0, 48.0, 42.0, 55.0, 38.0] * 4)
     assert idle.ratio() == 1.0  # under 60 ms: not load, whatever the ratio
     assert idle.depth_cap() is None and idle.why_held(1, ("all",), 0.05) is None
+
+
+# pause_s: how long the Tab's prefetch waits for the user to stop typing
+def test_the_pause_is_the_full_one_until_the_user_s_tabs_are_known():
+    from tabd.daemon.runtime.engine_load import PAUSE_S
+    load = EngineLoad(True)
+    load.prefetched(0.16)
+    load.tabbed(0.25)
+    load.tabbed(0.25)
+    assert load.pause_s() == PAUSE_S  # two Tabs: not enough to fit it to
+    load.tabbed(0.25)
+    assert load.pause_s() < PAUSE_S
+
+
+def test_the_pause_leaves_a_prefetch_time_to_finish_before_the_user_s_tab():
+    """Tabs 250 ms after the suggestion shows and prefetches of 150-170 ms: a prefetch that waits 100 ms is still
+    running when the Tab comes, so it waits no more than the room left (about 80 ms); a slower engine, none; a user
+    who reads for a second keeps the whole pause."""
+    from tabd.daemon.runtime.engine_load import PAUSE_S
+    load = EngineLoad(True)
+    for s in (0.15, 0.16, 0.17, 0.16):
+        load.prefetched(s)
+    for s in (0.25, 0.26, 0.25, 0.27):
+        load.tabbed(s)
+    assert 0.07 < load.pause_s() < 0.1
+    for _ in range(16):
+        load.prefetched(0.4)  # the engine is slower than the user is quick: start at once
+    assert load.pause_s() == 0.0
+    reader = EngineLoad(True)
+    reader.prefetched(0.16)
+    for _ in range(4):
+        reader.tabbed(1.0)
+    assert reader.pause_s() == PAUSE_S

@@ -31,7 +31,7 @@ STATS_KEYS = {
     "speculation.user_rates": {"all", "word", "line", "streak"},
     "after_accept": {"requests", "from_cache", "hit_rate", "p50_ms"},
     "latency_ms": {"p50"},
-    "held_back": {"behind_requests", "engine_loaded", "partial_branch", "unlikely", "engine_load"},
+    "held_back": {"behind_requests", "engine_loaded", "partial_branch", "unlikely", "engine_load", "pause_ms"},
     "last": {"source", "latency_ms", "depth", "debounce_ms", "reason", "origin"},
     "debounce": {"base_ms", "rhythm_ms", "model_ms", "waited", "superseded", "p50_ms", "waiting"},
     "requests_to_model": {"started", "finished", "cancelled"},
@@ -334,6 +334,50 @@ async def test_a_shared_engine_s_tab_prefetch_waits_until_the_user_pauses_and_an
         assert service.stats_dict()["prefetch"]["started"] == 1
         tab = service.lookup("d", 3, _state(TEXT + "x" + "foo(bar, baz)"))
         assert tab is not None and tab.source == "cache"
+    finally:
+        service.close()
+
+
+async def test_a_user_who_tabs_sooner_than_a_prefetch_takes_gets_the_tab_s_prefetch_at_once():
+    """A user whose Tabs come 150 ms after the suggestion shows, on an engine whose prefetches take 400 ms: the fixed
+    pause would have the Tab join a prefetch still running; their Tabs, timed, let the next prefetch start at once."""
+    text = "foo(bar, baz)"
+    fake = FakeBackend(text=lambda prefix, suffix: Prediction(text, prefill_ms=300.0, decode_ms=100.0))
+    service = _shared(fake)
+    try:
+        cur = TEXT
+        for version in range(1, 4):
+            await service.complete("d", version, _state(cur))
+            service.run_after()
+            await asyncio.sleep(PAUSE_S + 0.05)  # they read it, and press Tab
+            service.document_edited("d", len(cur), 0, text)
+            cur += text
+        assert service.stats_dict()["held_back"]["pause_ms"] == 0.0
+        service.document_edited("d", len(cur), 0, "\n")  # a new line: a state no prefetch reached
+        cur += "\n"
+        started = service.stats_dict()["prefetch"]["started"]
+        await service.complete("d", 4, _state(cur))
+        service.run_after()
+        await asyncio.sleep(0.01)  # well before the fixed pause
+        assert service.stats_dict()["prefetch"]["started"] > started  # the Tab's (and, done at once, the next one's)
+    finally:
+        service.close()
+
+
+async def test_a_user_who_reads_longer_than_a_prefetch_takes_keeps_the_whole_pause():
+    """The same Tabs on an engine whose prefetches take 10 ms: the pause stays whole (typing on costs no one)."""
+    text = "foo(bar, baz)"
+    fake = FakeBackend(text=lambda prefix, suffix: Prediction(text, prefill_ms=5.0, decode_ms=5.0))
+    service = _shared(fake)
+    try:
+        cur = TEXT
+        for version in range(1, 4):
+            await service.complete("d", version, _state(cur))
+            service.run_after()
+            await asyncio.sleep(PAUSE_S + 0.05)
+            service.document_edited("d", len(cur), 0, text)
+            cur += text
+        assert service.stats_dict()["held_back"]["pause_ms"] == PAUSE_S * 1000
     finally:
         service.close()
 
