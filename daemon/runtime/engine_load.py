@@ -72,7 +72,7 @@ class EngineLoad:
         when this user's Tabs come too soon after the suggestion for a prefetch started that late to be done."""
         if len(self._tabs) < TABS_NEEDED or not self._prefetches:
             return PAUSE_S
-        room = _quantile(self._tabs, 0.25) - _quantile(self._prefetches, 0.75)
+        room = _quartiles(self._tabs)[0] - _quartiles(self._prefetches)[2]
         return max(0.0, min(PAUSE_S, room))
 
     def observe(self, model_ms: float) -> None:
@@ -110,10 +110,6 @@ class EngineLoad:
         self.held[why] = self.held.get(why, 0) + 1
 
 
-def _quantile(values: deque[float], q: float) -> float:
-    """The `q` quantile of `values` (not empty), by linear interpolation between the closest ranks."""
-    ordered = sorted(values)
-    at = q * (len(ordered) - 1)
-    low = int(at)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+def _quartiles(values: deque[float]) -> list[float]:
+    """The lower quartile, median and upper quartile of `values` (not empty), interpolated between ranks."""
+    return statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 else [values[0]] * 3

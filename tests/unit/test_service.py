@@ -338,6 +338,18 @@ async def test_a_shared_engine_s_tab_prefetch_waits_until_the_user_pauses_and_an
         service.close()
 
 
+async def _three_tabs(service: CompletionService, text: str) -> str:
+    """Three suggestions of `text`, each read for PAUSE_S + 50 ms and taken with Tab; the text they leave."""
+    cur = TEXT
+    for version in range(1, 4):
+        await service.complete("d", version, _state(cur))
+        service.run_after()
+        await asyncio.sleep(PAUSE_S + 0.05)  # they read it, and press Tab
+        service.document_edited("d", len(cur), 0, text)
+        cur += text
+    return cur
+
+
 async def test_a_user_who_tabs_sooner_than_a_prefetch_takes_gets_the_tab_s_prefetch_at_once():
     """A user whose Tabs come 150 ms after the suggestion shows, on an engine whose prefetches take 400 ms: the fixed
     pause would have the Tab join a prefetch still running; their Tabs, timed, let the next prefetch start at once."""
@@ -345,13 +357,7 @@ async def test_a_user_who_tabs_sooner_than_a_prefetch_takes_gets_the_tab_s_prefe
     fake = FakeBackend(text=lambda prefix, suffix: Prediction(text, prefill_ms=300.0, decode_ms=100.0))
     service = _shared(fake)
     try:
-        cur = TEXT
-        for version in range(1, 4):
-            await service.complete("d", version, _state(cur))
-            service.run_after()
-            await asyncio.sleep(PAUSE_S + 0.05)  # they read it, and press Tab
-            service.document_edited("d", len(cur), 0, text)
-            cur += text
+        cur = await _three_tabs(service, text)
         assert service.stats_dict()["held_back"]["pause_ms"] == 0.0
         service.document_edited("d", len(cur), 0, "\n")  # a new line: a state no prefetch reached
         cur += "\n"
@@ -370,13 +376,7 @@ async def test_a_user_who_reads_longer_than_a_prefetch_takes_keeps_the_whole_pau
     fake = FakeBackend(text=lambda prefix, suffix: Prediction(text, prefill_ms=5.0, decode_ms=5.0))
     service = _shared(fake)
     try:
-        cur = TEXT
-        for version in range(1, 4):
-            await service.complete("d", version, _state(cur))
-            service.run_after()
-            await asyncio.sleep(PAUSE_S + 0.05)
-            service.document_edited("d", len(cur), 0, text)
-            cur += text
+        await _three_tabs(service, text)
         assert service.stats_dict()["held_back"]["pause_ms"] == PAUSE_S * 1000
     finally:
         service.close()
