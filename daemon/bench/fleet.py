@@ -113,6 +113,7 @@ def user_figures(summary: dict[str, Any], stats: dict[str, Any] | None,
         # where the after-accept answers came from: cache/typed (memory), inflight (a prefetch still running at the
         # Tab, joined: the Tab waited for its rest), model (no prefetch had it)
         "after_accept_sources": summary["after_accept"].get("sources", {}),
+        "after_accept_empty": summary["after_accept"].get("empty", 0),  # of them, nothing to show (a memory one counts)
         "after_accept_p50_ms": summary["latency_ms"]["after_accept"]["p50"],
         "latency_p50_ms": summary["latency_ms"]["all"]["p50"],
         "latency_p99_ms": summary["latency_ms"]["all"]["p99"],
@@ -149,6 +150,7 @@ def pooled(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         "after_accept_hit_rate": round(hits / requests, 4) if requests else 0.0,
         "after_accept_requests": requests,
         "after_accept_sources": sources,
+        "after_accept_empty": sum(r.get("after_accept_empty", 0) for r in rounds),
         "after_accept_p50_ms": percentiles(raw["after_accept_ms"])["p50"],
         "latency_p50_ms": every["p50"], "latency_p99_ms": every["p99"],
         "model_p50_ms": model["p50"], "model_p99_ms": model["p99"],

@@ -60,7 +60,7 @@ class Stats:
         if after_accept:
             self.after_accept_requests += 1
             self.after_accept_ms.append(latency)
-            if source in ("cache", "typed"):
+            if self.last_origin in ("cache", "typed"):  # memory, even where what it had was nothing to show
                 self.after_accept_from_cache += 1
 
     def refused(self, reason: str) -> None:

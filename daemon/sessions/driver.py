@@ -273,14 +273,19 @@ class Driver:
         self.m.answered += 1
         self.m.all_ms.append(latency)
         if p.after_accept:
+            # an empty answer reports "none": the layer that said nothing is its origin (a prefetch that found the
+            # model has nothing to add after the Tab answers it from memory, as one with text would)
+            layer = self.last_origin if source == "none" and self.last_origin in SOURCES else source
             self.m.after_accept_ms.append(latency)
-            self.m.after_accept_sources[source or "unknown"] += 1
-            if source in MEMORY_SOURCES:
+            self.m.after_accept_sources[layer or "unknown"] += 1
+            if not items:
+                self.m.after_accept_empty += 1
+            if layer in MEMORY_SOURCES:
                 self.m.after_accept_from_cache += 1
                 self.m.after_accept_memory_ms.append(latency)
                 if self.last_depth is not None:
                     self.m.after_accept_hits_by_depth[self.last_depth] += 1
-            if source in MEMORY_SOURCES + ("inflight",):
+            if layer in MEMORY_SOURCES + ("inflight",):
                 self.m.after_accept_speculated += 1
         if source in MEMORY_SOURCES and self.last_depth is not None:
             self.m.hits_by_depth[self.last_depth] += 1

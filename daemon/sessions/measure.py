@@ -63,6 +63,7 @@ class Measurements:
     after_accept_requests: int = 0
     after_accept_from_cache: int = 0
     after_accept_speculated: int = 0   # cache or inflight: the prefetch had it
+    after_accept_empty: int = 0        # of the after-accept answers, those with nothing to show (any source)
     unattributed: int = 0
     sync_checked: int = 0
     sync_mismatches: int = 0
@@ -139,6 +140,7 @@ class Measurements:
                 "from_cache": self.after_accept_from_cache,
                 "hit_rate": round(self.after_accept_from_cache / aa, 4) if aa else 0.0,
                 "from_speculation": self.after_accept_speculated,
+                "empty": self.after_accept_empty,
                 "sources": dict(self.after_accept_sources),
                 "hits_by_depth": {str(k): v for k, v in sorted(self.after_accept_hits_by_depth.items())},
             },

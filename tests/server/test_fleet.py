@@ -87,7 +87,8 @@ def test_pooled_rounds_take_percentiles_over_every_latency_and_sum_the_counts():
 
     def round_of(model_ms, hits, requests, keys, prefetch):
         return {"after_accept_hit_rate": hits / requests, "after_accept_requests": requests,
-                "after_accept_sources": {"cache": hits, "model": requests - hits}, "model_requests": len(model_ms),
+                "after_accept_sources": {"cache": hits, "model": requests - hits}, "after_accept_empty": 1,
+                "model_requests": len(model_ms),
                 "keystrokes": keys, "saved_share": 0.5, "model_p50_ms": 0.0, "prefetch_started": prefetch,
                 "foreground_started": keys, "raw": {"all_ms": model_ms, "model_ms": model_ms, "after_accept_ms": []}}
 
@@ -95,7 +96,7 @@ def test_pooled_rounds_take_percentiles_over_every_latency_and_sum_the_counts():
     assert user["model_p50_ms"] == 30.0  # the middle of all five, not a mean of the two rounds' p50s (20, 150)
     assert user["model_requests"] == 5 and user["keystrokes"] == 40 and user["rounds"] == 2
     assert user["after_accept_requests"] == 5 and user["after_accept_hit_rate"] == 0.8
-    assert user["after_accept_sources"] == {"cache": 4, "model": 1}
+    assert user["after_accept_sources"] == {"cache": 4, "model": 1} and user["after_accept_empty"] == 2
     assert user["prefetch_per_keystroke"] == 0.15 and "raw" not in user
 
 

@@ -31,6 +31,7 @@ from pygls.lsp.server import LanguageServer
 TARGET = open(os.environ["FAKE_TARGET"], encoding="utf-8").read()
 DIE_AFTER = int(os.environ.get("FAKE_DIE_AFTER", "0"))
 DELAY = float(os.environ.get("FAKE_DELAY", "0.01"))
+NOTHING_AFTER_TAB = os.environ.get("FAKE_NOTHING_AFTER_TAB") == "1"  # the state a Tab reaches: known, nothing to add
 server = LanguageServer("fake-tabd", "0", text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
 state = {"n": 0, "last": None, "cache": {}, "accepts": [], "dismissed": 0, "cancelled": 0, "closed": {},
          "sources": {k: 0 for k in ("cache", "typed", "inflight", "model", "none")}}
@@ -60,12 +61,13 @@ async def inline(ls, params):
             state["cancelled"] += 1
             raise
         source, text = "model", suggest(prefix)
+    origin = source
     if text:
-        state["cache"][prefix + text] = suggest(prefix + text)
+        state["cache"][prefix + text] = "" if NOTHING_AFTER_TAB else suggest(prefix + text)
     else:
         source = "none"
     state["sources"][source] += 1
-    state["last"] = {"source": source, "latency_ms": 0.0}
+    state["last"] = {"source": source, "origin": origin, "latency_ms": 0.0}
     if not text:
         return types.InlineCompletionList(items=[])
     return types.InlineCompletionList(items=[types.InlineCompletionItem(
@@ -184,6 +186,20 @@ def test_replay_accepts_and_serves_after_accept_from_cache(tmp_path, fake_server
     if read_ticks() is not None:  # Linux: the host's CPU over the run, to tell its stalls from the daemon's
         host = summary["host"]
         assert 0 < host["busy_share"] <= 1 and 0 <= host["steal_share"] <= 1, host
+
+
+def test_a_tab_answered_from_memory_with_nothing_to_add_counts_as_memory(tmp_path, fake_server, monkeypatch):
+    # the daemon says "none" for an empty answer and where it came from in last.origin: a prefetch that found nothing
+    # to add after the Tab answered it from memory, as in a fleet on llama-cpp-python (17 of 84 Tabs)
+    monkeypatch.setenv("FAKE_TARGET", str(SAMPLE))
+    monkeypatch.setenv("FAKE_NOTHING_AFTER_TAB", "1")
+    session = read_session(make_session(tmp_path))
+    m = run_replay([session], ReplayOptions(speed=0, think_ms=0, progress=False, server_command=fake_server,
+                                            request_timeout=30, startup_timeout=60))
+    aa = m.summary()["after_accept"]
+    assert m.error is None, m.error
+    assert aa["empty"] > 0 and "none" not in aa["sources"]  # (a Tab the fake has no state for is a model answer)
+    assert aa["sources"]["cache"] == aa["from_cache"] == aa["empty"]
 
 
 def test_host_cpu_shares_read_from_proc_stat():

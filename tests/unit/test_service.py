@@ -103,6 +103,24 @@ async def test_a_model_answer_then_the_same_state_from_memory_and_a_tab_into_a_p
         service.close()
 
 
+async def test_a_tab_whose_prefetch_found_nothing_to_add_counts_as_answered_from_memory():
+    backend = FakeBackend(text=lambda prefix, suffix: "" if prefix.endswith("foo(bar, baz)") else "foo(bar, baz)")
+    service, _ = _service(backend)
+    try:
+        await service.complete("d", 1, _state())
+        service.run_after()
+        await _settle(service)
+        service.document_edited("d", len(TEXT), 0, "foo(bar, baz)")  # the Tab
+        calls = len(backend.calls)
+        tab = service.lookup("d", 2, _state(TEXT + "foo(bar, baz)"))
+        assert tab is not None and tab.text == "" and len(backend.calls) == calls  # nothing to show, from memory
+        s = service.stats_dict()
+        assert (s["last"]["source"], s["last"]["origin"]) == ("none", "cache")
+        assert s["after_accept"]["from_cache"] == 1 and s["after_accept"]["hit_rate"] == 1.0
+    finally:
+        service.close()
+
+
 async def test_a_request_memory_cannot_answer_is_built_once_for_both_paths():
     service, _ = _service(FakeBackend())
     try:
