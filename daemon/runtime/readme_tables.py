@@ -1,8 +1,8 @@
-"""The README's tables of flags and initialization options, written from the settings table (runtime/settings.py).
+"""The settings reference's tables of flags and initialization options, written from the settings table (runtime/settings.py).
 
-The README marks each table with `<!-- settings:NAME -->` ... `<!-- /settings:NAME -->`;
-`python -m tabd.daemon.runtime.readme_tables README.md` rewrites what is between the marks, and
-tests/unit/test_settings.py fails when the README says something the table does not.
+docs/settings.md marks each table with `<!-- settings:NAME -->` ... `<!-- /settings:NAME -->`;
+`python -m tabd.daemon.runtime.readme_tables docs/settings.md` rewrites what is between the marks, and
+tests/unit/test_settings.py fails when the page says something the table does not.
 """
 from __future__ import annotations
 
@@ -34,9 +34,21 @@ def flag_default(row: Setting) -> str:
     return f"`{row.default}`" if row.spec.choices else row.shown_default
 
 
+# The docs/ page that holds each section a setting's `see` names (the tables live in docs/settings.md).
+SEE_PAGES = {"Content exclusion": "privacy.md", "Next-edit suggestions": "protocol.md",
+             "Remote engines": "engines.md", "The engine": "engines.md",
+             "Speculation that follows what you accept": "how-it-works.md", "Suggestion quality": "quality.md"}
+
+
+def see_link(heading: str) -> str:
+    if heading not in SEE_PAGES:
+        raise KeyError(f"no docs/ page is known for the section {heading!r}: add it to SEE_PAGES")
+    return f"see [{heading}]({SEE_PAGES[heading]}#{anchor(heading)})"
+
+
 def meaning(row: Setting, with_span: bool = True) -> str:
     """The row's help, then its bounds and a link to the section that says more."""
-    see = f"see [{row.spec.see}](#{anchor(row.spec.see)})" if row.spec.see else ""
+    see = see_link(row.spec.see) if row.spec.see else ""
     notes = "; ".join(n for n in (row.span("–") if with_span else "", see) if n)
     return cell(row.spec.help + (f" ({notes})" if notes else ""))
 
@@ -80,7 +92,7 @@ def init_rows() -> list[str]:
 
 
 def markdown_tables() -> dict[str, str]:
-    """name -> the table the README shows between its `settings:name` marks."""
+    """name -> the table docs/settings.md shows between its `settings:name` marks."""
     return {"model": "\n".join(flag_rows(MODEL)), "context": "\n".join(flag_rows(CONTEXT)),
             "serve": "\n".join(flag_rows(SERVE)), "init": "\n".join(init_rows())}
 
@@ -90,17 +102,17 @@ def marked(name: str) -> re.Pattern[str]:
 
 
 def with_tables(readme: str) -> str:
-    """readme with each marked table rewritten; KeyError naming a table whose marks are missing."""
+    """readme (the page's text) with each marked table rewritten; KeyError naming a table whose marks are missing."""
     for name, table in markdown_tables().items():
         pattern = marked(name)
         if not pattern.search(readme):
-            raise KeyError(f"README has no <!-- settings:{name} --> ... <!-- /settings:{name} --> marks")
+            raise KeyError(f"the page has no <!-- settings:{name} --> ... <!-- /settings:{name} --> marks")
         readme = pattern.sub(lambda m: f"{m.group(1)}\n{table}\n{m.group(2)}", readme)
     return readme
 
 
 def main(argv: list[str]) -> int:
-    path = Path(argv[0] if argv else "README.md")
+    path = Path(argv[0] if argv else "docs/settings.md")
     path.write_text(with_tables(path.read_text(encoding="utf-8")), encoding="utf-8")
     return 0
 

@@ -1,5 +1,5 @@
 """The settings table (daemon/runtime/settings.py) and what is derived from it: the flags, the initialization
-options, Config's validation and the README's tables agree, because each setting is declared once."""
+options, Config's validation and the settings reference's tables (docs/settings.md) agree, because each setting is declared once."""
 from __future__ import annotations
 
 import argparse
@@ -18,7 +18,7 @@ from tabd.daemon.runtime.readme_tables import with_tables
 from tabd.daemon.runtime.settings import BY_NAME, SETTINGS, Setting
 from tabd.predictor import engine_names as engines
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "settings.md"  # the settings reference, moved out of the README
 MINIMAL = {"serve": [], "complete": ["a.py", "--line", "0", "--character", "0"], "serve-model": [], "bench": [],
            "replay": ["s.jsonl"]}
 
@@ -143,14 +143,14 @@ def test_context_options_restate_no_default():
     assert BY_NAME["context_tokens"].default == Config().context_tokens
 
 
-# -- the README ----------------------------------------------------------------------------------------
+# -- the settings reference (docs/settings.md) ----------------------------------------------------------------------------------------
 
 
 def readme_rows(name: str) -> list[list[str]]:
-    """The cells of each body row of the README table marked `settings:name`, backticks and escapes dropped."""
+    """The cells of each body row of the settings reference's table marked `settings:name`, backticks and escapes dropped."""
     text = README.read_text(encoding="utf-8")
     match = re.search(rf"<!-- settings:{name} -->\n(.*?)\n<!-- /settings:{name} -->", text, re.S)
-    assert match, f"README lost its settings:{name} marks"
+    assert match, f"docs/settings.md lost its settings:{name} marks"
     rows = match.group(1).split("\n")[2:]
     return [[c.strip().strip("`").replace("\\|", "|") for c in re.split(r"(?<!\\)\|", r)[1:-1]] for r in rows]
 
@@ -171,7 +171,7 @@ def test_the_readme_lists_every_initialization_option_with_its_default_and_nothi
 
 def test_the_readme_tables_are_written_from_the_table():
     text = README.read_text(encoding="utf-8")
-    assert with_tables(text) == text, "run: .venv/bin/python -m tabd.daemon.runtime.readme_tables README.md"
+    assert with_tables(text) == text, "run: .venv/bin/python -m tabd.daemon.runtime.readme_tables docs/settings.md"
 
 
 def test_the_client_s_exclude_globs_add_to_the_flag_s_and_a_string_is_refused():
