@@ -7,7 +7,7 @@ STAMP := $(VENV)/.tabd-installed
 
 .PHONY: demo test test-fast test-deps typecheck bench-deps venv clean vllm test-vllm
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml setup.py constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	# torch first, pinned: the CPU build on this machine's disk; a looser spec pulls a CUDA build.
 	$(PIP) install -q torch==2.13.0

@@ -20,11 +20,23 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("tabd.daemon.commands.bench", "side-by-side benchmarks: kv, replay, soak, engines"),
     "train": ("tabd.predictor.training.commands", "train the embedded model (resumable); `train corpus` builds its PyPI corpus"),
     "serve-model": ("tabd.daemon.commands.serve_model", "serve the local engine as OpenAI-compatible /v1/completions"),
+    "doctor": ("tabd.daemon.commands.doctor", "check what this set-up lacks and print the fix for each"),
 }
+
+
+def _version() -> str:
+    """The installed distribution's version (what a user reports), without importing anything heavy."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("tabd")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tabd", description="Editor tab-completion daemon.")
+    parser.add_argument("--version", action="version", version=f"tabd {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
