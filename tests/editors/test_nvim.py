@@ -634,10 +634,13 @@ def test_checkhealth_without_the_daemon(nvim_bin, tmp_path):
 # --- the real daemon -----------------------------------------------------------------
 
 def _real_server_available() -> bool:
+    """True, or an error that fails the collection: a server that cannot be imported is a broken build, which these
+    tests must report (they once skipped on any import error, and a wheel without tabd.daemon.edits went unnoticed)."""
     try:
         import tabd.daemon.commands.serve  # noqa: F401
-    except Exception:
-        return False
+        import tabd.lsp.server  # noqa: F401  (what `tabd serve` loads to answer)
+    except Exception as exc:
+        raise RuntimeError(f"tabd serve cannot be imported, so the real-daemon editor tests cannot run: {exc!r}") from exc
     return True
 
 
