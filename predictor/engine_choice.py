@@ -60,7 +60,8 @@ def choose(settings: LocalSettings, threads: AdaptiveThreads) -> EngineChoice:
         engine = canonical(asked)
     except ValueError as exc:
         raise ModelLoadError(str(exc), "engine") from None
-    model_dir = str(settings.model_dir or loader.DEFAULT_MODEL_DIR)
+    # a GGUF file is served from its imported directory (converted once, cached), by whichever engine serves that
+    model_dir = str(loader.model_dir_for(settings.model_dir) or loader.DEFAULT_MODEL_DIR)
     why = f"{asked} (asked for)"
     if engine in (AUTO, TORCH_FREE):
         if settings.trust_remote_code:

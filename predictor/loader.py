@@ -17,9 +17,21 @@ class Placement:
     dtype: str  # "float32" or "bfloat16"
 
 
+def model_dir_for(path: str | os.PathLike | None) -> str | None:
+    """The model directory `--model` names: a GGUF file's directory, imported once and cached (gguf_import.py);
+    a directory, or None (the embedded model), as it is."""
+    if path is None or Path(path).is_dir():
+        return None if path is None else str(path)
+    from tabd.predictor import gguf_import
+
+    return gguf_import.model_dir_for(path)
+
+
 def check_model_dir(path: str | os.PathLike, trust_remote_code: bool = False) -> Path:
     """The directory, if it holds a usable model; else a ModelLoadError naming the problem."""
     d = Path(path)
+    if d.is_file():
+        raise ModelLoadError(f"{d} is a file, neither a model directory nor a GGUF file", "model_dir")
     if not d.is_dir():
         raise ModelLoadError(f"model directory {d} does not exist")
     config_path = d / "config.json"
