@@ -51,6 +51,14 @@ def inline(ls, params):
         return types.InlineCompletionList(items=[types.InlineCompletionItem(
             insert_text="al", range=types.Range(start=params.position, end=params.position),
             command=types.Command(title="accept", command="tabd.accept", arguments=["c1"]))])
+    # one suggestion at a time (#44): ghost text where an edit may be on screen (asked for with Alt+\ after the
+    # rename's accept), and after a space typed there
+    more = {"total": " = 1" if int(params.context.trigger_kind) == 1 else None, "total ": "= 0  # typed"}
+    text = next((t for end, t in more.items() if prefix.endswith(end)), None)
+    if text:
+        return types.InlineCompletionList(items=[types.InlineCompletionItem(
+            insert_text=text, range=types.Range(start=params.position, end=params.position),
+            command=types.Command(title="accept", command="tabd.accept", arguments=["c2"]))])
     return types.InlineCompletionList(items=[])
 
 
@@ -366,6 +374,49 @@ def test_after_an_accepted_suggestion_in_insert_mode(nes_editor):
     ed.nvim.input("<Esc>")
     ed.wait_for(lambda: ed.mode() == "n", 5, "normal mode")
     assert ed.lines() == RENAME.replace("count", "total").splitlines()
+
+
+def test_one_suggestion_at_a_time_under_tab(nes_editor):
+    """#44, the rule: a next edit on screen keeps Tab. Ghost text answered while it shows, with the cursor where
+    the edit appeared (Alt+\\ asks), is not drawn, and Tab jumps to the edit. Typing dismisses the edit and ghost
+    text comes back; an edit that arrives while ghost text shows takes its place."""
+    ed = nes_editor
+    ed.nvim.input("2G^ciwtot")
+    assert ed.wait_for(ed.ghost, 10, "the suggestion")["text"] == "al"
+    ed.nvim.input("<Tab>")
+    ed.wait_for(lambda: ed.lines()[1] == "    total = 0", 5, "the accept")
+    edit = ed.wait_for(lambda: _edit(ed), 10, "the next edit after the accept")
+    assert edit["jump"] and ed.cursor() == (2, 9)
+    responses = ed.lua("return require('tabd').state.responses")
+    ed.nvim.input("<M-\\>")  # an invoked request: the fake has ` = 1` here
+    ed.wait_for(lambda: ed.lua("return require('tabd').state.responses") > responses, 5, "the invoked answer")
+    time.sleep(0.2)
+    assert ed.ghost() is None, "ghost text drawn beside a next edit"
+    assert _edit(ed) == edit
+    ed.nvim.input("<Tab>")  # the edit's: a jump, not the ghost text's accept
+    ed.wait_for(lambda: ed.cursor() == (5, 8), 5, "the jump")
+    assert ed.lines()[1] == "    total = 0" and ed.lines()[4] == "        count += 1"
+
+    # Typing dismisses the edit, and ghost text comes back.
+    ed.nvim.input("<Esc>")
+    ed.wait_for(lambda: ed.mode() == "n", 5, "normal mode")
+    ed.nvim.input("2G^ea")  # the cursor after `total`
+    ed.wait_for(lambda: ed.mode().startswith("i"), 5, "insert mode")
+    ed.lua("require('tabd.nes').request(2)")
+    ed.wait_for(lambda: _edit(ed), 10, "an edit in insert mode")
+    ed.nvim.input(" ")
+    ghost = ed.wait_for(ed.ghost, 10, "ghost text after typing")
+    assert ghost["text"] == "= 0  # typed" and _edit(ed) is None
+
+    # Ghost text on screen: an edit that arrives takes its place (the server asked after a pause).
+    ed.lua("require('tabd.nes').request(2)")
+    ed.wait_for(lambda: _edit(ed), 10, "the edit")
+    assert ed.ghost() is None, "ghost text left beside the edit"
+    assert ed.extmarks() == []
+    ed.nvim.input("<Tab>")
+    ed.wait_for(lambda: ed.cursor() == (5, 8), 5, "the jump")
+    assert ed.lines()[1] == "    total  = 0"
+
 
 needs_server = pytest.mark.skipif(not _real_server_available(), reason="tabd serve is not available in this build")
 

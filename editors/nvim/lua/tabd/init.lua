@@ -375,6 +375,11 @@ local function on_result(ctx_req, err, result)
       choices[#choices + 1] = { text = ghost.text, end_row = ghost.end_row, end_col = ghost.end_col, item = item }
     end
   end
+  -- One suggestion at a time under Tab (#44): a next edit on screen keeps Tab while the cursor stays where it was
+  -- shown; once the cursor has moved away, this ghost text wins and the edit goes.
+  if #choices > 0 and nes.holds_tab(buf) then
+    return
+  end
   if #choices > 0 then
     local first = choices[1]
     shown = {
@@ -963,11 +968,20 @@ local function client_config()
   }
 end
 
+-- Whether `vim.lsp.enable('tabd')` (0.11+, lsp/tabd.lua) starts the client: the plugin then starts none of its own
+-- and takes that one when it attaches (LspAttach).
+local function native_config_enabled()
+  return vim.lsp.is_enabled ~= nil and vim.lsp.is_enabled("tabd")
+end
+
 -- Attach tabd to a buffer, starting the server the first time.
 function M.attach(buf)
   buf = (buf == nil or buf == 0) and api.nvim_get_current_buf() or buf
   if attached[buf] and M.get_client() then
     return client_id
+  end
+  if native_config_enabled() then
+    return nil -- vim.lsp.enable's own FileType autocommand starts or reuses it; LspAttach brings it here
   end
   if type(M.config.cmd) == "table" and vim.fn.executable(M.config.cmd[1]) ~= 1 then
     M.state.last_error = "not executable: " .. tostring(M.config.cmd[1])
@@ -1160,6 +1174,9 @@ function M.setup(opts)
     ghost_shown = function()
       return shown ~= nil
     end,
+    hide_ghost = function()
+      M.clear()
+    end,
   })
   create_commands()
   local group = api.nvim_create_augroup("tabd", { clear = true })
@@ -1172,6 +1189,32 @@ function M.setup(opts)
       end
     end,
   })
+  if has("0.8") then
+    -- A client named tabd that the plugin did not start (vim.lsp.enable('tabd'), or a config of the user's own):
+    -- the plugin draws, accepts and asks for next edits through it as through its own.
+    api.nvim_create_autocmd("LspAttach", {
+      group = group,
+      callback = function(args)
+        local client = vim.lsp.get_client_by_id(args.data and args.data.client_id or -1)
+        if client and client.name == "tabd" and controls.wants(args.buf) then
+          client_id = client.id
+          on_attach(client, args.buf)
+        end
+      end,
+    })
+    api.nvim_create_autocmd("LspDetach", {
+      group = group,
+      callback = function(args)
+        local id = args.data and args.data.client_id
+        if id ~= nil and id == client_id then
+          attached[args.buf] = nil -- attached again by the next LspAttach (a restarted client)
+          if shown and shown.buf == args.buf then
+            M.clear()
+          end
+        end
+      end,
+    })
+  end
   -- Buffers already open that tabd wants.
   for _, buf in ipairs(api.nvim_list_bufs()) do
     if api.nvim_buf_is_loaded(buf) and controls.wants(buf) then

@@ -22,10 +22,11 @@ local HAS_INLINE_VIRT_TEXT = util.has("0.10")
 local METHOD_NOT_FOUND = -32601
 
 -- Set by init.lua: {get_client = fn() -> client|nil, active = fn(buf) -> bool, config = fn() -> table,
--- ghost_shown = fn() -> bool}
+-- ghost_shown = fn() -> bool, hide_ghost = fn()}
 local deps = nil
 
--- The edit on screen (or nil): {buf, client_id, text, srow, scol, erow, ecol, version, uri, command, tick}
+-- The edit on screen (or nil): {buf, client_id, text, srow, scol, erow, ecol, version, uri, command, tick, anchor}
+-- anchor: {row, col} of the cursor when it was shown (or jumped to): while the cursor is there, it keeps Tab.
 local shown = nil
 -- The request in flight: {client_id, request_id}
 local pending = nil
@@ -250,6 +251,12 @@ local function on_result(req, err, result)
     return
   end
   M.clear()
+  -- One suggestion at a time under Tab (#44): the edit, asked for after a pause, takes the place of ghost text
+  -- that would otherwise take Tab, and keeps it away while the cursor stays here (holds_tab).
+  if deps.ghost_shown() then
+    deps.hide_ghost()
+  end
+  e.anchor = { cursor() }
   shown = e
   render(e)
   M.state.shown = M.state.shown + 1
@@ -311,6 +318,20 @@ local function here(buf)
   return shown ~= nil and shown.buf == (buf or api.nvim_get_current_buf())
 end
 
+-- Whether the edit on screen in `buf` keeps Tab from ghost text now: the cursor is where the edit was shown (or
+-- where Tab jumped to it). A cursor moved elsewhere lets ghost text back, and the edit goes: one at a time.
+function M.holds_tab(buf)
+  if not here(buf) then
+    return false
+  end
+  local row, col = cursor()
+  if shown.anchor and shown.anchor[1] == row and shown.anchor[2] == col then
+    return true
+  end
+  M.clear()
+  return false
+end
+
 -- Whether the insert-mode key `lhs` goes to the next edit on screen (asked for after an accepted suggestion).
 function M.takes(lhs)
   return here() and config().enabled and config().accept_key == lhs
@@ -345,6 +366,7 @@ function M.tab()
   end
   if far(shown) then
     api.nvim_win_set_cursor(0, { shown.srow + 1, shown.scol })
+    shown.anchor = { cursor() }
     M.state.jumps = M.state.jumps + 1
     render(shown)
     return true
