@@ -1,10 +1,13 @@
 """The model as a source of next edits: it reads the user's recent edits and the window around the cursor, writes the
-window as it should be (predictor/edit_prompt.py), and the differences are the edits to propose.
+window as it should be (predictor/edit_prompt.py; or in the format of Sweep's or Zed's next-edit models,
+predictor/nes_formats.py), and the differences are the edits to propose.
 
   pairs_of   the history's last groups as the prompt's -/+ line pairs
   propose    the prompt, the model's answer (through a Writer the runtime gives), its line hunks narrowed to what
              changes, each with the model's confidence; the nearest to the cursor first, the others queued after it
              (each shifted as the ones before it leave the text), so Tab, Tab takes them in turn
+  FormatWriter  a Writer that names the format its engine reads (the runtime's, from --edit-format); a plain
+             Writer is asked in tabd's own
 
 What is never proposed: an edit that undoes the user's last change; text inserted right at the cursor (that is the
 inline completion's, already shown there); an answer that is not a whole window (cut by the budget, or lines lost);
@@ -17,12 +20,25 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable, Sequence
 
 from tabd.daemon.edits.history import Group
-from tabd.predictor.edit_prompt import (MAX_LINE_CHARS, EditPair, LineHunk, answer_budget, edit_prompt, line_hunks,
-                                        narrowed, read_answer, window, window_text)
+from tabd.predictor.edit_prompt import MAX_LINE_CHARS, EditPair, LineHunk, line_hunks, narrowed, window_text
+from tabd.predictor.nes_formats import TABD, EditContext, NesFormat
 
+Written = tuple[str, tuple[tuple[int, float], ...]]
 # (doc, prompt, token budget, background) -> (the text written, ((end offset in it, probability) per token)), or None
 # when the model could not run
-Writer = Callable[[str, str, int, bool], Awaitable[tuple[str, tuple[tuple[int, float], ...]] | None]]
+Writer = Callable[[str, str, int, bool], Awaitable[Written | None]]
+
+
+@dataclass(frozen=True)
+class FormatWriter:
+    """A Writer whose engine reads `fmt`: the prompt is built in that format, and `write` gets the format with it
+    (its stop strings, and whether the prompt goes as it is rather than as a FIM prefix)."""
+
+    fmt: NesFormat
+    write: Callable[[str, str, int, bool, NesFormat], Awaitable[Written | None]]
+
+    async def __call__(self, doc: str, prompt: str, budget: int, background: bool) -> Written | None:
+        return await self.write(doc, prompt, budget, background, self.fmt)
 
 
 @dataclass(frozen=True)
@@ -78,16 +94,19 @@ def undoes(text: str, start: int, end: int, new: str, last: Group | None) -> boo
 async def propose(writer: Writer, doc: str, path: str, text: str, cursor: int, groups: Sequence[Group],
                   min_confidence: float, background: bool) -> list[ModelEdit]:
     """The model's edits at this state, nearest the cursor first, each in the text the ones before it leave."""
-    win = window(text, cursor)
+    fmt = writer.fmt if isinstance(writer, FormatWriter) else TABD
+    win = fmt.window(text, cursor)
     body = text[win.start:win.end]
     if any(len(ln) > MAX_LINE_CHARS for ln in body.splitlines()) or window_text(win) != win.text:
         return []  # a line the prompt would cut: offsets in the answer would not be the document's
-    answer = await writer(doc, edit_prompt(path.rsplit("/", 1)[-1], pairs_of(text, groups), win), answer_budget(win),
-                          background)
+    last = groups[-1] if groups else None
+    ctx = EditContext(path.rsplit("/", 1)[-1], text, cursor, pairs_of(text, groups),
+                      (last.start, last.end, last.old) if last is not None and last.end <= len(text) else None)
+    answer = await writer(doc, fmt.prompt(ctx, win), fmt.budget(win), background)
     if answer is None:
         return []
     written, probs = answer
-    updated = read_answer(win, written)
+    updated = fmt.read(win, written)
     if updated is None:
         return []
     if not body.endswith("\n"):  # the last line of a document without a final newline: the window added one
@@ -95,7 +114,6 @@ async def propose(writer: Writer, doc: str, path: str, text: str, cursor: int, g
         body_cmp = body
     else:
         body_cmp = win.text
-    last = groups[-1] if groups else None
     found = []
     for hunk in line_hunks(body_cmp, updated):
         h = narrowed(body_cmp, hunk)
