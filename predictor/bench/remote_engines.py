@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 
+from tabd.predictor.bench import exits
 from tabd.predictor.types import GenSettings
 
 SNIPPET = '''import os
@@ -68,12 +69,15 @@ def run(backend, label: str, todo: list[tuple[str, str]], settings: GenSettings)
 def start_serve_model() -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen([sys.executable, "-m", "tabd.daemon", "serve-model", "--port", "0"],
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    said: list[str] = []
     for line in proc.stderr:
         m = re.search(r"listening on (http://\S+)", line)
         if m:
             threading.Thread(target=proc.stderr.read, daemon=True).start()
             return proc, m.group(1)
-    raise SystemExit("tabd serve-model did not start")
+        said.append(line)
+    # its last words first, then how it ended (a signal says what it means)
+    raise SystemExit("".join(said[-10:]) + exits.ended("serve-model", proc).replace("worker", "process", 1))
 
 
 def run_section(args: argparse.Namespace) -> dict:
