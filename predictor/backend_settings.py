@@ -26,6 +26,10 @@ class LocalSettings:
     max_kv_bytes: int = 256 << 20  # bytes those caches may hold together
     prefill_chunk: int | None = None  # tokens per prefill chunk; None: by the model's size (engine/chunking.py)
     lookup: bool | None = None  # verify prompt-lookup drafts several a pass: None per request, True/False always/never
+    # a request the user waits for (priority 0): the longest its prefill and its decode may take, in ms (0: no bound);
+    # a cold prompt that would not fit is run on the lines nearest the cursor, the decode stops with what it has
+    max_prompt_ms: float = 0.0
+    max_predict_ms: float = 0.0
 
 
 @dataclass(frozen=True)

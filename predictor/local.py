@@ -36,6 +36,50 @@ class PromptLayout:
     before_cursor: list[int] = field(default_factory=list)  # the context's and the prefix's ids, in the document's order
 
 
+SHORT_MIN_TOKENS = 32  # the shortest window a cold request runs on, whatever the budget: a line or two of code
+PRIOR_FLOPS = 30e9  # what the prefill speed is guessed from before any prefill ran: 2 x parameters a token at this rate
+
+
+class PrefillSpeed:
+    """How long a prefill takes here, per token: guessed from the model's size until measured, then a moving average
+    of the chunks run (their time includes the attention over what the cache held, as a real prompt's does)."""
+
+    WEIGHT = 0.3  # of the newest measurement
+
+    def __init__(self, parameters: int) -> None:
+        self.ms_per_token = 2 * max(1, parameters) / PRIOR_FLOPS * 1000
+        self.measured = 0
+
+    def ran(self, tokens: int, seconds: float) -> None:
+        if tokens < 8:  # a keystroke's few tokens say more about overheads than about the prefill's rate
+            return
+        ms = seconds * 1000 / tokens
+        self.ms_per_token = ms if not self.measured else (1 - self.WEIGHT) * self.ms_per_token + self.WEIGHT * ms
+        self.measured += 1
+
+    def ms(self, tokens: int) -> float:
+        return max(0, tokens) * self.ms_per_token
+
+    def tokens_in(self, ms: float) -> int:
+        return int(ms / max(1e-9, self.ms_per_token))
+
+
+def cut_to_lines(text: str, chars: int, from_end: bool) -> str:
+    """At most about `chars` characters of `text` in whole lines: the last lines (from_end) or the first ones.
+    The line at the cursor is kept whole even where it alone is longer (the cut would fall inside what the user
+    is typing)."""
+    if len(text) <= chars:
+        return text
+    if from_end:
+        start = len(text) - max(0, chars)
+        at = text.find("\n", start)
+        if at < 0 or at + 1 >= len(text):  # no line break after the cut: the cursor's line from its start
+            return text[text.rfind("\n", 0, len(text)) + 1 :] if "\n" in text else text
+        return text[at + 1 :]
+    at = text.rfind("\n", 0, max(0, chars))
+    return text[: at + 1] if at >= 0 else text.split("\n", 1)[0]
+
+
 class LocalBackend(CopyVerification, Backend):
     """Greedy FIM completion with a kept KV cache per document."""
 
@@ -54,6 +98,7 @@ class LocalBackend(CopyVerification, Backend):
 
         self.memory_bound = 4 * self.parameters > AUTO_FP32_BYTES  # decode streams more than it computes
         self.prefill_chunk = max(1, settings.prefill_chunk or generate.chunk_for(self.parameters))
+        self.prefill_speed = PrefillSpeed(self.parameters)  # what the prefill budget is judged by
         self.context = int(getattr(self.model.config, "max_position_embeddings", 2048) or 2048)
         # the runner's allocator looked up at each call: a hand-over swaps the runner
         self.pool = SlotPool(lambda capacity: self.runner.new_cache(capacity), self.context, settings.kv_reuse,
@@ -226,21 +271,35 @@ class LocalBackend(CopyVerification, Backend):
         lookup = self._lookup_now(self.threads.adjust())
         if settings.raw:
             return self._predict_raw(prefix, suffix, settings, should_stop, slot_id, lookup)
-        line = postprocess.CursorLine.of(prefix, suffix)
+        foreground = priority <= 0  # the budget is for a request the user waits for, not for background work
         layout = self.layout(prefix, suffix, settings.max_new_tokens, prompt_chunks(context))
+        short = self._short_window(prefix, suffix, layout, settings) if foreground else None
+        if short is not None:  # a cold prompt over the budget: the lines nearest the cursor, in a slot of their own
+            prefix, suffix, layout = short
+            slot_id, context = f"{slot_id}#short", ()
+        line = postprocess.CursorLine.of(prefix, suffix)
         ids = layout.ids
         t0 = time.perf_counter()
-        slot, reused, logits = self._prefill(slot_id, ids, should_stop)
+        try:
+            slot, reused, logits = self._prefill(slot_id, ids, should_stop)
+        except Interrupted:
+            if foreground:
+                self.pool.pin(slot_id)  # its chunks stay for when it resumes, whatever else runs meanwhile
+            raise
+        self.pool.unpin(slot_id)
         t1 = time.perf_counter()
 
         heal = layout.heal
         tokenizer = self.tokenizer
+        decode_budget = self.settings.max_predict_ms / 1000 if foreground else 0.0
 
         def go_on(tokens: list[int]) -> bool:
             if tokens[-1] in self.stop_ids:
                 return False
             if should_stop():
                 raise Interrupted()
+            if decode_budget and time.perf_counter() - t1 > decode_budget:
+                return False  # the budget is spent: the answer is what it has (llama.vim's t_max_predict_ms)
             text = tokenizer.decode(tokens)[len(heal) :]
             if postprocess.repeats(text):
                 return False
@@ -276,6 +335,7 @@ class LocalBackend(CopyVerification, Backend):
             engine=self.engine_name,
             torch_loaded="torch" in sys.modules,
             alternatives=(other,) if other.strip() and other != text else (),
+            window_chars=len(prefix) + len(suffix),
         )
 
     def _predict_raw(self, prefix: str, suffix: str, settings: GenSettings, should_stop: Callable[[], bool],
@@ -325,10 +385,43 @@ class LocalBackend(CopyVerification, Backend):
         slot, reused = self.pool.slot_for(slot_id, ids)
         reused = min(reused, len(ids) - 1)  # the model must run at least one token to give logits
         self.pool.cut(slot, reused)
+        last = time.perf_counter()
+
+        def ran(piece: list[int]) -> None:
+            nonlocal last
+            slot.ids.extend(piece)
+            now = time.perf_counter()
+            self.prefill_speed.ran(len(piece), now - last)
+            last = now
+
         # chunk by chunk, each kept as it is run: a pre-empted or cancelled prefill leaves its work for the next
-        # request sharing the prefix (typically the same document one keystroke on)
-        logits = generate.prefill(self.runner, ids[reused:], slot.cache, self.prefill_chunk, should_stop, slot.ids.extend)
+        # request sharing the prefix (typically the same document one keystroke on, or the same request resumed)
+        logits = generate.prefill(self.runner, ids[reused:], slot.cache, self.prefill_chunk, should_stop, ran)
         return slot, reused, logits
+
+    def _short_window(self, prefix: str, suffix: str, layout: PromptLayout,
+                      settings: GenSettings) -> tuple[str, str, PromptLayout] | None:
+        """(prefix, suffix, layout) of the lines nearest the cursor where the prompt's uncomputed part would take
+        longer to prefill than max_prompt_ms (a cold document), sized to fit it; None where the whole fits."""
+        budget = self.settings.max_prompt_ms
+        if not budget or not self.settings.kv_reuse:
+            return None
+        speed = self.prefill_speed
+        todo = len(layout.ids) - self.pool.held(layout.ids)
+        if speed.ms(todo) <= budget:
+            return None
+        fits = max(SHORT_MIN_TOKENS, speed.tokens_in(budget))
+        text_tokens = max(1, len(layout.ids) - layout.context_tokens)
+        per_token = (len(prefix) + len(suffix)) / text_tokens  # characters a token, in this prompt
+        head = cut_to_lines(prefix, int(fits * 0.75 * per_token), from_end=True)
+        tail = cut_to_lines(suffix, int(fits * 0.25 * per_token), from_end=False)
+        short = self.layout(head, tail, settings.max_new_tokens)
+        if len(short.ids) >= todo:
+            return None
+        held = self.pool.held(short.ids)
+        if held >= len(short.ids) - 1 or speed.ms(len(short.ids) - held) < speed.ms(todo):
+            return head, tail, short
+        return None
 
     def warm(
         self,

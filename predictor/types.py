@@ -52,6 +52,11 @@ class Prediction:
     # a remote engine: from sending the request to its first streamed token, at the client (the engine's queue, the
     # prefill of what it had not cached, the network); 0 where not measured (a local engine has no queue of others)
     first_token_ms: float = 0.0
+    # characters of the prompt window (prefix and suffix) the answer was computed on: fewer than the request's window
+    # where a cold prompt would not fit the prefill budget and the lines nearest the cursor were used (0: not told)
+    window_chars: int = 0
+    preemptions: int = 0  # times a newer request (of another document) stopped this run before it answered
+    paused_ms: float = 0.0  # ...and how long it waited behind them, put back in the queue
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,8 @@ def local_settings(config: Config) -> LocalSettings:
         threads=config.threads,
         trust_remote_code=config.trust_remote_code,
         kv_reuse=config.kv_reuse,
+        max_prompt_ms=float(config.max_prompt_ms),
+        max_predict_ms=float(config.max_predict_ms),
     )
 
 

@@ -1,5 +1,10 @@
 """Model runs by state key, for a request or a prefetch: started, shared while in flight, remembered when done,
-and cancelled when the user's document can no longer use them."""
+and cancelled when the user's document can no longer use them.
+
+A request of one document pre-empts an older request of another (scheduler.py); the older one resumes from
+its kept KV once the newer is done, unless the user is seen elsewhere since its pre-emption: a later request in
+another document, or a focus on one (`elsewhere`). Its KV progress stays in the backend either way.
+"""
 from __future__ import annotations
 
 from typing import Callable
@@ -35,8 +40,16 @@ class Computations:
             self.cancel(previous, "superseded")  # its waiters get an empty answer at once
 
     def request(self, comp: Computation) -> Computation:
+        self.elsewhere(comp.doc)
         self._foreground[comp.doc] = self._start(comp, FOREGROUND, "request", self.stats.model)
         return comp
+
+    def elsewhere(self, doc: str) -> None:
+        """The user is in `doc` (a request there, or a focus): the requests of other documents that a newer request
+        pre-empted stop instead of resuming; one never pre-empted goes on (it may be another pane's, still awaited)."""
+        for other, comp in list(self._foreground.items()):
+            if other != doc and comp.job is not None and comp.job.preemptions > 0:
+                self.cancel(comp, "elsewhere")
 
     def prefetch(self, comp: Computation) -> Computation:
         return self._start(comp, comp.depth, "prefetch", self.stats.prefetch)
@@ -44,7 +57,7 @@ class Computations:
     def _start(self, comp: Computation, priority: int, kind: str, tally: Tally) -> Computation:
         call = ModelCall(comp.window, comp.settings, comp.slot, comp.context)
         comp.job = self.jobs.start(call, priority, f"{kind}:{short_key(comp.key)}", tally,
-                                   lambda job, p: self._ended(comp, p), lambda: self._preempted(comp))
+                                   lambda job, p: self._ended(comp, p), lambda: self._preempted(comp), comp.doc)
         self.memory.started(comp)
         return comp
 
@@ -90,4 +103,5 @@ class Computations:
 
     def _preempted(self, comp: Computation) -> None:
         """On the model thread, as the scheduler requeues it."""
-        self.events.emit("prefetch", outcome="preempted", depth=comp.depth, key=short_key(comp.key), doc=comp.doc)
+        if comp.prefetch:
+            self.events.emit("prefetch", outcome="preempted", depth=comp.depth, key=short_key(comp.key), doc=comp.doc)

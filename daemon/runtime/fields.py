@@ -25,6 +25,10 @@ def prediction_fields(p: Prediction) -> dict[str, Any]:
            "context_tokens": p.context_tokens, "reuse": reuse_of(p)}
     if p.first_token_ms:  # a remote engine: the wait for its first token, what its load is read from
         out["first_token_ms"] = round(p.first_token_ms, 3)
+    if p.window_chars:  # the prompt window the answer was computed on (short: a cold prompt over the prefill budget)
+        out["window_chars"] = p.window_chars
+    if p.preemptions:  # a newer request of another document ran first; it waited paused_ms behind it
+        out["preemptions"], out["paused_ms"] = p.preemptions, round(p.paused_ms, 3)
     return out
 
 

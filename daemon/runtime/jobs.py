@@ -4,21 +4,26 @@ A run is a closure on the scheduler that asks the backend for one prompt
 window with the workspace context before it (predict, or warm for a prefill
 only). Its kind's Tally counts it started, then finished or cancelled, and
 each time a request pre-empted it; its end is reported on the event loop that
-started it, never on the model thread.
+started it, never on the model thread. A request answered from a short window
+(the prefill budget: predictor/local.py) sets going the whole window's prefill
+in the background, so the next keystroke finds it computed.
 """
 from __future__ import annotations
 
 import asyncio
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from tabd.cache.state import Window
 from tabd.daemon.context.chunk_store import EMPTY, Snapshot
+from tabd.daemon.runtime.events import EventLog
+from tabd.daemon.runtime.fields import warmup_fields
 from tabd.daemon.runtime.loaded_model import Model
 from tabd.daemon.runtime.scheduler import Job, Scheduler
 from tabd.predictor.types import Backend, ContextChunk, GenSettings, Interrupted, Prediction
 
+WHOLE_WARMUP_PRIORITY = 1  # as the warm-ups on open and focus (warmer.py): any request pre-empts it
 Ended = Callable[[Job, "Prediction | None"], None]  # the job, and what it computed (None: it failed or was cancelled)
 
 
@@ -47,6 +52,10 @@ class ModelCall:
     context: Snapshot = EMPTY
     warm: bool = False
 
+    def shortened(self, p: Prediction) -> bool:
+        """Whether `p` was computed on fewer lines than the window (the prefill budget's short window)."""
+        return not self.warm and 0 < p.window_chars < len(self.window.prefix) + len(self.window.suffix)
+
     def run(self, backend: Backend, should_stop: Callable[[], bool], priority: int = 0) -> Prediction | None:
         """priority: the scheduler's for the run (0 a request; a prefetch its depth), for an engine shared with others."""
         ask = backend.warm if self.warm else backend.predict
@@ -62,13 +71,17 @@ def chunks_of(context: Snapshot) -> list[ContextChunk]:
 
 
 class ModelJobs:
-    def __init__(self, scheduler: Scheduler, model: Model) -> None:
+    def __init__(self, scheduler: Scheduler, model: Model, events: EventLog | None = None) -> None:
         self.scheduler = scheduler
         self.model = model
+        self.events = events
+        self._warming: dict[str, Job] = {}  # slot -> the whole window's warm-up after a short-window answer
+        self.whole_warmups = 0  # of those, finished
 
     def start(self, call: ModelCall, priority: int, label: str, tally: Tally, ended: Ended,
-              preempted: Callable[[], None] = lambda: None) -> Job:
-        """Queue the run (the model must be loaded); `preempted` is told on the model thread, `ended` on this loop."""
+              preempted: Callable[[], None] = lambda: None, doc: str = "") -> Job:
+        """Queue the run (the model must be loaded); `preempted` is told on the model thread, `ended` on this loop;
+        `doc`: the document it is for (a request of another document pre-empts a request of it)."""
         backend = self.model.backend
         if backend is None:
             raise RuntimeError("no model is loaded")
@@ -76,19 +89,45 @@ class ModelJobs:
 
         def run(should_stop: Callable[[], bool]) -> Prediction | None:
             try:
-                return call.run(backend, should_stop, max(0, job.priority if job is not None else priority))
+                pred = call.run(backend, should_stop, max(0, job.priority if job is not None else priority))
             except Interrupted:
                 if job is None or not job.cancelled:  # stopped for a request, not for good: the scheduler requeues it
                     tally.preempted += 1
                     preempted()
                 raise
+            if pred is not None and job is not None and job.preemptions:
+                pred = replace(pred, preemptions=job.preemptions, paused_ms=job.paused_s * 1000)
+            if pred is not None and call.shortened(pred):
+                self._warm_whole(call)
+            return pred
 
-        job = self.scheduler.submit(run, priority, label)
+        job = self.scheduler.submit(run, priority, label, doc)
         tally.started += 1
         loop = asyncio.get_running_loop()
         done_job = job
         job.future.add_done_callback(lambda fut: loop.call_soon_threadsafe(self._ended, done_job, fut, tally, ended))
         return job
+
+    def _warm_whole(self, call: ModelCall) -> None:
+        """An answer from the lines nearest the cursor (a cold prompt over the prefill budget): prefill the whole
+        window in the background, so the next keystroke there reuses it. On the model thread; one per slot, the
+        newest (an older one's chunks are kept anyway)."""
+        backend = self.model.backend
+        if backend is None:
+            return
+        whole = replace(call, warm=True)
+        previous = self._warming.get(call.slot)
+        if previous is not None:
+            self.cancel(previous)
+
+        def run(should_stop: Callable[[], bool]) -> Prediction | None:
+            p = whole.run(backend, should_stop, WHOLE_WARMUP_PRIORITY)
+            self.whole_warmups += 1
+            if p is not None and self.events is not None:
+                self.events.emit("warmup", doc=call.slot, whole=True, **warmup_fields(p))
+            return p
+
+        self._warming[call.slot] = self.scheduler.submit(run, WHOLE_WARMUP_PRIORITY, f"warm-whole:{call.slot}")
 
     def cancel(self, job: Job) -> None:
         if not job.done():

@@ -5,6 +5,11 @@ one. A remote engine batches concurrent requests itself, so it may get a few.
 Foreground jobs (priority 0) pre-empt background prefetches between decode
 steps: the prefetch is put back in the queue and restarts later, cheaply,
 because the model keeps its KV cache. Cancelled jobs stop at the next step.
+Between documents, the newest request wins: a foreground job of one document
+stops at its next prefill chunk or decode step for a newer foreground job of
+another document, and is put back behind it (foreground jobs run newest
+first), to resume from the KV it kept once the newer one is done. Within one
+document the service already cancels the older state (supersede).
 The workers run below the LSP thread's OS priority (priority.py): a cache hit
 is answered on a core before a prefetch's next step.
 With several workers on an engine that does not order requests by priority,
@@ -31,15 +36,19 @@ class Cancelled(Exception):
 
 
 class Job:
-    def __init__(self, fn: Callable[[Callable[[], bool]], Any], priority: int, label: str = "") -> None:
+    def __init__(self, fn: Callable[[Callable[[], bool]], Any], priority: int, label: str = "", doc: str = "") -> None:
         self.fn = fn
         self.priority = priority
         self.label = label
+        self.doc = doc  # the document it is for ("": none; such a job neither pre-empts nor is pre-empted by one)
+        self.order = 0  # its place among foreground jobs: the higher, the newer (newest first)
         self.future: Future[Any] = Future()
         self.cancelled = False
         self.preemptions = 0
         self.queued_at = 0.0
-        self.started_at = 0.0
+        self.started_at = 0.0  # its first start (queue_ms is the wait for it)
+        self.paused_s = 0.0  # time spent put back in the queue after pre-emptions, behind newer work
+        self._paused_at = 0.0
         self.held = False  # it waited for a request to end before it could start (counted once)
 
     def done(self) -> bool:
@@ -70,25 +79,33 @@ class Scheduler:
 
     # -- queue ------------------------------------------------------------------
 
-    def submit(self, fn: Callable[[Callable[[], bool]], Any], priority: int, label: str = "") -> Job:
-        job = Job(fn, priority, label)
+    def submit(self, fn: Callable[[Callable[[], bool]], Any], priority: int, label: str = "", doc: str = "") -> Job:
+        job = Job(fn, priority, label, doc)
         job.queued_at = time.monotonic()
         with self._cond:
             if self._stopped:
                 job.future.set_exception(Cancelled("scheduler stopped"))
                 return job
-            heapq.heappush(self._heap, (priority, next(self._seq), job))
+            job.order = next(self._seq)
+            self._push(job)
             self._cond.notify()
         return job
 
+    def _push(self, job: Job) -> None:
+        """Queue the job: by priority, then a document's requests newest first (the user is where the latest request
+        is; a request put back after a pre-emption keeps its place among them), then the rest in order."""
+        rank = -job.order if job.priority <= FOREGROUND and job.doc else next(self._seq)
+        heapq.heappush(self._heap, (job.priority, rank, job))
+
     def promote(self, job: Job, priority: int) -> None:
-        """Raise a queued or running job's priority (a waiting request now needs it)."""
+        """Raise a queued or running job's priority (a waiting request now needs it: it counts as asked now)."""
         with self._cond:
             if job.done() or priority >= job.priority:
                 return
             job.priority = priority
+            job.order = next(self._seq)
             if job not in self.running:
-                heapq.heappush(self._heap, (priority, next(self._seq), job))
+                self._push(job)
                 self._cond.notify()
 
     def cancel(self, job: Job) -> None:
@@ -118,20 +135,28 @@ class Scheduler:
 
     # -- worker -----------------------------------------------------------------
 
-    def _foreground_waiting(self) -> bool:
+    def _foreground_waiting(self, newer_than: Job | None = None) -> bool:
+        """Whether a request waits in the queue; with `newer_than`, a request of another document asked after it."""
         with self._cond:
             for p, _, job in self._heap:
                 if p == FOREGROUND and job.priority == FOREGROUND and not job.cancelled and not job.done():
-                    return True
+                    if newer_than is None:
+                        return True
+                    if job.doc and job.doc != newer_than.doc and job.order > newer_than.order:
+                        return True
         return False
 
     def _should_stop(self, job: Job) -> bool:
         if job.cancelled or self._stopped:
             return True
-        if job.priority == FOREGROUND:
-            return False
+        if len(self.running) < self.workers:
+            return False  # a free worker takes whatever waits
+        if job.priority <= FOREGROUND:
+            # a request yields to a newer request of another document (the newest state within one is the
+            # service's: it cancels the older); one for no document (an edit score) never stops for them
+            return job.priority == FOREGROUND and bool(job.doc) and self._foreground_waiting(newer_than=job)
         # a prefetch yields only when a request waits and no worker is free for it
-        return len(self.running) >= self.workers and self._foreground_waiting()
+        return self._foreground_waiting()
 
     def hush(self, seconds: float) -> None:
         """Background jobs start no sooner than `seconds` from now (foreground ones start at once): an answer was
@@ -184,7 +209,12 @@ class Scheduler:
                         self._settle(job, exc=exc)
 
     def _run(self, job: Job) -> None:
-        job.started_at = time.monotonic()
+        now = time.monotonic()
+        if job.started_at == 0.0:
+            job.started_at = now
+        elif job._paused_at:
+            job.paused_s += now - job._paused_at
+            job._paused_at = 0.0
         try:
             self._call(job)
         finally:
@@ -202,7 +232,8 @@ class Scheduler:
                     self._settle(job, exc=Cancelled(job.label))
                 else:
                     job.preemptions += 1
-                    heapq.heappush(self._heap, (job.priority, next(self._seq), job))
+                    job._paused_at = time.monotonic()
+                    self._push(job)
             return
         except BaseException as exc:  # the job's error goes to whoever waits for it
             with self._cond:

@@ -132,7 +132,7 @@ class CompletionService:
         planned = RecentKeys(PLANNED_KEYS)
         self.requests = RequestBuilder(config, model, self.workspace, planned.__contains__)
         self.memory = Memory(config)
-        jobs = ModelJobs(scheduler, model)
+        jobs = ModelJobs(scheduler, model, events)
         self.computations = Computations(jobs, self.memory, self.stats, events)
         self.speculator = Speculator(config, self.requests, self.memory, self.computations, self.stats, events,
                                      self.workspace.current, planned)
@@ -439,7 +439,9 @@ class CompletionService:
         self.workspace.closed(doc)
 
     def focus(self, doc: str, state: DocState) -> Snapshot:
-        """The user moved here (tabd/focus): pick the context now and warm the prompt up."""
+        """The user moved here (tabd/focus): pick the context now and warm the prompt up; the requests of other
+        documents that a newer request pre-empted stop instead of resuming."""
+        self.computations.elsewhere(doc)
         return self.workspace.focus(doc, state)
 
     def context_of(self, doc: str) -> Snapshot:

@@ -15,6 +15,7 @@ from typing import Callable
 from tabd.predictor.engine.kvcache import KVCache
 
 FORK_MIN_TOKENS = 4  # copy another slot's prefix when it holds more than this many more of the prompt
+MAX_PINNED = 4  # pre-empted requests whose slots are kept from eviction
 
 
 @dataclass
@@ -46,6 +47,25 @@ class SlotPool:
         self.max_kv_bytes = max_kv_bytes
         self.slots: dict[str, Slot] = {}
         self.kv_copies = 0  # forks of one slot's prefix into another (copy-on-write)
+        # slots of requests a newer one pre-empted, oldest first: kept from eviction until they resume
+        self.pinned: list[str] = []
+
+    def pin(self, slot_id: str) -> None:
+        """Keep the slot while its run waits to resume (at most MAX_PINNED: the oldest pin goes first)."""
+        if slot_id in self.pinned:
+            self.pinned.remove(slot_id)
+        self.pinned.append(slot_id)
+        del self.pinned[:-MAX_PINNED]
+
+    def unpin(self, slot_id: str) -> None:
+        if slot_id in self.pinned:
+            self.pinned.remove(slot_id)
+
+    def held(self, ids: list[int]) -> int:
+        """How many of `ids` the best kept slot holds (what a request for them would reuse), changing nothing."""
+        if not self.kv_reuse:
+            return 0
+        return max((common_prefix(s.ids, ids) for s in list(self.slots.values()) if s.cache is not None), default=0)
 
     def new_cache(self, length: int) -> KVCache:
         return self._allocate(min(self.context, length + 64))
@@ -85,7 +105,7 @@ class SlotPool:
         max_kv_bytes; the slots in `keep` (by id) stay."""
         while self.slots:
             over = len(self.slots) + int(adding) > self.max_slots or self.kv_bytes() > self.max_kv_bytes
-            victims = [k for k, v in self.slots.items() if id(v) not in keep]
+            victims = [k for k, v in self.slots.items() if id(v) not in keep and k not in self.pinned]
             if not over or not victims:
                 return
             del self.slots[min(victims, key=lambda k: self.slots[k].used)]
