@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from tabd.predictor.engine import torchlibs
 
-torchlibs.preload()  # before `import torch`, which then finds them loaded
+torchlibs.load_torch()  # libraries first, then `import torch`, with process exit held until both are done
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
