@@ -366,7 +366,7 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
         ls.pending_messages.extend(ls.exclusion.problems)
         ls.service = CompletionService(ls.config, ls.backend_factory, ls.events)
         ls.edits = EditService(ls.service.score, ls.config.edit_min_confidence,
-                               writer=ls.service.write_edit if ls.config.edit_sources != "propagation" else None,
+                               writer=ls.service.edit_writer() if ls.config.edit_sources != "propagation" else None,
                                model_min_confidence=ls.config.edit_model_min_confidence,
                                propagate=ls.config.edit_sources != "model") if ls.config.inline_edits else None
         ls.roots = workspace_roots(params)

@@ -117,6 +117,7 @@ class RemoteBackend(Backend):
 
     engine_name = "remote"
     stops_below = True
+    plain_prompts = True
 
     def __init__(self, settings: RemoteSettings) -> None:
         url = settings.url
@@ -297,6 +298,8 @@ class RemoteBackend(Backend):
         """The route and JSON body; workspace context where the server takes it (input_extra), else as prompt text."""
         info = self.info or ServerInfo()
         context = prompt_chunks(context)  # the lookup-only files are the local backend's to copy from
+        if settings.plain:
+            return "/v1/completions", self._plain_body(prefix, settings, priority)
         if self.route == "infill":
             body = {"input_prefix": prefix, "input_suffix": suffix, "prompt": "", "n_predict": settings.max_new_tokens,
                     "temperature": 0, "top_k": 1, "stream": True, "cache_prompt": True}
@@ -327,6 +330,24 @@ class RemoteBackend(Backend):
         if self.orders_by_priority:
             body["priority"] = priority
         return "/v1/completions", body
+
+    def _plain_body(self, prompt: str, settings: GenSettings, priority: int) -> dict:
+        """A next-edit prompt in its model's own format (GenSettings.plain): the text as it is, whatever the route
+        and FIM template, ended at the format's stop strings."""
+        info = self.info or ServerInfo()
+        body: dict[str, Any] = {"prompt": prompt, "max_tokens": settings.max_new_tokens, "temperature": 0,
+                                "stream": True}
+        if self.model:
+            body["model"] = self.model
+        if settings.stop:
+            body["stop"] = list(settings.stop)
+        if info.infill or info.owned_by == "llamacpp":
+            body["cache_prompt"] = True  # llama-server keeps the prompt's keys: a chain's prompts share their head
+        if self.asks_logprobs and info.owned_by != "tabd":
+            body["logprobs"] = 0
+        if self.orders_by_priority:
+            body["priority"] = priority
+        return body
 
     def predict(
         self,

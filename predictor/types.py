@@ -22,12 +22,17 @@ class GenSettings:
     # a remote engine stops decoding once the suggestion's joint probability is under this: no more of it would be
     # shown (the --min-confidence of an automatic request; 0: to the end); Backend.stops_below says who honours it
     stop_below: float = 0.0
+    # a next-edit prompt in another model's format (predictor/nes_formats.py): sent as it is, a plain completion with
+    # no FIM template around it, and ended at these strings (Backend.plain_prompts says who can)
+    plain: bool = False
+    stop: tuple[str, ...] = ()
 
     def tag(self) -> str:
         """The part of the cache key that generation settings decide."""
         return (f"greedy;n={self.max_new_tokens};ml={int(self.multiline)};l={self.max_lines};lk={self.lookup_min_p}"
                 f";nm={int(self.known_names)}" + (";raw" if self.raw else "")
-                + (f";sb={self.stop_below:g}" if self.stop_below else ""))
+                + (f";sb={self.stop_below:g}" if self.stop_below else "") + (";plain" if self.plain else "")
+                + (f";stop={self.stop!r}" if self.stop else ""))
 
 
 @dataclass(frozen=True)
@@ -103,6 +108,9 @@ class Backend(Protocol):
     # it honours GenSettings.stop_below (a remote engine, whose decode is others' time too); an engine in this process
     # decodes on, and its full text answers a later invoked request from the cache
     stops_below: bool = False
+    # it sends a GenSettings.plain prompt as it is, with its stop strings (a remote engine's /v1/completions); an
+    # engine in this process lays every prompt out in its FIM template
+    plain_prompts: bool = False
 
     def predict(self, prefix: str, suffix: str, settings: GenSettings, should_stop: Callable[[], bool] = ...,
                 slot_id: str = "default", context: Sequence["ContextChunk"] = (), priority: int = 0) -> Prediction:

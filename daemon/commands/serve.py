@@ -7,12 +7,13 @@ Files (--log, --record) are opened before serving, so a bad path fails here.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
 
 from tabd.daemon.runtime.backends import make_backend
-from tabd.daemon.runtime.config import ConfigError
+from tabd.daemon.runtime.config import Config, ConfigError
 from tabd.daemon.runtime.events import EventLog, LogFile
 from tabd.daemon.runtime.options import add_model_arguments, add_serve_arguments, config_from_args, parse_host_port
 
@@ -27,6 +28,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
 
 
+def edit_format_rules(config: Config) -> Config:
+    """--edit-format sweep or zeta: a model that serves that format is why it was given, so it writes edits
+    (--edit-sources both, unless model was said); only a remote engine can serve it (ConfigError otherwise)."""
+    if config.edit_format == "tabd":
+        return config
+    if config.backend != "openai":
+        raise ConfigError(f"--edit-format {config.edit_format} needs --backend openai --url URL: an engine serving "
+                          f"that model (the {config.backend} backend runs tabd's own prompts only)")
+    return dataclasses.replace(config, edit_sources="both") if config.edit_sources == "propagation" else config
+
+
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, stream=sys.stderr,
                         format="tabd %(levelname)s %(name)s: %(message)s")
@@ -37,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     try:
-        config = config_from_args(args)
+        config = edit_format_rules(config_from_args(args))
         tcp = parse_host_port(args.tcp, args.allow_remote, "--tcp") if args.tcp else None
         metrics_addr = parse_host_port(args.metrics, args.allow_remote, "--metrics") if args.metrics else None
     except (ConfigError, ValueError) as exc:

@@ -26,6 +26,7 @@ from tabd.predictor import pairs
 from tabd.cache.state import DocState, Window
 from tabd.daemon.context.chunk_store import Snapshot, TextSource
 from tabd.daemon.context.languages import block_openers, comment_of
+from tabd.daemon.edits.model_source import FormatWriter, Writer
 from tabd.daemon.runtime.activity import Listeners
 from tabd.daemon.runtime.answer import DEBOUNCED, SUPERSEDED, Answer, Outcome
 from tabd.daemon.runtime.computation import Computation
@@ -45,6 +46,7 @@ from tabd.daemon.runtime.speculator import RecentKeys, Speculator
 from tabd.daemon.runtime.stats import Stats
 from tabd.daemon.runtime.warmer import Warmer
 from tabd.daemon.runtime.workspace import Workspace, context_options
+from tabd.predictor.nes_formats import TABD, NesFormat, format_named
 from tabd.predictor.types import Backend, GenSettings, Prediction
 
 __all__ = ["Answer", "CompletionService", "HUSH_S", "settle_heap"]
@@ -142,6 +144,7 @@ class CompletionService:
         self.reporter = Reporter(config, self.stats, model, scheduler, self.memory, self.speculator, self.debounce,
                                  self.waits, self.workspace, handover)
         self._pending_after: list[Callable[[], None]] = []
+        self._plain_refused = False  # --edit-format's warning, said once
 
     # -- the model --------------------------------------------------------------------------
 
@@ -181,17 +184,32 @@ class CompletionService:
             return 0.0
         return spelled_probability(pred, text)
 
-    async def write_edit(self, doc: str, prompt: str, budget: int,
-                         background: bool) -> tuple[str, tuple[tuple[int, float], ...]] | None:
-        """The model's answer to a next-edit prompt (predictor/edit_prompt.py) as written, with its tokens'
-        probabilities; None where it cannot run. Its own slot: the edit prompt's keys and values are kept for the
-        next one (a chain's prompts share their head)."""
+    def edit_writer(self) -> Writer:
+        """The model as a next-edit writer (daemon/edits/model_source.py): in tabd's own prompt format, or in the one
+        --edit-format names (Sweep's, Zeta's), which the model source then builds its prompts in."""
+        fmt = format_named(self.config.edit_format)
+        return self.write_edit if fmt is TABD else FormatWriter(fmt, self.write_edit)
+
+    async def write_edit(self, doc: str, prompt: str, budget: int, background: bool,
+                         fmt: NesFormat = TABD) -> tuple[str, tuple[tuple[int, float], ...]] | None:
+        """The model's answer to a next-edit prompt (predictor/edit_prompt.py, or `fmt`'s) as written, with its
+        tokens' probabilities; None where it cannot run. Its own slot: the edit prompt's keys and values are kept for
+        the next one (a chain's prompts share their head). A format of another model's goes to the engine as it is
+        (a plain completion, no FIM suffix) with its stop strings; an answer that used the whole budget was cut
+        before its end, and is none."""
         if not await self.model.ready() or self.model.backend is None:
             return None
         backend = self.model.backend
         if not backend.writes_edits:
             return None
-        settings = GenSettings(max_new_tokens=budget, lookup_min_p=0.0, known_names=False, raw=True)
+        if fmt.plain and not backend.plain_prompts:
+            if not self._plain_refused:
+                self._plain_refused = True
+                logger.warning("--edit-format %s needs --backend openai (an engine serving that model); the model "
+                               "writes no edits here", fmt.name)
+            return None
+        settings = GenSettings(max_new_tokens=budget, lookup_min_p=0.0, known_names=False, raw=True, plain=fmt.plain,
+                               stop=fmt.stops)
 
         def run(should_stop: Callable[[], bool]) -> Prediction:
             return backend.predict(prompt, "", settings, should_stop, slot_id=f"{doc}#nes", priority=int(background))

@@ -152,6 +152,12 @@ class Config:
         0.5, "an edit the model writes is shown only if the mean probability of the tokens that write it is at least P",
         flag="--edit-model-min-confidence", metavar="P", init="editModelMinConfidence", bounds=(0, 1),
         see="Next-edit suggestions")
+    edit_format: str = setting(
+        "tabd", "the prompt format of the model that writes next edits: tabd (the embedded model's own), sweep (Sweep's "
+                "next-edit models, sweepai/sweep-next-edit-1.5B or -0.5B) or zeta (Zed's Zeta); sweep and zeta need "
+                "--backend openai in front of an engine serving that model, and make --edit-sources both unless it "
+                "says model", flag="--edit-format", init="editFormat", choices=("tabd", "sweep", "zeta"),
+        see="Next-edit suggestions")
     known_names: bool = setting(
         True, "gate a suggestion that finishes the word at the cursor into a name the window or the open files "
               "already spell like any other (by default it is shown at least to the end of the name)",
