@@ -1,17 +1,24 @@
 """The next-edit service: the edit to show at a cursor, from memory when it was speculated, and what the user did.
 
-  suggest   the edit at (text, cursor): memory first (keyed by document state), else propagation (propagation.py),
-            scored by the model when a gate is set, else, once the user pauses, the edits the model writes
-            (model_source.py); then the state after accepting it is computed ahead, so the Tab after this one is
-            answered from memory (the chain of a rename across call sites, or the model's other edits)
-  edited    each didChange edit: the history (history.py), the accept it may be, an implicit reject when the user
-            edits elsewhere while an edit is shown
-  accept / reject / shown   the client's reports (tabd.acceptInlineEdit, tabd.rejectInlineEdit, didShowInlineEdit)
+  suggest   the edit at (text, cursor): memory first (keyed by document state), else propagation (propagation.py:
+            the user's recent edits as a transformation, synthesis.py), scored by the model when a gate is set, else,
+            once the user pauses, the edits the model writes (model_source.py); then the state after accepting it is
+            computed ahead, so the Tab after this one is answered from memory (the chain of a change across its
+            places, or the model's other edits). A request made while the user may still be typing at the end of the
+            change is held until the pause, then answered, or answered empty once the next edit comes.
+  edited    each didChange edit: the history (history.py), the accept it may be (the shown edit applied, however the
+            client trimmed the change), an implicit reject when the user edits elsewhere while an edit is shown
+  accept / reject / shown   the client's reports (tabd.acceptInlineEdit, tabd.rejectInlineEdit, didShowInlineEdit);
+            a rejected edit's transformation is not proposed again in that document
+
+After an accept, the next edit is remembered for the whole of the lines the edit touched, not one cursor: clients
+leave the cursor at the end of the new text (tabd's), of the old range (copilot-lsp) or of the line (sidekick.nvim).
 
 Plain strings and offsets in, EditSuggestion out: the LSP layer converts positions.
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import time
@@ -23,10 +30,12 @@ from cachetools import LRUCache
 from tabd.daemon.edits import model_source
 from tabd.daemon.edits.history import DocHistory, Group
 from tabd.daemon.edits.model_source import Writer
-from tabd.daemon.edits.propagation import Proposal, next_site, propose, still_typing
+from tabd.daemon.edits.propagation import PAUSE_S, Proposal, propose, still_typing
+from tabd.daemon.edits.synthesis import Transformation, next_site
 
 # (doc, prefix, suffix, new) -> the model's probability of writing `new` there (0..1)
 Scorer = Callable[[str, str, str, str, bool], Awaitable[float]]
+Sleeper = Callable[[float], Awaitable[None]]
 CACHED = 512  # speculated and answered states kept
 SHOWN_KEPT = 256  # ids the client may still accept or reject
 MEASURED = 4  # edits shown before their acceptance decides how far ahead to compute
@@ -43,6 +52,7 @@ class EditSuggestion:
     source: str  # "propagation" or "model"
     origin: str  # "cache" when answered from memory, else "computed"
     confidence: float | None = None  # the model's score, None where no gate ran
+    old: str = ""  # the text the range holds (to know the edit when a client applies it trimmed)
 
 
 @dataclass
@@ -59,28 +69,41 @@ class EditStats:
     model_found: int = 0  # of those, answers with an edit to show
     speculated: int = 0
     stale: int = 0  # requests naming a version the server no longer has
+    held: int = 0  # requests held until the user's pause
+    superseded: int = 0  # held requests answered empty because the user went on editing
+    accepted_unreported: int = 0  # of the accepted, those seen in the document only (clients that run no command)
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
 
 
+def digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
 def state_key(doc: str, text: str, cursor: int) -> tuple[str, bytes, int]:
-    return doc, hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest(), cursor
+    return doc, digest(text), cursor
 
 
 class EditService:
     def __init__(self, scorer: Scorer | None = None, min_confidence: float = 0.0,
                  clock: Callable[[], float] = time.monotonic, writer: Writer | None = None,
-                 model_min_confidence: float = 0.5, propagate: bool = True) -> None:
+                 model_min_confidence: float = 0.5, propagate: bool = True, sleep: Sleeper = asyncio.sleep) -> None:
         self.scorer = scorer
         self.min_confidence = min_confidence
         self.writer = writer  # the model edit source; None: propagation alone
         self.model_min_confidence = model_min_confidence
         self.propagate = propagate  # False: the model alone proposes (a baseline `tabd bench edits` measures)
         self.clock = clock
+        self.sleep = sleep
         self.histories: dict[str, DocHistory] = {}
         # state -> what to show there (None: nothing), with the substitution that made it
         self.memory: LRUCache[tuple[str, bytes, int], tuple[Proposal, float | None] | None] = LRUCache(CACHED)
+        # the state an accepted edit leaves -> its next edit, for a cursor anywhere on the lines (first, last) it touched
+        self.chain: LRUCache[tuple[str, bytes], tuple[tuple[Proposal, float | None] | None, int, int]] = LRUCache(CACHED)
+        self.expected: dict[str, tuple[bytes, str]] = {}  # doc -> (the text once the shown edit is applied, its id)
+        self.active: dict[str, Transformation] = {}  # doc -> the transformation being walked (its last edit taken)
+        self.rejected: dict[str, set[tuple[object, ...]]] = {}  # doc -> transformations the user turned down
         self.issued: LRUCache[str, EditSuggestion] = LRUCache(SHOWN_KEPT)
         self.made: LRUCache[str, Proposal] = LRUCache(SHOWN_KEPT)  # id -> the proposal (its substitution) behind it
         self.showing: dict[str, EditSuggestion] = {}  # doc -> the edit last answered there
@@ -97,35 +120,76 @@ class EditService:
         history.edited(start, removed, inserted, self.clock())
         shown = self.showing.get(doc)
         if shown is None:
+            self.active.pop(doc, None)  # the user's own edit: what they do next is learned from it
             return
-        if start == shown.start and start + len(removed) == shown.end and inserted == shown.text:
-            history.mark_done()  # the edit shown, applied by the client: a done rename, whatever the clock says
+        if _same_edit(shown, start, removed, inserted):
+            self._taken(doc, shown)  # the edit shown, applied by the client (trimmed or not): done, however recent
             return
         self.showing.pop(doc, None)
+        self.expected.pop(doc, None)
+        self.active.pop(doc, None)
         if start + len(removed) <= shown.start or start >= shown.end:
             self.stats.implicit_rejects += 1  # the user edits elsewhere while the edit is shown
 
-    def closed(self, doc: str) -> None:
-        self.histories.pop(doc, None)
+    def _taken(self, doc: str, edit: EditSuggestion) -> None:
+        """The edit shown is now in the document: the chain goes on with its transformation."""
+        history = self.histories.get(doc)
+        if history is not None:
+            history.mark_done()
         self.showing.pop(doc, None)
-        self.names.pop(doc, None)
-        for key in [k for k in self.memory if k[0] == doc]:
+        self.expected.pop(doc, None)
+        if self.issued.pop(edit.id, None) is not None:  # no tabd.acceptInlineEdit came (copilot-lsp runs none)
+            self.stats.accepted += 1
+            self.stats.accepted_unreported += 1
+        made = self.made.get(edit.id)
+        if made is not None and made.transformation is not None:
+            self.active[doc] = made.transformation
+
+    def closed(self, doc: str) -> None:
+        for kept in (self.histories, self.showing, self.names, self.expected, self.active, self.rejected):
+            kept.pop(doc, None)  # type: ignore[attr-defined]
+        self._forget(doc)
+
+    def _forget(self, doc: str, signature: tuple[object, ...] | None = None) -> None:
+        """Memory of this document (of one transformation's proposals only, when a signature is given)."""
+        def matches(found: tuple[Proposal, float | None] | None) -> bool:
+            t = found[0].transformation if found else None
+            return signature is None or (t is not None and t.signature == signature)
+
+        for key in [k for k, v in self.memory.items() if k[0] == doc and matches(v)]:
             del self.memory[key]
+        for ckey in [k for k, v in self.chain.items() if k[0] == doc and matches(v[0])]:
+            del self.chain[ckey]
 
     def accept(self, edit_id: str) -> bool:
         edit = self.issued.pop(edit_id, None)
         if edit is None:
             return False
         self.stats.accepted += 1
+        made = self.made.get(edit_id)
+        if made is not None and made.transformation is not None:
+            self.active[edit.doc] = made.transformation
         return True
 
     def reject(self, edit_id: str) -> bool:
+        """The user turned the edit down: it is forgotten, and its transformation is not proposed in that document
+        again."""
         edit = self.issued.pop(edit_id, None)
         if edit is None:
             return False
         self.stats.rejected += 1
         if self.showing.get(edit.doc) is edit:
             self.showing.pop(edit.doc, None)
+            self.expected.pop(edit.doc, None)
+        self.active.pop(edit.doc, None)
+        made = self.made.get(edit_id)
+        signature = made.transformation.signature if made is not None and made.transformation is not None else None
+        if signature is not None:
+            self.rejected.setdefault(edit.doc, set()).add(signature)
+            self._forget(edit.doc, signature)
+        else:  # a model edit: this answer is forgotten
+            for key in [k for k, v in self.memory.items() if k[0] == edit.doc and v and v[0] == made]:
+                del self.memory[key]
         return True
 
     def shown(self, edit_id: str) -> bool:
@@ -142,12 +206,27 @@ class EditService:
     def recall(self, doc: str, version: int, text: str, cursor: int) -> tuple[EditSuggestion | None] | None:
         """(the edit, or None for "no edit") when memory holds the answer at this state; None when it must be
         computed (suggest)."""
+        self._seen(doc, text)
         key = state_key(doc, text, cursor)
-        if key not in self.memory:
-            return None
+        if key in self.memory:
+            found = self.memory[key]
+        else:
+            chained = self.chain.get(key[:2])
+            if chained is None or not chained[1] <= text.count("\n", 0, cursor) <= chained[2]:
+                return None
+            found = chained[0]
         self.stats.requests += 1
         self.stats.from_memory += 1
-        return (self._issue(doc, version, self.memory[key], "cache"),)
+        return (self._issue(doc, version, text, found, "cache"),)
+
+    def _seen(self, doc: str, text: str) -> None:
+        """The document as a request finds it: when it is the shown edit applied, that edit was taken (a client that
+        applies edits itself, however its didChange cut the change)."""
+        expected = self.expected.get(doc)
+        if expected is not None and expected[0] == digest(text):
+            shown = self.showing.get(doc)
+            if shown is not None and shown.id == expected[1]:
+                self._taken(doc, shown)
 
     def as_ghost_text(self, doc: str, version: int, text: str, cursor: int) -> EditSuggestion | None:
         """The edit remembered at this state, as an inline completion can show it: when it lies on the cursor's line
@@ -166,7 +245,7 @@ class EditService:
             return None
         self.stats.requests += 1
         self.stats.from_memory += 1
-        return self._issue(doc, version, (replace(p, start=cursor, end=eol, text=new_rest), found[1]), "cache")
+        return self._issue(doc, version, text, (replace(p, start=cursor, end=eol, text=new_rest), found[1]), "cache")
 
     async def suggest(self, doc: str, version: int, text: str, cursor: int, name: str = "") -> EditSuggestion | None:
         """The edit to show at `cursor` in `text` (the document at `version`), or None; `name`: the file's name, which
@@ -177,25 +256,46 @@ class EditService:
         if recalled is not None:
             return recalled[0]
         self.stats.requests += 1
-        found = await self._compute(doc, text, cursor, background=False)
-        if found is not None or not self._typing(doc, text, cursor):
-            # "nothing while you type" is not kept: after a pause the same state has an edit
-            self.memory[state_key(doc, text, cursor)] = found
-        return self._issue(doc, version, found, "computed")
+        history = self.histories.get(doc)
+        last = history.last if history is not None else None
+        wait = self._pause_left(doc, text, cursor)
+        found = await self._compute(doc, text, cursor, background=False, at=self.clock() + wait, model=wait <= 0)
+        if wait > 0:
+            # held: the user may still be typing the change. Computed now, shown once they pause, unless they edit on
+            self.stats.held += 1
+            await self.sleep(wait)
+            history = self.histories.get(doc)
+            if history is None or history.last is not last:
+                self.stats.superseded += 1
+                return None
+            if found is None:
+                found = await self._compute(doc, text, cursor, background=False)
+        self.memory[state_key(doc, text, cursor)] = found
+        return self._issue(doc, version, text, found, "computed")
 
-    def _issue(self, doc: str, version: int, found: tuple[Proposal, float | None] | None,
+    def _pause_left(self, doc: str, text: str, cursor: int) -> float:
+        """Seconds until the user's pause, while they may still be typing at the end of their change; else 0."""
+        history = self.histories.get(doc)
+        group = history.last if history is not None else None
+        if group is None or group.end > len(text) or not still_typing(text, group, cursor, self.clock()):
+            return 0.0
+        return max(0.0, group.last_t + PAUSE_S - self.clock())
+
+    def _issue(self, doc: str, version: int, text: str, found: tuple[Proposal, float | None] | None,
                origin: str) -> EditSuggestion | None:
-        sub = found[0].substitution if found else None
-        self.last = {"origin": origin, "source": found[0].source if found else "none", "kind": sub.kind if sub else ""}
+        self.last = {"origin": origin, "source": found[0].source if found else "none",
+                     "kind": found[0].kind if found else ""}
         if found is None:
             self.showing.pop(doc, None)
+            self.expected.pop(doc, None)
             return None
         proposal, confidence = found
         edit = EditSuggestion(str(next(self._ids)), doc, version, proposal.start, proposal.end, proposal.text,
-                              proposal.source, origin, confidence)
+                              proposal.source, origin, confidence, text[proposal.start:proposal.end])
         self.issued[edit.id] = edit
         self.made[edit.id] = proposal
         self.showing[doc] = edit
+        self.expected[doc] = (digest(self.applied(edit, text)[0]), edit.id)
         self.stats.suggested += 1
         return edit
 
@@ -218,17 +318,19 @@ class EditService:
         made = self.made.get(edit.id)
         if made is None:
             return
-        start, end, new, sub, rest = edit.start, edit.end, edit.text, made.substitution, made.rest
+        start, end, new, t, rest = edit.start, edit.end, edit.text, made.transformation, made.rest
         history = self.histories.get(edit.doc)
+        name = self.names.get(edit.doc, "")
         for _ in range(self.depth()):
             removed = text[start:end]
             text, cursor = text[:start] + new + text[end:], start + len(new)
             key = state_key(edit.doc, text, cursor)
             found = self.memory.get(key) if key in self.memory else None
             if key not in self.memory:
-                if sub is not None:
-                    found = await self._gate(edit.doc, text, next_site(text, replace(sub, at=start), cursor),
-                                             background=True)
+                if t is not None:
+                    site = next_site(text, t, cursor, name, (start, start + len(new)))
+                    proposal = Proposal(site.start, site.end, site.text, t) if site is not None else None
+                    found = await self._gate(edit.doc, text, proposal, background=True)
                 elif rest:
                     found = (Proposal(*rest[0][:3], None, "model", rest[1:]), rest[0][3])
                 else:  # the model's answer is used up: ask it again there, the accepted edit its newest
@@ -236,20 +338,28 @@ class EditService:
                     found = await self._model(edit.doc, text, cursor, history.groups, background=True)
                 self.memory[key] = found
                 self.stats.speculated += 1
+            first = text.count("\n", 0, start)
+            self.chain[key[:2]] = (found, first, first + max(new.count("\n"), removed.count("\n")))
             if found is None:
                 return
-            start, end, new, sub, rest = found[0].start, found[0].end, found[0].text, found[0].substitution, found[0].rest
+            start, end, new, t, rest = found[0].start, found[0].end, found[0].text, found[0].transformation, found[0].rest
 
     def _typing(self, doc: str, text: str, cursor: int) -> bool:
         history = self.histories.get(doc)
         group = history.last if history is not None else None
         return group is not None and group.end <= len(text) and still_typing(text, group, cursor, self.clock())
 
-    async def _compute(self, doc: str, text: str, cursor: int, background: bool) -> tuple[Proposal, float | None] | None:
+    async def _compute(self, doc: str, text: str, cursor: int, background: bool, at: float | None = None,
+                       model: bool = True) -> tuple[Proposal, float | None] | None:
+        """What to show at this state, as it will be at time `at` (a held request: once the pause has come); the
+        model is asked only when `model`."""
         history = self.histories.get(doc)
-        group: Group | None = history.last if history is not None else None
-        found = await self._gate(doc, text, propose(text, group, cursor, self.clock()), background) if self.propagate else None
-        if found is not None or self.writer is None or history is None or self._typing(doc, text, cursor):
+        found = None
+        if self.propagate and history is not None:
+            proposal = propose(text, list(history.groups), cursor, self.clock() if at is None else at,
+                               self.names.get(doc, ""), self.rejected.get(doc, ()), self.active.get(doc))
+            found = await self._gate(doc, text, proposal, background)
+        if found is not None or not model or self.writer is None or history is None or self._typing(doc, text, cursor):
             return found
         return await self._model(doc, text, cursor, history.groups, background)
 
@@ -287,6 +397,16 @@ def _after(history: DocHistory | None, start: int, removed: str, inserted: str, 
     copy.edited(start, removed, inserted, now)
     copy.mark_done()
     return copy
+
+
+def _same_edit(shown: EditSuggestion, start: int, removed: str, inserted: str) -> bool:
+    """Whether a change (in the text the edit was shown in) leaves the text as the shown edit does: the edit itself,
+    or the edit less the ends its old and new text share (Neovim's didChange sends the trimmed change)."""
+    end = start + len(removed)
+    if start < shown.start or end > shown.end:
+        return False
+    a, b = start - shown.start, end - shown.start
+    return shown.old[a:b] == removed and shown.old[:a] + inserted + shown.old[b:] == shown.text
 
 
 def _subsequence(short: str, long: str) -> bool:

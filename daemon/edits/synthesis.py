@@ -1,0 +1,463 @@
+"""Edit synthesis: the user's last edit learned as a transformation, and the places where it applies again.
+
+After Blue-Pencil (Miltner et al., OOPSLA 2019; Visual Studio IntelliCode's repeated edits): the edit is read as
+tokens (tokens.py), as
+- a core: the tokens it replaced (empty for an insertion), and what replaced them (text, with holes for the names
+  that differ from place to place);
+- a context: up to CONTEXT tokens on each side on its line, nearest first, with "^" and "$" for the line's ends;
+- where it stood: code, a string or a comment.
+A place applies when its tokens equal the core (a hole takes any name) and its context matches well enough. Each
+context token that matches counts 1, a different name where a name stood counts 1/2 (the name that varies from
+site to site, `def f(x)` and `def g(x)`), and the first other token ends that side. The gate:
+- a whole-name rename (`count` -> `total`) applies at every whole `count`, whatever surrounds it, but never after a
+  `.` unless the example was an attribute of the same object (`self.count`);
+- any other core needs a context token that matches right beside it, and a share of the context matched: SPECIFIC
+  when its old tokens hold a word (the core itself picks the places), GENERIC for marks, keywords or an insertion;
+- never half a name (tokens, not characters), never in a string or comment unless the example was there, never where
+  the new text already stands.
+Two examples of one change (the user made it twice) generalise it: the context keeps what both share, the core's
+names that differ become holes, so `new_func` -> `t.cast("F", new_func)` then `g` -> `t.cast("F", g)` applies to any
+name in that context. Two edits on one line, close in time, are read as one (`(f)` -> `(f: "F") -> "F"` typed as two
+insertions).
+
+Plain strings and offsets in and out; the caller (edit_service.py) keeps the history and memory.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+from tabd.daemon.edits.history import Group
+from tabd.daemon.edits.tokens import Token, is_name, place, tokens_of
+
+CONTEXT = 4  # context tokens kept on each side of the core
+SPECIFIC = 0.25  # share of the context a place must match when the core holds a word
+GENERIC = 0.6  # ... when the core is marks, keywords or nothing (an insertion)
+MAX_CORE = 400  # characters: a larger edit is not a repeatable change
+MAX_SITES = 200  # places examined for one transformation
+HOLE = None
+
+
+@dataclass(frozen=True)
+class Transformation:
+    core: tuple[str | None, ...]  # the old tokens (None: a hole, any name)
+    new: tuple[str | int, ...]  # the new text: pieces of text, and core indexes whose token is copied there
+    left: tuple[str | None, ...]  # context, nearest first; "^" the line's start
+    right: tuple[str | None, ...]  # "$" the line's end
+    where: str  # "code", "string" or "comment": where the core stands
+    rename: bool = False  # one whole name for another: every occurrence, context-free
+    lead: str = ""  # whitespace the old core began with (a removed `  # comment` takes its spaces)
+    trail: str = ""
+    gap: int = -1  # an insertion: characters after the left token where it went (-1: right before the right one)
+    old_text: str = ""  # the old core as the example had it (for "already applied" and the signature)
+    callee: str = ""  # an argument added at the end of a call: the function whose calls take it (context-free)
+
+    @property
+    def signature(self) -> tuple[object, ...]:
+        """What identifies the change whatever its place: a rejected one is not proposed again."""
+        return (self.core, self.new, self.where)
+
+
+@dataclass(frozen=True)
+class Site:
+    start: int  # the range to replace, in the current text
+    end: int
+    text: str
+    score: float  # the share of the context matched (1.0 for a rename)
+
+
+# ---------------------------------------------------------------- learning
+
+
+def undone(text: str, groups: Sequence[Group]) -> str:
+    """The text as it was before `groups` (each a range of the current text; they do not overlap)."""
+    for g in sorted(groups, key=lambda g: g.start, reverse=True):  # the later one first: the others keep their place
+        if g.end > len(text):
+            return text
+        text = text[:g.start] + g.old + text[g.end:]
+    return text
+
+
+def learn(before: str, after: str, filename: str = "") -> Transformation | None:
+    """The change from `before` to `after` (one place: what differs between them) as a transformation; None when it
+    is empty, only whitespace, or too large to repeat."""
+    p, s = _common(before, after)
+    old_tokens, new_tokens = tokens_of(before, filename), tokens_of(after, filename)
+    a, b_old, b_new = p, len(before) - s, len(after) - s
+    # whole tokens: a change inside a word or a string piece takes the whole of it (the part both sides share)
+    a = _token_start(old_tokens, new_tokens, a)
+    grow = max(_token_end(old_tokens, b_old) - b_old, _token_end(new_tokens, b_new) - b_new)
+    grow = min(grow, s)
+    b_old, b_new = b_old + grow, b_new + grow
+    if b_old - a > MAX_CORE or b_new - a > MAX_CORE or b_old < a or b_new < a:
+        return None
+    old_core, new_core = before[a:b_old], after[a:b_new]
+    core = [t for t in old_tokens if a <= t.start and t.end <= b_old and t.kind != "nl"]
+    if not core and not new_core.strip():
+        return None
+    if not old_core.strip() and not new_core.strip():
+        return None  # whitespace only: indentation is the formatter's
+    left, right = _context(old_tokens, a, b_old)
+    near = core[0] if core else _neighbour(old_tokens, a, b_old)
+    where = place(near.kind) if near is not None else "code"
+    lead = old_core[:len(old_core) - len(old_core.lstrip())] if core else ""
+    trail = old_core[len(old_core.rstrip()):] if core else ""
+    gap = -1
+    if not core:
+        before_tok = next((t for t in reversed(old_tokens) if t.end <= a), None)
+        if before_tok is not None and before[before_tok.end:a].strip() == "" and "\n" not in before[before_tok.end:a]:
+            gap = a - before_tok.end
+    rename = (len(core) == 1 and core[0].kind == "name" and _dotted(new_core) and new_core != old_core)
+    callee = _callee(before, a) if not core and new_core.lstrip().startswith(",") and right[:1] == (")",) else ""
+    return Transformation(tuple(t.text for t in core), (new_core,) if new_core else (), left, right, where, rename,
+                          lead, trail, gap, old_core, callee)
+
+
+def learn_group(text: str, groups: Sequence[Group], filename: str = "") -> Transformation | None:
+    """The transformation the newest of `groups` made (taking the ones before it as already made)."""
+    if not groups or groups[-1].end > len(text):
+        return None
+    return learn(undone(text, groups[-1:]), text, filename)
+
+
+def generalised(first: Transformation, second: Transformation) -> Transformation | None:
+    """One transformation that explains both examples: their shared context, and the names that differ in the core
+    (and are copied into the new text) as holes; None when they are not one change."""
+    if first.where != second.where or len(first.core) != len(second.core) or first.rename != second.rename:
+        return None
+    holes = [i for i, (x, y) in enumerate(zip(first.core, second.core)) if x != y]
+    if any(x is None or y is None or not (is_name(x) and is_name(y)) for i in holes
+           for x, y in [(first.core[i], second.core[i])]):
+        return None
+    new = _template(first, holes)
+    if new is None or _filled(new, second.core) != _joined(second.new) or (holes and first.rename):
+        return None
+    core = tuple(HOLE if i in holes else t for i, t in enumerate(first.core))
+    return replace(first, core=core, new=new, left=_shared(first.left, second.left),
+                   right=_shared(first.right, second.right))
+
+
+def _template(t: Transformation, holes: list[int]) -> tuple[str | int, ...] | None:
+    """The new text with each hole's name, where it stands whole, as a reference to the core token."""
+    text = _joined(t.new)
+    if not holes:
+        return t.new
+    out: list[str | int] = []
+    i = 0
+    names = {t.core[h]: h for h in holes}
+    for m in _words(text):
+        word, at = m
+        if word in names:
+            out.append(text[i:at])
+            out.append(names[word])
+            i = at + len(word)
+    out.append(text[i:])
+    if not any(isinstance(x, int) for x in out) and holes:
+        return None  # the names that differ are not carried: the examples changed different things
+    return tuple(x for x in out if x != "")
+
+
+def _words(text: str) -> list[tuple[str, int]]:
+    import re
+
+    return [(m.group(), m.start()) for m in re.finditer(r"\w+", text)]
+
+
+def _shared(a: tuple[str | None, ...], b: tuple[str | None, ...]) -> tuple[str | None, ...]:
+    out: list[str | None] = []
+    for x, y in zip(a, b):
+        if x == y:
+            out.append(x)
+        elif x is not None and y is not None and is_name(x) and is_name(y):
+            out.append(HOLE)
+        else:
+            break
+    return tuple(out)
+
+
+def _joined(new: tuple[str | int, ...]) -> str:
+    return "".join(x for x in new if isinstance(x, str))
+
+
+def _filled(new: tuple[str | int, ...], core: Sequence[str | None]) -> str:
+    return "".join(x if isinstance(x, str) else (core[x] or "") for x in new)
+
+
+def _common(a: str, b: str) -> tuple[int, int]:
+    n = min(len(a), len(b))
+    p = 0
+    # a quick prefix: compare in blocks first
+    while p < n and a[p] == b[p]:
+        p += 1
+    s = 0
+    while s < n - p and a[len(a) - 1 - s] == b[len(b) - 1 - s]:
+        s += 1
+    return p, s
+
+
+def _token_start(old_tokens: Sequence[Token], new_tokens: Sequence[Token], at: int) -> int:
+    """`at` moved back to the start of the token it cuts, in either text (the prefix is common to both)."""
+    for tokens in (old_tokens, new_tokens):
+        t = _covering(tokens, at)
+        if t is not None and t.start < at:
+            at = t.start
+    return at
+
+
+def _token_end(tokens: Sequence[Token], at: int) -> int:
+    """`at` moved on to the end of the token it cuts."""
+    t = _covering(tokens, at)
+    return t.end if t is not None and t.start < at else at
+
+
+def _covering(tokens: Sequence[Token], at: int) -> Token | None:
+    lo, hi = 0, len(tokens)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if tokens[mid].end <= at:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < len(tokens) and tokens[lo].start <= at < tokens[lo].end:
+        return tokens[lo]
+    return None
+
+
+def _index_at(tokens: Sequence[Token], at: int) -> int:
+    """The index of the first token that ends after `at`."""
+    lo, hi = 0, len(tokens)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if tokens[mid].end <= at:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _context(tokens: Sequence[Token], a: int, b: int) -> tuple[tuple[str | None, ...], tuple[str | None, ...]]:
+    i = _index_at(tokens, a)
+    while i < len(tokens) and tokens[i].start < a:
+        i += 1
+    left = _side(tokens, i - 1, -1)
+    j = _index_at(tokens, b)
+    while j < len(tokens) and tokens[j].start < b:
+        j += 1
+    right = _side(tokens, j, 1)
+    return left, right
+
+
+def _side(tokens: Sequence[Token], i: int, step: int) -> tuple[str | None, ...]:
+    out: list[str | None] = []
+    while len(out) < CONTEXT:
+        if i < 0 or i >= len(tokens) or tokens[i].kind == "nl":
+            out.append("^" if step < 0 else "$")
+            break
+        out.append(tokens[i].text)
+        i += step
+    return tuple(out)
+
+
+def _neighbour(tokens: Sequence[Token], a: int, b: int) -> Token | None:
+    i = _index_at(tokens, a)
+    prev = tokens[i - 1] if i > 0 else None
+    nxt = tokens[i] if i < len(tokens) else None
+    if prev is not None and prev.kind != "nl":
+        return prev
+    return nxt if nxt is not None and nxt.kind != "nl" else prev
+
+
+def _callee(text: str, at: int) -> str:
+    """The (dotted) name of the function whose call's `(` the position `at` is inside (a few lines back at most), or
+    ""."""
+    depth = 0
+    for i in range(at - 1, max(-1, at - 400), -1):
+        ch = text[i]
+        if ch in ")]}":
+            depth += 1
+        elif ch in "([{":
+            if depth:
+                depth -= 1
+                continue
+            if ch != "(":
+                return ""
+            j = i
+            while j > 0 and text[j - 1] in " \t":
+                j -= 1
+            k = j
+            while k > 0 and (text[k - 1].isalnum() or text[k - 1] in "_."):
+                k -= 1  # with what it is called on: `x.fetch` is not `fetch`
+            return text[k:j] if all(is_name(p) for p in text[k:j].split(".")) else ""
+    return ""
+
+
+def _dotted(text: str) -> bool:
+    return all(is_name(part) for part in text.split("."))
+
+
+# ---------------------------------------------------------------- applying
+
+
+def sites(text: str, t: Transformation, filename: str = "", avoid: tuple[int, int] | None = None) -> list[Site]:
+    """Every place in `text` where `t` applies, in text order; `avoid`: a range (the example itself) to skip."""
+    tokens = tokens_of(text, filename)
+    found: list[Site] = []
+    for i in _anchors(tokens, t):
+        site = _at(text, tokens, t, i)
+        if site is None or (avoid is not None and site.start < avoid[1] and avoid[0] < site.end):
+            continue
+        if avoid is not None and site.start == site.end == avoid[0] == avoid[1]:
+            continue
+        found.append(site)
+        if len(found) >= MAX_SITES:
+            break
+    return sorted(found, key=lambda s: s.start)
+
+
+def next_site(text: str, t: Transformation, cursor: int, filename: str = "",
+              avoid: tuple[int, int] | None = None) -> Site | None:
+    """The first place at or after the cursor where `t` applies, else the first before it (the walk wraps)."""
+    found = sites(text, t, filename, avoid)
+    if not found:
+        return None
+    return next((s for s in found if s.start >= cursor), found[0])
+
+
+def _anchors(tokens: Sequence[Token], t: Transformation) -> list[int]:
+    """Token indexes where the core would start: found by its first fixed token, else by a context token."""
+    if t.callee:
+        return [i for i, tok in enumerate(tokens) if tok.text == ")"]
+    for k, want in enumerate(t.core):
+        if want is not None:
+            return [i - k for i, tok in enumerate(tokens) if tok.text == want and i - k >= 0]
+    # an insertion (or a core of holes): by the nearest context token that does not vary from place to place (a mark
+    # or keyword; a name only when nothing else is near)
+    for side, step in ((t.left, -1), (t.right, 1)):
+        for k, want in enumerate(side):
+            if want is not None and want not in ("^", "$") and not is_name(want):
+                return _offsets(tokens, want, k, step, len(t.core))
+    for side, step in ((t.left, -1), (t.right, 1)):
+        if side and side[0] not in (None, "^", "$"):
+            return _offsets(tokens, side[0], 0, step, len(t.core))
+    return []
+
+
+def _offsets(tokens: Sequence[Token], want: str, k: int, step: int, n: int) -> list[int]:
+    """Core starts such that `want` stands k tokens out on that side."""
+    shift = k + 1 if step < 0 else -(n + k)
+    return [i + shift for i, tok in enumerate(tokens) if tok.text == want and 0 <= i + shift <= len(tokens)]
+
+
+def _at(text: str, tokens: Sequence[Token], t: Transformation, i: int) -> Site | None:
+    """The transformation applied with its core at token i, or None where it does not apply there."""
+    n = len(t.core)
+    if i < 0 or i + n > len(tokens):
+        return None
+    core = tokens[i:i + n]
+    for want, tok in zip(t.core, core):
+        if tok.kind == "nl" or (want is None and tok.kind != "name") or (want is not None and tok.text != want):
+            return None
+    if n and any(place(tok.kind) != t.where for tok in core):
+        return None
+    if n > 1 and any("\n" in text[x.end:y.start] for x, y in zip(core, core[1:])) and "\n" not in t.old_text:
+        return None
+    score = 1.0 if t.callee else _score(tokens, t, i, n)
+    if score is None:
+        return None
+    if n:
+        start, end = core[0].start, core[-1].end
+        if t.lead and text[start - len(t.lead):start] == t.lead:
+            start -= len(t.lead)
+        if t.trail and text[end:end + len(t.trail)] == t.trail:
+            end += len(t.trail)
+    else:
+        prev = tokens[i - 1] if i > 0 else None
+        nxt = tokens[i] if i < len(tokens) else None
+        if t.gap >= 0 and prev is not None:
+            start = end = min(prev.end + t.gap, nxt.start if nxt is not None else len(text))
+        elif nxt is not None:
+            start = end = nxt.start
+        else:
+            return None
+        if not n and prev is not None and place(prev.kind) != t.where and (nxt is None or place(nxt.kind) != t.where):
+            return None
+    if t.callee and (text[end:end + 1] != ")" or _callee(text, start) != t.callee
+                     or t.new[0] in text[max(0, start - 400):start].rsplit("(", 1)[-1] + ")"):
+        return None
+    new = _filled(t.new, [tok.text for tok in core])
+    if _applied(text, start, end, new, t):
+        return None
+    return Site(start, end, new, score)
+
+
+def _score(tokens: Sequence[Token], t: Transformation, i: int, n: int) -> float | None:
+    """The share of the context matched at a core spanning tokens i..i+n, or None where the gate refuses it."""
+    if t.rename:
+        before = tokens[i - 1] if i > 0 else None
+        attribute = before is not None and before.text == "." and before.end == tokens[i].start
+        if attribute != (t.left[:1] == (".",)):
+            return None
+        if attribute and (i < 2 or (t.left[1:2] and t.left[1] != tokens[i - 2].text)):
+            return None
+        return 1.0
+    left, near_left = _side_score(tokens, t.left, i - 1, -1)
+    right, near_right = _side_score(tokens, t.right, i + n, 1)
+    if not (near_left or near_right):
+        return None
+    if n and all(w is None for w in t.core) and not (near_left and near_right):
+        return None  # a core of holes only: its context is all that picks the place, on both sides
+    if not n and t.gap >= 0 and not near_left:
+        return None  # an insertion after a token: after that token
+    total = len(t.left) + len(t.right)
+    share = (left + right) / total if total else 1.0
+    if not n and t.gap >= 0 and t.left:
+        share = max(share, left / len(t.left))  # an insertion after a token: what it follows is what selects it
+    specific = any(w is not None and any(ch.isalnum() for ch in w) and len(w) >= 2 for w in t.core)
+    return share if share >= (SPECIFIC if specific else GENERIC) else None
+
+
+def _side_score(tokens: Sequence[Token], want: tuple[str | None, ...], i: int, step: int) -> tuple[float, bool]:
+    """(the side's score, whether it holds at the core: its first token matched, or the second past a varying name)."""
+    score, first = 0.0, False
+    for k, w in enumerate(want):
+        got = _text_at(tokens, i + step * k, step)
+        if w is None:
+            if got is not None and is_name(got):
+                score += 1
+                first = first or k == 0
+                if got in ("^", "$"):
+                    break
+                continue
+            break
+        if got == w:
+            score += 1
+            first = first or k == 0
+            if got in ("^", "$"):
+                break
+            continue
+        if got is not None and is_name(w) and is_name(got):
+            score += 0.5
+            continue
+        break
+    # the nearest token matched, or it is the name that varies and the one past it matched (`Color.RED`, `Color.BLUE`)
+    return score, first or score >= 1.5
+
+
+def _text_at(tokens: Sequence[Token], j: int, step: int) -> str | None:
+    if j < 0 or j >= len(tokens) or tokens[j].kind == "nl":
+        return "^" if step < 0 else "$"
+    return tokens[j].text
+
+
+def _applied(text: str, start: int, end: int, new: str, t: Transformation) -> bool:
+    """Whether the place already reads as the change leaves it (the new text stands there, around the old core)."""
+    old = text[start:end]
+    if old == new:
+        return True
+    at = new.find(old) if old else -1
+    if old and at >= 0:
+        head, tail = new[:at], new[at + len(old):]
+        return text[start - len(head):start] == head and text[end:end + len(tail)] == tail
+    if not old and new:
+        return text[start:start + len(new)] == new or text[start - len(new):start] == new
+    return False

@@ -1,0 +1,238 @@
+"""Next edits that repeat whatever the user just did: the edit learned as a transformation (synthesis.py), the places
+it applies, and the service that holds, remembers and forgets them (edit_service.py).
+
+The shapes are the repeated edits of real commit histories (#44): a rename, a wrapper added, an annotation added,
+a trailing comment removed, a constant replaced, a string turned into a name, a keyword argument added, an attribute
+appended, a type widened."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tabd.daemon.edits import propagation
+from tabd.daemon.edits.edit_service import EditService
+from tabd.daemon.edits.history import DocHistory
+from tabd.daemon.edits.synthesis import generalised, learn, next_site, sites
+
+pytestmark = pytest.mark.unit
+
+
+def first_change(before: str, old: str, new: str, fn: str = "m.py") -> tuple[str, list[tuple[str, str]]]:
+    """`old` -> `new` made at its first place; the text after, and each place the transformation then proposes, as
+    (what stands there, what it becomes)."""
+    after = before.replace(old, new, 1)
+    t = learn(before, after, fn)
+    assert t is not None
+    return after, [(after[s.start:s.end], s.text) for s in sites(after, t, fn)]
+
+
+def applied_everywhere(before: str, old: str, new: str, fn: str = "m.py") -> str:
+    """The text once the user made the change once and took every proposal in turn (Tab, Tab...)."""
+    text = before.replace(old, new, 1)
+    t = learn(before, text, fn)
+    assert t is not None
+    cursor = text.index(new) + len(new)
+    for _ in range(20):
+        site = next_site(text, t, cursor, fn)
+        if site is None:
+            return text
+        text, cursor = text[:site.start] + site.text + text[site.end:], site.start + len(site.text)
+    raise AssertionError("the walk did not end")
+
+
+def test_a_rename_applies_to_whole_names_only_never_an_attribute_or_part_of_another_name():
+    before = 'def f(count):\n    print("Σ", count)\n    return count + recount + count_x + self.count\n'
+    _, found = first_change(before, "count)", "total)")
+    assert found == [("count", "total")] * 2  # not recount, count_x, self.count, nor the one inside no string
+
+
+def test_an_annotation_added_at_each_decorator_as_one_change_of_the_line():
+    before = "def deco(f):\n    return f\n\ndef other(f):\n    print(f)\n    return f\n"
+    after = applied_everywhere(before, "def deco(f):", 'def deco(f: "F") -> "F":')
+    assert after == before.replace("(f):", '(f: "F") -> "F":')  # print(f) untouched
+
+
+def test_a_wrapper_added_where_the_same_name_is_passed_in_the_same_call():
+    before = ("    return update_wrapper(new_func, f)\n\n    return update_wrapper(new_func, g)\n"
+              "def new_func():\n    pass\n")
+    after = applied_everywhere(before, "update_wrapper(new_func, f)", 'update_wrapper(t.cast("F", new_func), f)')
+    assert after.count('t.cast("F", new_func)') == 2 and "def new_func():" in after  # not the definition
+
+
+def test_a_trailing_comment_removed_at_each_call_with_its_spaces():
+    before = "a = foo()  # type: ignore[no-untyped-call]\nb = bar()  # type: ignore[no-untyped-call]\n# type: x\n"
+    after = applied_everywhere(before, "foo()  # type: ignore[no-untyped-call]", "foo()")
+    assert after == "a = foo()\nb = bar()\n# type: x\n"
+
+
+def test_a_constant_replaced_only_where_its_context_matches():
+    before = "def f() -> None:\n    return None\n\ndef g() -> None:\n    x = None\n"
+    after = applied_everywhere(before, "f() -> None", "f() -> t.NoReturn")
+    assert after == "def f() -> t.NoReturn:\n    return None\n\ndef g() -> t.NoReturn:\n    x = None\n"
+
+
+def test_a_type_widened_after_each_parameter_of_that_type_not_a_return_type():
+    before = "def f(x: str, y: int):\n    pass\ndef g(name: str) -> str:\n    pass\n"
+    after = applied_everywhere(before, "x: str,", "x: str | bytes,")
+    assert after == "def f(x: str | bytes, y: int):\n    pass\ndef g(name: str | bytes) -> str:\n    pass\n"
+
+
+def test_a_keyword_argument_added_to_each_call_of_that_function_only():
+    before = "fetch(url)\nfetch(other, retries=2)\nrefetch(url)\nx.fetch(url)\nfetch(url, timeout=5)\n"
+    after, found = first_change(before, "fetch(url)", "fetch(url, timeout=5)")
+    assert found == [("", ", timeout=5")]  # fetch(other, retries=2): not refetch, x.fetch, nor one that has it
+    assert after[after.index("retries=2") + 9:].startswith(")")
+
+
+def test_an_attribute_appended_and_a_string_turned_into_a_name():
+    before = "x = Color.RED\ny = Color.BLUE\n"
+    assert applied_everywhere(before, "Color.RED", "Color.RED.value") == "x = Color.RED.value\ny = Color.BLUE.value\n"
+    before = 'register("Rule", a)\nregister("Rule", b)\nprint("Rule of thumb")\n'
+    after = applied_everywhere(before, '"Rule", a', "RuleFactory, a")
+    assert after == 'register(RuleFactory, a)\nregister(RuleFactory, b)\nprint("Rule of thumb")\n'
+
+
+def test_inside_strings_and_comments_only_when_the_example_was_there():
+    before = 'color = "red"\nother = "red"\n# red is the default\nred = 1\n'
+    after = applied_everywhere(before, '"red"', '"crimson"')
+    assert after == 'color = "crimson"\nother = "crimson"\n# red is the default\nred = 1\n'
+
+
+def test_two_examples_generalise_the_name_that_varies():
+    text = "a = wrap(x)\nb = wrap(y)\nc = wrap(z)\n"
+    one = text.replace("wrap(x)", "wrap(t.cast(T, x))")
+    two = one.replace("wrap(y)", "wrap(t.cast(T, y))")
+    first, second = learn(text, one), learn(one, two)
+    assert first is not None and second is not None
+    general = generalised(second, first)
+    assert general is not None and None in general.core
+    site = next_site(two, general, 0)
+    assert site is not None and (two[site.start:site.end], site.text) == ("z", "t.cast(T, z)")
+    assert next_site(two, second, 0) is None  # one example alone: only where its own name stands
+
+
+def test_changes_that_are_not_repeatable_are_not_proposed():
+    text = "x = 1\ny = 2\n"
+    assert learn(text, "x = 1\n  y = 2\n") is None  # whitespace: the formatter's
+    assert learn(text, text) is None
+
+
+# ---------------------------------------------------------------- the service
+
+
+class Clock:
+    def __init__(self, t: float = 10.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    async def sleep(self, s: float) -> None:
+        self.t += s
+        await asyncio.sleep(0)
+
+
+def service(clock: Clock) -> EditService:
+    return EditService(clock=clock, sleep=clock.sleep)
+
+
+def test_a_request_while_typing_is_held_until_the_pause_then_answered():
+    async def run() -> None:
+        clock = Clock()
+        svc = service(clock)
+        svc.edited("d", 4, "count", "total")
+        text = "a = total\nb = count\n"
+        edit = await svc.suggest("d", 2, text, 9)  # the cursor at the end of the name just typed: held
+        assert edit is not None and edit.start == text.index("count") and svc.stats.held == 1
+        assert clock.t >= 10.0 + propagation.PAUSE_S
+
+    asyncio.run(run())
+
+
+def test_a_held_request_is_answered_empty_once_the_user_types_on():
+    async def run() -> None:
+        clock = Clock()
+        svc = EditService(clock=clock, sleep=lambda s: asyncio.sleep(0.01))
+        svc.edited("d", 4, "count", "tot")
+        held = asyncio.ensure_future(svc.suggest("d", 2, "a = tot\nb = count\n", 7))
+        await asyncio.sleep(0)
+        svc.edited("d", 7, "", "a")  # the next keystroke
+        assert await held is None and svc.stats.superseded == 1
+
+    asyncio.run(run())
+
+
+def test_a_trimmed_accept_is_recognised_and_the_chain_comes_from_memory_wherever_the_cursor_lands():
+    async def run() -> None:
+        clock = Clock()
+        svc = service(clock)
+        text = 's = "Σ"\na = count_all\nb = f("Σ", count)\nc = f("Σ", count)\nd = count\n'
+        svc.edited("d", text.index("count_all"), "count", "count_all")
+        first = await svc.suggest("d", 2, text, 0)
+        assert first is not None and first.old == "count"
+        await svc.speculate(first, text)
+        # the client applies it itself, sending the change less what old and new share: `_all` inserted
+        svc.edited("d", first.end, "", "_all")
+        text = text[:first.start] + "count_all" + text[first.end:]
+        line_end = text.index("\n", first.start)
+        for cursor in (first.start + len("count_all"), first.start + len("count"), line_end):  # tabd's, copilot-lsp's, sidekick's
+            second = await svc.suggest("d", 3, text, cursor)
+            assert second is not None and second.origin == "cache" and second.start == text.index("c = f") + 11
+        assert svc.stats.accepted == 1 and svc.stats.accepted_unreported == 1
+
+    asyncio.run(run())
+
+
+def test_a_rejected_edit_is_forgotten_and_its_change_not_proposed_again_in_that_document():
+    async def run() -> None:
+        clock = Clock()
+        svc = service(clock)
+        text = "a = total\nb = count\nc = count\n"
+        svc.edited("d", 4, "count", "total")
+        first = await svc.suggest("d", 2, text, 0)
+        assert first is not None and svc.reject(first.id)
+        assert await svc.suggest("d", 2, text, 0) is None
+        assert await svc.suggest("d", 2, text, 12) is None  # nor at another place
+        svc.edited("e", 4, "count", "total")
+        assert await svc.suggest("e", 2, text, 0) is not None  # another document: still proposed
+
+    asyncio.run(run())
+
+
+def test_a_user_who_takes_the_edits_gets_more_of_the_chain_computed_ahead():
+    async def run() -> None:
+        svc = service(Clock())
+        text = "a = total\n" + "b = count\n" * 5
+        svc.edited("d", 4, "count", "total")
+        first = await svc.suggest("d", 2, text, 10)
+        await svc.speculate(first, text)
+        assert svc.stats.speculated == 1  # nothing measured yet: one ahead
+        svc.stats.shown, svc.stats.accepted = 10, 9
+        assert svc.depth() == 3
+        await svc.speculate(first, text)
+        assert svc.stats.speculated == 3  # the two after the one already known
+
+    asyncio.run(run())
+
+
+def test_the_gate_holds_back_what_the_model_scores_low():
+    async def low(doc: str, prefix: str, suffix: str, new: str, background: bool) -> float:
+        return 0.1
+
+    async def run() -> None:
+        svc = EditService(low, min_confidence=0.5, clock=lambda: 10.0)
+        svc.edited("d", 4, "count", "total")
+        assert await svc.suggest("d", 2, "a = total\nb = count\n", 10) is None
+        assert svc.stats.gated == 1
+
+    asyncio.run(run())
+
+
+def test_tokens_come_from_the_file_s_language():
+    from tabd.daemon.edits.tokens import tokens_of
+
+    js = tokens_of("let s = 'a b'; // count\ncount += 1\n", "x.js")
+    assert [t.kind for t in js if t.text == "count"] == ["comment", "name"]
+    unknown = tokens_of("count = 'x'\n", "notes.unknownext")
+    assert [(t.text, t.kind) for t in unknown][:2] == [("count", "name"), ("=", "mark")]
