@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from tabd.daemon.runtime.exclusion import Exclusion, GlobError, compile_globs, git_ignores, glob_regex
+from tabd.daemon.runtime.exclusion import Exclusion, GlobError, compile_globs, git_ignores, parse_glob
 from tabd.daemon.runtime.controls import EVERYWHERE, Controls, Switch, read_switch
 from tabd.daemon.sessions.format import parse_session
 
@@ -54,7 +54,7 @@ def test_user_globs_on_a_part_or_on_the_whole_path():
 @pytest.mark.parametrize("glob", ["", "[abc", "x[]", "{a,b", "a}", "trailing\\"])
 def test_a_glob_that_does_not_parse_is_reported_and_left_out(glob):
     with pytest.raises(GlobError):
-        glob_regex(glob)
+        parse_glob(glob)
     good, problems = compile_globs([glob, "*.ok"], "exclude")
     assert [g.text for g in good] == ["*.ok"] and len(problems) == 1 and "ignored" in problems[0]
     assert Exclusion([glob], use_git=False).problems == problems
