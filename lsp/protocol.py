@@ -49,6 +49,8 @@ from tabd.lsp.outbox import Outbox
 
 logger = logging.getLogger(__name__)
 
+MAX_DEPTH = 64  # JSON nesting a message may have: LSP's own are under 10; deeper ones are refused (-32600), since
+# decoding and structuring recurse (json raises RecursionError near 1,000 levels, and it took the whole read with it)
 MAX_MESSAGE_BYTES = 16 << 20  # a bigger body is skipped (and a request in it answered); documents that big get no completions
 MAX_HEADER_LINE = 1 << 20  # bytes without a line break outside a body: junk; keep only its tail while looking for Content-Length
 STALL_S = 0.5  # no bytes for this long: try what is buffered as a whole message
@@ -65,8 +67,8 @@ METHOD = re.compile(rb'"method"\s*:\s*"([^"\\]{1,200})"')
 class Frame:
     """What the Framer cut from the stream: a parsed `message`, an `invalid` body, an `oversize` one, or `junk`."""
 
-    kind: str
-    value: Any = None  # the JSON value of a message
+    kind: str  # message, invalid, oversize, deep or junk
+    value: Any = None  # the JSON value of a message; a `deep` one's id
     head: bytes = b""  # the first bytes of an invalid or oversize body: enough to find its id
     note: str = ""
 
@@ -108,7 +110,7 @@ class Framer:
         note = f"Content-Length said {self.length}, body was {end} bytes" if self.length is not None else "no Content-Length"
         del self.buf[:end]
         self.length = self.header_length = None
-        frames.append(Frame("message", value, note=note))
+        frames.append(checked(value, text, note=note))
         return frames
 
     def _step(self, frames: list[Frame]) -> bool:
@@ -141,16 +143,19 @@ class Framer:
         del self.buf[:length]
         self.length = None
         try:
-            frames.append(Frame("message", json.loads(body)))
+            frames.append(checked(json.loads(body), body))
             return True
-        except (ValueError, UnicodeDecodeError) as exc:
+        except RecursionError:
+            frames.append(Frame("deep", head=body[:4096], note=f"nesting deeper than {MAX_DEPTH} levels"))
+            return True
+        except Exception as exc:  # ValueError, UnicodeDecodeError, MemoryError: this message only, never the read
             reason = f"{type(exc).__name__}: {exc}"[:200]
         # Content-Length overstated: a whole object, then the next message's header inside this body
         match = CONTENT_LENGTH.search(body)
         if match is not None:
             value, end = _decode_prefix(body, 0)
             if value is not None:
-                frames.append(Frame("message", value, note=f"Content-Length said {length}, body was {end} bytes"))
+                frames.append(checked(value, body, note=f"Content-Length said {length}, body was {end} bytes"))
                 self.buf[:0] = body[match.start():]
                 return True
         frames.append(Frame("invalid", head=body[:4096], note=reason))
@@ -200,9 +205,32 @@ class Framer:
         if start >= 0:
             value, end = _decode_prefix(data, start)
             if value is not None:
-                frames.append(Frame("message", value, note=f"recovered a message without a usable header ({why})"))
+                frames.append(checked(value, data[start:], note=f"recovered a message without a usable header ({why})"))
                 return
         frames.append(Frame("junk", head=data[:256], note=f"{len(data)} bytes skipped: {why}"))
+
+
+def deeper_than(value: Any, limit: int) -> bool:
+    """Whether a decoded JSON value nests objects and arrays more than `limit` levels (no recursion: a loop)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if type(item) is dict else item if type(item) is list else ()
+        for child in children:
+            if type(child) is dict or type(child) is list:
+                if depth >= limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
+def checked(value: Any, body: bytes, note: str = "") -> Frame:
+    """A decoded message's frame: `deep` (with the id it carries, if any) when it nests beyond MAX_DEPTH."""
+    if not deeper_than(value, MAX_DEPTH):
+        return Frame("message", value, note=note)
+    msg_id = value.get("id") if type(value) is dict else None
+    return Frame("deep", msg_id if _valid_id(msg_id) else None, head=body[:4096],
+                 note=f"nesting deeper than {MAX_DEPTH} levels")
 
 
 def _decode_prefix(data: bytes, start: int) -> tuple[Any, int]:
@@ -210,7 +238,7 @@ def _decode_prefix(data: bytes, start: int) -> tuple[Any, int]:
     try:
         text = data[start:].decode("utf-8")
         value, end = json.JSONDecoder().raw_decode(text)
-    except (ValueError, UnicodeDecodeError):
+    except Exception:  # not JSON, or nested past the decoder's recursion limit
         return None, 0
     if not isinstance(value, (dict, list)):
         return None, 0
@@ -229,6 +257,27 @@ def id_in(head: bytes) -> Any:
 
 
 # -- the protocol --------------------------------------------------------------------------
+
+MAX_ERROR_CHARS = 1000  # an error's message (it may quote a URI or a value the client sent: 10 MB of it, once)
+
+
+def bound_error(data: Any) -> None:
+    """Cut an error response's message and data (pygls' traceback) to MAX_ERROR_CHARS, in place."""
+    error = data.get("error") if isinstance(data, dict) else getattr(data, "error", None)
+    if error is None:
+        return
+    for name in ("message", "data"):
+        text = error.get(name) if isinstance(error, dict) else getattr(error, name, None)
+        if isinstance(text, str) and len(text) > MAX_ERROR_CHARS:
+            text = text[:MAX_ERROR_CHARS] + "..."
+            if isinstance(error, dict):
+                error[name] = text
+            else:
+                try:
+                    setattr(error, name, text)
+                except Exception:  # a frozen attrs class: left as it is
+                    pass
+
 
 
 class Unparsable:
@@ -272,6 +321,7 @@ class TabdProtocol(LanguageServerProtocol):
         if self.writer is None:
             logger.error("unable to send data: no transport")
             return
+        bound_error(data)
         body = json.dumps(data, default=self._serialize_message).encode("utf-8")
         frame = b"Content-Length: %d\r\nContent-Type: %s; charset=utf-8\r\n\r\n%s" % (
             len(body), self.CONTENT_TYPE.encode(), body) if self._include_headers else body
@@ -294,13 +344,33 @@ class TabdProtocol(LanguageServerProtocol):
     def send_error(self, msg_id: Any, code: int, message: str) -> None:
         """An error response; id null where the request's id could not be read (pygls would drop the null)."""
         self._send_data({"jsonrpc": "2.0", "id": msg_id if _valid_id(msg_id) else None,
-                         "error": {"code": code, "message": message[:1000]}})
+                         "error": {"code": code, "message": message[:MAX_ERROR_CHARS]}})
 
     def handle_frame(self, frame: Frame) -> None:
+        """One frame; whatever it raises stays with it (answered if it was a request), never with the read."""
+        try:
+            self._handle_frame(frame)
+        except (BrokenPipeError, ConnectionError):
+            raise
+        except Exception as exc:
+            logger.exception("error handling a message")
+            value = frame.value if frame.kind == "message" else None
+            msg_id = value.get("id") if type(value) is dict else None
+            if _valid_id(msg_id) and "method" in value:
+                self.send_error(msg_id, JsonRpcInternalError.CODE, f"internal error: {type(exc).__name__}")
+
+    def _handle_frame(self, frame: Frame) -> None:
         if frame.note:
-            logger.warning("transport: %s", frame.note)
+            logger.warning("transport: %s", frame.note[:300])
         if frame.kind == "message":
             self.handle_value(frame.value)
+            return
+        if frame.kind == "deep":
+            msg_id = frame.value if frame.value is not None else id_in(frame.head)
+            method = METHOD.search(frame.head)
+            what = f" ({method.group(1).decode('utf-8', 'replace')})" if method else ""
+            if msg_id is not None or (method is None and frame.value is None):
+                self.send_error(msg_id, JsonRpcInvalidRequest.CODE, f"message{what} refused: {frame.note}")
             return
         msg_id = id_in(frame.head)
         method = METHOD.search(frame.head)
@@ -375,12 +445,18 @@ class TabdProtocol(LanguageServerProtocol):
             cause = exc.__cause__ or exc
             logger.warning("notification %s dropped: %s", value.get("method"), f"{type(cause).__name__}: {cause}"[:300])
             return
+        notification_with_id = request_id is not None and not isinstance(message, Unparsable) and \
+            getattr(message, "id", None) is None
         try:
             self.handle_message(message)
         except Exception as exc:
             logger.exception("error handling %s", value.get("method"))
             if request_id is not None:
                 self.send_error(request_id, JsonRpcInternalError.CODE, f"internal error: {type(exc).__name__}: {exc}")
+            return
+        if notification_with_id:  # handled as the notification it is ($/cancelRequest cancels), and still answered
+            self.send_error(request_id, JsonRpcInvalidRequest.CODE,
+                            f"{value['method'][:200]} is a notification: it takes no id and has no result")
 
     def structure_message(self, data: dict[str, Any]):
         try:
