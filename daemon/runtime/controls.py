@@ -8,11 +8,15 @@ switch moved (a snooze's end included). Plain values, no LSP.
 from __future__ import annotations
 
 import asyncio
-import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from tabd.daemon.runtime.config import shown
+
 EVERYWHERE = ""  # the scope of a switch without a uri
+MAX_MINUTES = 7 * 24 * 60  # a snooze longer than a week is a mistake (and 10^400 minutes overflowed the timer)
+MAX_URI_CHARS = 8192  # a longer uri names no document an editor opens; it would only be kept
+MAX_SWITCHED_DOCUMENTS = 1024  # per-document switches kept; the oldest goes first (a closed document's go at close)
 
 
 @dataclass(frozen=True)
@@ -30,20 +34,21 @@ def read_switch(params: Any) -> Switch | str:
         return f"tabd/setEnabled expects {{enabled, uri?, minutes?}}, got {type(params).__name__}; ignored"
     enabled, uri, minutes = params.get("enabled"), params.get("uri"), params.get("minutes")
     if not isinstance(enabled, bool):
-        return f"tabd/setEnabled: enabled must be true or false, got {enabled!r}; ignored"
-    if uri is not None and (not isinstance(uri, str) or not uri):
-        return f"tabd/setEnabled: uri must be a document URI, got {uri!r}; ignored"
+        return f"tabd/setEnabled: enabled must be true or false, got {shown(enabled)}; ignored"
+    if uri is not None and (not isinstance(uri, str) or not uri or len(uri) > MAX_URI_CHARS):
+        return f"tabd/setEnabled: uri must be a document URI, got {shown(uri)}; ignored"
     if minutes is not None:
         number = isinstance(minutes, (int, float)) and not isinstance(minutes, bool)
-        if not number or not math.isfinite(minutes) or minutes <= 0:
-            return f"tabd/setEnabled: minutes must be a number above 0, got {minutes!r}; ignored"
+        if not number or not 0 < minutes <= MAX_MINUTES:  # compared as is: float() of 10**400 overflows
+            return (f"tabd/setEnabled: minutes must be a number above 0 and at most {MAX_MINUTES} (a week), got "
+                    f"{shown(minutes)}; ignored")
     return Switch(enabled, uri or EVERYWHERE, float(minutes) if minutes is not None and not enabled else 0.0)
 
 
 class Controls:
     def __init__(self, on_change: Callable[[], None] = lambda: None) -> None:
         self.on_change = on_change
-        self.off: set[str] = set()  # scopes switched off: EVERYWHERE and uris
+        self.off: dict[str, None] = {}  # scopes switched off (EVERYWHERE and uris), oldest first
         self.snoozes: dict[str, asyncio.TimerHandle] = {}  # scope -> the timer that switches it back on
 
     def enabled(self, uri: str) -> bool:
@@ -56,12 +61,24 @@ class Controls:
         if timer is not None:
             timer.cancel()
         if switch.enabled:
-            self.off.discard(switch.uri)
+            self.off.pop(switch.uri, None)
         else:
-            self.off.add(switch.uri)
+            self.off.pop(switch.uri, None)  # re-added last: the oldest switch is the first to go
+            self.off[switch.uri] = None
+            while len(self.off) > MAX_SWITCHED_DOCUMENTS + 1:
+                self.forget(next(scope for scope in self.off if scope != EVERYWHERE))
             if switch.minutes > 0:
                 self._snooze(switch.uri, switch.minutes)
         self.on_change()
+
+    def forget(self, uri: str) -> None:
+        """Drop a document's own switch (its document closed): per-document state goes with the document."""
+        if uri == EVERYWHERE:
+            return
+        timer = self.snoozes.pop(uri, None)
+        if timer is not None:
+            timer.cancel()
+        self.off.pop(uri, None)
 
     def _snooze(self, scope: str, minutes: float) -> None:
         try:
@@ -72,12 +89,12 @@ class Controls:
 
     def _wake(self, scope: str) -> None:
         self.snoozes.pop(scope, None)
-        self.off.discard(scope)
+        self.off.pop(scope, None)
         self.on_change()
 
     def summary(self) -> dict[str, Any]:
         """For tabd/stats: on everywhere or not, and how many documents are switched off or snoozed."""
-        return {"enabled": EVERYWHERE not in self.off, "off": len(self.off - {EVERYWHERE}),
+        return {"enabled": EVERYWHERE not in self.off, "off": len(self.off) - (EVERYWHERE in self.off),
                 "snoozed": len(self.snoozes)}
 
     def close(self) -> None:
