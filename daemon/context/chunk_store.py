@@ -23,6 +23,8 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Callable, Union
 
+from tabd.daemon.context.languages import family_of, same_family
+
 TextSource = Union[str, Callable[[], str]]  # the text, or how to get it when it is needed (not per keystroke)
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
@@ -97,6 +99,7 @@ class _Doc:
     chunks: list[Chunk] | None = None  # None: to be chunked again
     edits: deque[int] = field(default_factory=deque)  # offsets of recent edit regions, newest last
     fetch: Callable[[], str] | None = None  # set by an edit: the current text, read when a pick needs it
+    family: str = ""  # its language's family (context/languages.py): only its family's documents feed it
 
     def current(self) -> str | None:
         if self.fetch is not None and self.text is not None:
@@ -252,13 +255,14 @@ class ContextStore:
 
     # -- what the editor tells us --------------------------------------------------
 
-    def open(self, doc: str, path: str, text: str, comment: str = "#") -> None:
+    def open(self, doc: str, path: str, text: str, comment: str = "#", language: str = "") -> None:
+        """A document the store may read; `language` the editor's languageId ("" : its path's extension says)."""
         why = unusable(text)
         if why:
             self.skipped[doc] = why
         else:
             self.skipped.pop(doc, None)
-        self.docs[doc] = _Doc(path, None if why else text, comment)
+        self.docs[doc] = _Doc(path, None if why else text, comment, family=family_of(language, path))
         self.docs.move_to_end(doc)
         self.generation += 1
 
@@ -338,13 +342,18 @@ class ContextStore:
 
     # -- picking ----------------------------------------------------------------------
 
+    def _kin(self, doc: str, other: str) -> bool:
+        """Whether `other` may feed `doc`'s context and copies: the same language family (or one unknown)."""
+        a, b = self.docs.get(doc), self.docs.get(other)
+        return a is None or b is None or same_family(a.family, b.family)
+
     def candidates(self, doc: str, offset: int, window_start: int, window_end: int) -> list[Chunk]:
-        """Every chunk that could go before the prompt of `doc` at `offset`."""
+        """Every chunk that could go before the prompt of `doc` at `offset`: other documents' of its language family."""
         radius = max(2, self.options.chunk_lines // 4)
-        out = [c for c in self.chunks() if c.doc != doc]
+        out = [c for c in self.chunks() if c.doc != doc and self._kin(doc, c.doc)]
         for other, d in self.docs.items():
             current = d.current()
-            if current is None:
+            if current is None or not self._kin(doc, other):
                 continue
             for at in d.edits:
                 if other == doc and window_start - 200 <= at <= window_end + 200:
@@ -370,7 +379,8 @@ class ContextStore:
         return out
 
     def sources(self, doc: str, window_start: int) -> list[tuple[str, str]]:
-        """Text to copy from, nearest first, within max_bytes: `doc` above the window, then the other documents.
+        """Text to copy from, nearest first, within max_bytes: `doc` above the window, then the other documents of
+        its language family (a Python name is no completion in TypeScript).
 
         Copying costs no prompt tokens, so whole files are offered, where the
         prompt gets a few chunks; the search is a few scans of each text.
@@ -384,7 +394,7 @@ class ContextStore:
             left -= len(out[-1][1])
         for other in reversed(self.docs):
             d = self.docs[other]
-            text = d.current() if other != doc and left > 0 else None
+            text = d.current() if other != doc and left > 0 and self._kin(doc, other) else None
             if text is None:
                 continue
             out.append((d.path, text[:left]))

@@ -1,5 +1,5 @@
-"""What the daemon reads from a document's language: the comment that heads its context chunks, and the line
-endings after which a multi-line suggestion may start.
+"""What the daemon reads from a document's language: the comment that heads its context chunks, the line
+endings after which a multi-line suggestion may start, and the family whose documents it may copy from.
 
 The language is the editor's languageId (LSP's identifiers: python, typescript, go, ...), else the file's
 extension says it; an unknown one falls back to Python's rules (`#`, `:`), which the embedded model was trained
@@ -54,3 +54,26 @@ def comment_of(language_id: str, path: str = "") -> str:
 def block_openers(language_id: str, path: str = "") -> tuple[str, ...]:
     """The endings of a line after which a new block's body, a multi-line suggestion, may start."""
     return BRACE if language_of(language_id, path) in BRACES else COLON
+
+
+# Languages whose files may feed each other's context and copies (#40: a TypeScript file got `al_sum` from
+# `total_sum` in an open Python file). A language not named here is a family of its own.
+FAMILIES: dict[str, str] = {
+    **dict.fromkeys(("javascript", "javascriptreact", "typescript", "typescriptreact", "vue", "svelte"), "js"),
+    **dict.fromkeys(("c", "cpp", "objective-c", "objective-cpp", "cuda-cpp"), "c"),
+    **dict.fromkeys(("shellscript", "sh", "bash", "zsh"), "shell"),
+    **dict.fromkeys(("java", "kotlin", "groovy", "scala"), "jvm"),
+}
+
+
+def family_of(language_id: str, path: str = "") -> str:
+    """The family of a document's language (python; js for JavaScript and TypeScript; c for C and C++; ...), by its
+    languageId, else its extension; "" when neither says: such a document may read any other and be read by any."""
+    language = language_id.strip().lower() if isinstance(language_id, str) else ""
+    language = language or EXTENSIONS.get(posixpath.splitext(path)[1].lower(), "")
+    return FAMILIES.get(language, language)
+
+
+def same_family(a: str, b: str) -> bool:
+    """Whether documents of families `a` and `b` may feed each other (an unknown family goes with any)."""
+    return a == b or not a or not b

@@ -427,7 +427,7 @@ class CompletionService:
     def document_opened(self, doc: str, path: str, text: str, language: str = "") -> None:
         """A document the service may read (`language`: the editor's languageId; "" or unknown: by the path)."""
         self.requests.opened(doc, block_openers(language, path))
-        self.workspace.opened(doc, path, text, comment_of(language, path))
+        self.workspace.opened(doc, path, text, comment_of(language, path), language)
 
     def document_edited(self, doc: str, offset: int, removed: int, inserted: str) -> None:
         """One didChange edit (offset in the text before it, `removed` characters replaced by `inserted`): an accept

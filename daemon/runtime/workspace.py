@@ -53,8 +53,8 @@ class Workspace:
 
     # -- what the editor did ------------------------------------------------------
 
-    def opened(self, doc: str, path: str, text: str, comment: str = "#") -> None:
-        self.store.open(doc, path, text, comment)
+    def opened(self, doc: str, path: str, text: str, comment: str = "#", language: str = "") -> None:
+        self.store.open(doc, path, text, comment, language)
         self.states[doc] = DocState.from_text(text, 0, self.prefix_chars * 2, self.suffix_chars * 2)
         self.snapshots.pop(doc, None)
         self.fresh = doc  # an open is not a move: the document being typed in keeps its place (editors open files

@@ -200,3 +200,27 @@ def test_a_copy_comes_from_the_longest_match_in_the_window_or_another_file():
     # at equal length the window wins: it is the nearer text
     assert copy_suggestion("    x = value_of(a)\n    x = value_of", sources=["    x = value_of(b)\n"]) == "(a)"
     assert copy_suggestion("    nothing alike here", sources=[other]) == ""
+
+
+def test_context_and_copies_come_from_the_same_language_family():
+    """#40: in a new TypeScript file `tot` got `al_sum` from `total_sum` in an open Python file. Other documents feed a
+    document's context and copy sources only within its language family (JavaScript with TypeScript, C with C++);
+    a document whose language nothing says goes with any."""
+    py = "def summarize(items):\n    total_sum = 0\n    for item in items:\n        total_sum += item\n"
+    store = ContextStore(options())
+    store.open("p", "pkg/stats.py", py, "#", "python")
+    store.open("j", "web/sum.js", "function totalOf(items) { let total_sum = 0; return total_sum; }\n", "//", "javascript")
+    store.open("t", "web/new.ts", "let total_sum = 1;\nconst x = tot", "//", "typescript")
+    snap = pick(store, "t", store.text_of("t"))
+    assert [p for p, _ in snap.sources if p != "web/new.ts"] == ["web/sum.js"]
+    assert {c.path for c in snap.chunks} <= {"web/sum.js", "web/new.ts"}
+    # the Python file still feeds Python, and nothing of the TypeScript ones
+    store.open("q", "pkg/more.py", "def mean(items):\n    return total_sum / len(items)\n", "#", "python")
+    paths = [p for p, _ in pick(store, "q", store.text_of("q")).sources]
+    assert "pkg/stats.py" in paths and not any(p.startswith("web/") for p in paths)
+    # the languageId decides over the extension; an unknown language goes with any
+    store.open("u", "notes", "total_sum = total_sum", "#", "")
+    assert "pkg/stats.py" in [p for p, _ in pick(store, "u", store.text_of("u")).sources]
+    store.open("h", "src/vec.h", "int total_sum(int *v);\n", "//", "")
+    store.open("c", "src/vec.cpp", "int total_sum(int *v) {\n  return tot", "//", "cpp")
+    assert [p for p, _ in pick(store, "c", store.text_of("c")).sources if p != "src/vec.cpp"] == ["src/vec.h", "notes"]

@@ -48,7 +48,8 @@ def test_context_chunks_are_headed_in_their_own_language_and_parse_back():
     store = ContextStore(ContextOptions(tokens=400, max_chunks=16, max_bytes=1 << 16, chunk_lines=8, idle_ms=100))
     store.open("ts", "src/util.ts", "export function parseConfig(text: string) {\n  return JSON.parse(text)\n}\n",
                comment_of("typescript", "src/util.ts"))
-    store.open("py", "app.py", "import json\n\n", comment_of("python", "app.py"))
+    # a document whose language nothing says (it may read any family; `#` by default) reads the TypeScript chunk
+    store.open("py", "scratch", "import json\n\n", comment_of("", "scratch"))
     prefix = "import json\n\nconfig = parseConfig(text)\n"
     snap = store.select("py", len(prefix), prefix, "", 0)
     chunks = [c for c in chunks_of(snap) if not c.lookup_only]
