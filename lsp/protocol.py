@@ -498,12 +498,13 @@ class TabdProtocol(LanguageServerProtocol):
         debounce floor (0: none), so a client can send at once and leave the waiting to the server; that it serves
         next-edit suggestions; and that it takes tabd/setEnabled.
 
-        Positions are UTF-16 whatever the client offers first (every client supports it): Copilot's NES clients
-        disagree on the unit of copilotInlineEdit (copilot-lsp assumes UTF-16, sidekick.nvim uses the negotiated one,
-        and Neovim offers UTF-8 first), so only UTF-16 has every client apply a range in the unit it was sent in."""
+        Positions are UTF-16 whenever the client offers it, first or not: Copilot's NES clients disagree on the unit
+        of copilotInlineEdit (copilot-lsp assumes UTF-16, sidekick.nvim uses the negotiated one, and Neovim offers
+        UTF-8 first), so only UTF-16 has every client apply a range in the unit it was sent in."""
         general = params.capabilities.general if params.capabilities is not None else None
-        if general is not None:
-            general.position_encodings = None  # pygls then chooses UTF-16, the protocol's default
+        offered = [str(getattr(e, "value", e)) for e in (general.position_encodings or [])] if general is not None else []
+        if general is not None and "utf-16" in offered:
+            general.position_encodings = ["utf-16"]
         result = yield from super().lsp_initialize(params)
         config = getattr(self._server, "config", None)
         # copilotInlineEdit: next-edit suggestions in GitHub Copilot's shape (lsp/inline_edit.py), which NES clients
