@@ -59,15 +59,17 @@ Details the sources leave open, chosen here: Sweep's original window is the curr
 wholly inside it; Zeta's editable region is a fixed line window (5 lines above the cursor's line, 5 below; Zed grows
 it along the syntax tree) with 5 context lines on each side, its edits' hunk headers give the edit's first line
 (1-based, in the current text) on both sides, with no context lines, and the prompt ends with "### Response:" and
-one newline. Budgets: about 2.5 characters a token over the rewritten text, and room for an edit.
+one newline; Zeta's engine is stopped at the end marker (the context and fence the model would write after it are
+not read). Sweep's 1.5B and 0.5B prompts have no cursor mark; the later sweep-next-edit-v2-7B card adds `<|cursor|>`
+and line spans to the headers, which this format does not write. Budgets: about 2.5 characters a token over the
+rewritten text, and room for an edit.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from tabd.predictor.edit_prompt import (EditPair, Window, answer_budget, edit_prompt, line_starts, read_answer, window,
-                                        window_text)
+from tabd.predictor.edit_prompt import EditPair, Window, answer_budget, edit_prompt, line_starts, read_answer, window
 
 NAMES = ("tabd", "sweep", "zeta")
 
@@ -261,4 +263,4 @@ def format_named(name: str) -> NesFormat:
         raise ValueError(f"unknown edit format {name!r}; known: {', '.join(NAMES)}") from None
 
 
-__all__ = ["EditContext", "FORMATS", "NAMES", "NesFormat", "SWEEP", "TABD", "ZETA", "format_named", "window_text"]
+__all__ = ["EditContext", "FORMATS", "NAMES", "NesFormat", "SWEEP", "TABD", "ZETA", "format_named"]

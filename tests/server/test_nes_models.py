@@ -101,7 +101,8 @@ class Engine(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path == "/v1/models":
-            self._json({"object": "list", "data": [{"id": "sweep-next-edit-1.5b.q8_0.v2.gguf", "owned_by": "llamacpp"}]})
+            model = {"id": "sweep-next-edit-1.5b.q8_0.v2.gguf", "owned_by": "llamacpp"}
+            self._json({"object": "list", "data": [model]})
         elif self.path == "/props":
             self._json({"default_generation_settings": {"n_ctx": 8192}, "total_slots": 1})
         else:
