@@ -417,7 +417,10 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
             ghost = inline_edit.ghost_item(ls, params.text_document.uri, params.position)
             if ghost is not None:  # a next edit that only rewrites the rest of this line: shown as ghost text too
                 return {"items": [ghost]}
-        return inline_result(answer, _position_dict(start), _position_dict(end))
+        result = inline_result(answer, _position_dict(start), _position_dict(end))
+        if answer.reason == EXCLUDED:  # which rule, in words, so the client can say it and how to change it
+            result["tabd"]["rule"] = ls.excluded.get(params.text_document.uri, "")
+        return result
 
     @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=[".", "(", " "]))
     async def completion(ls: TabdServer, params: types.CompletionParams) -> types.CompletionList:

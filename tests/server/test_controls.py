@@ -139,10 +139,15 @@ async def test_bad_switches_are_reported_and_ignored(server: Client, bad):
 
 async def test_excluded_documents_answer_excluded_and_a_bad_glob_is_reported(server: Client):
     assert "[oops" in await until_warning(server, "exclude glob ignored")
-    for name in (".env", "deploy/id_rsa", "server.pem", "my_secrets.py", "aws-credentials.json", "db.local.py"):
+    rules = {".env": ".env* (the default deny list)", "deploy/id_rsa": "id_rsa* (the default deny list)",
+             "server.pem": "*.pem (the default deny list)", "my_secrets.py": "*secret* (the default deny list)",
+             "aws-credentials.json": "*credentials* (the default deny list)", "db.local.py": "*.local.py (exclude)"}
+    for name in rules:
         uri = opened(server, name)
         answer = await ask(server, uri)
-        assert answer == {"items": [], "tabd": {"reason": "excluded"}}, name
+        # the reason, and the rule that excludes the file in words (the clients show it)
+        assert answer["items"] == [] and answer["tabd"]["reason"] == "excluded", name
+        assert answer["tabd"]["rule"] == rules[name], name
     assert (await stats(server))["last"]["reason"] == "excluded"
     near = opened(server, "near.py")
     assert (await ask(server, near))["items"]

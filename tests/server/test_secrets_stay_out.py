@@ -50,7 +50,8 @@ async def test_a_dot_env_never_reaches_the_remote_engine_the_context_the_log_or_
             client.open(notes, "python", 1, NOTES)
             client.open(app, "python", 1, APP)
             client.change(env, 2, at(2, 0), f"API_KEY={SECRET[::-1]}\n")  # typed in the .env too
-            assert await ask(client, env, 2, 0) == {"items": [], "tabd": {"reason": "excluded"}}
+            assert await ask(client, env, 2, 0) == {"items": [], "tabd": {"reason": "excluded",
+                                                                          "rule": ".env* (the default deny list)"}}
             client.change(app, 2, at(6, 4), "r")
             first = await ask(client, app, 6, 5)
             client.change(app, 3, at(6, 5), "eturn ")
