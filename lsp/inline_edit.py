@@ -9,6 +9,16 @@
   textDocument/didShowInlineEdit  {item: {command}}     the client rendered it
   textDocument/didFocus           {textDocument: {uri}}  a document gained focus
 
+Positions in copilotInlineEdit (the request's and the edit's range) are UTF-16 code units whatever encoding the
+client negotiated: Copilot's NES clients (copilot-lsp, sidekick.nvim, copilot.el) assume UTF-16 for them, and
+Neovim offers UTF-8 first, so a negotiated range would be applied in the wrong unit on a line with non-ASCII text.
+tabd's own clients read them as UTF-16 too; the ghost-text item (ghost_item) is an inline completion and keeps the
+negotiated encoding.
+
+A request that comes while the user may still be typing at the end of their change is held until their pause
+(edit_service.py), then answered; if they edit on meanwhile it is answered empty (an error would be shown to the user
+by copilot-lsp), and `$/cancelRequest` cancels it.
+
 Params are read leniently (unknown fields ignored); malformed ones get InvalidParams, never a crash. The logic is
 daemon/edits/edit_service.py; this file converts positions and shapes.
 """
@@ -34,6 +44,7 @@ DID_SHOW = "textDocument/didShowInlineEdit"
 DID_FOCUS = "textDocument/didFocus"
 ACCEPT_EDIT = "tabd.acceptInlineEdit"
 REJECT_EDIT = "tabd.rejectInlineEdit"
+NES_ENCODING = "utf-16"  # what Copilot's clients assume for copilotInlineEdit, whatever was negotiated
 
 
 def field(obj: Any, name: str) -> Any:
@@ -73,7 +84,7 @@ def _asked(ls: "TabdServer", params: Any) -> tuple[str, Any, int] | dict:
     if version is not None and version != doc.version:
         ls.edits.stale()  # the range would be against a text the client no longer has
         return {"edits": []}
-    return uri, doc, doc.offset_at(line, character, ls.encoding)
+    return uri, doc, doc.offset_at(line, character, NES_ENCODING)
 
 
 async def inline_edit(ls: "TabdServer", params: Any) -> dict:
@@ -88,7 +99,7 @@ async def inline_edit(ls: "TabdServer", params: Any) -> dict:
     edit = await ls.edits.suggest(doc_id(uri), at_version, text, offset, unquote(uri.rstrip("/").rsplit("/", 1)[-1]))
     if edit is None or doc.version != at_version:
         return {"edits": []}
-    return _answered(ls, uri, doc, text, offset, edit)
+    return _answered(ls, uri, doc, text, offset, edit, NES_ENCODING)
 
 
 def edit_now(ls: "TabdServer", params: Any) -> Any:
@@ -110,7 +121,7 @@ def edit_now(ls: "TabdServer", params: Any) -> Any:
     if recalled is None:
         return NOT_PLAIN
     edit = recalled[0]
-    return {"edits": []} if edit is None else _answered(ls, uri, doc, text, offset, edit)
+    return {"edits": []} if edit is None else _answered(ls, uri, doc, text, offset, edit, NES_ENCODING)
 
 
 def ghost_item(ls: "TabdServer", uri: str, position: Any) -> dict | None:
@@ -130,17 +141,18 @@ def ghost_item(ls: "TabdServer", uri: str, position: Any) -> dict | None:
     edit = ls.edits.as_ghost_text(doc_id(uri), doc.version, text, offset)
     if edit is None:
         return None
-    answer = _answered(ls, uri, doc, text, offset, edit)["edits"][0]
+    answer = _answered(ls, uri, doc, text, offset, edit, ls.encoding)["edits"][0]
     return {"insertText": answer["text"], "range": answer["range"], "command": answer["command"]}
 
 
-def _answered(ls: "TabdServer", uri: str, doc: Any, text: str, offset: int, edit: EditSuggestion) -> dict:
-    """The result for an edit, with what it sets going: the edit after it and the completion where it leaves the
-    cursor, both computed ahead."""
+def _answered(ls: "TabdServer", uri: str, doc: Any, text: str, offset: int, edit: EditSuggestion,
+              encoding: str) -> dict:
+    """The result for an edit (its range in `encoding`), with what it sets going: the edit after it and the
+    completion where it leaves the cursor, both computed ahead."""
     from tabd.lsp.server import doc_id
 
     assert ls.edits is not None and ls.service is not None
-    start, end = doc.position_at(edit.start, ls.encoding), doc.position_at(edit.end, ls.encoding)
+    start, end = doc.position_at(edit.start, encoding), doc.position_at(edit.end, encoding)
     speculation = asyncio.ensure_future(ls.edits.speculate(edit, text))  # the next Tab's answer, computed ahead
     speculation.add_done_callback(_retrieve)
     after, cursor = ls.edits.applied(edit, text)  # and the completion where the cursor lands once it is applied
@@ -174,12 +186,15 @@ def register(server: "TabdServer") -> None:
     server.protocol.plain[INLINE_EDIT] = lambda params: edit_now(server, params)
     server.protocol.now = server.protocol.now | {INLINE_EDIT}
 
+    # the handlers' `ls` is typed Any: pygls resolves the annotations of what it registers, and this module cannot
+    # import TabdServer at run time (it is imported by it); "TabdServer" there made pygls answer malformed params
+    # with "name 'TabdServer' is not defined"
     @server.feature(INLINE_EDIT)
-    async def copilot_inline_edit(ls: "TabdServer", params: Any) -> dict:
+    async def copilot_inline_edit(ls: Any, params: Any) -> dict:
         return await inline_edit(ls, params)
 
     @server.feature(DID_SHOW)
-    def did_show_inline_edit(ls: "TabdServer", params: Any) -> None:
+    def did_show_inline_edit(ls: Any, params: Any) -> None:
         edit_id = shown_id(params)
         if edit_id is None or ls.edits is None:
             logger.warning("%s expects {item: {command: {arguments: [id]}}}", DID_SHOW)
@@ -187,7 +202,7 @@ def register(server: "TabdServer") -> None:
         ls.edits.shown(edit_id)
 
     @server.feature(DID_FOCUS)
-    def did_focus(ls: "TabdServer", params: Any) -> None:
+    def did_focus(ls: Any, params: Any) -> None:
         return None  # the focus itself changes nothing yet: the next request names its document
 
     def accept_edit(*args: Any) -> dict:
@@ -202,9 +217,9 @@ def register(server: "TabdServer") -> None:
     server.commands[REJECT_EDIT] = reject_edit
 
     @server.command(ACCEPT_EDIT)
-    def accept(ls: "TabdServer", *args: Any) -> dict:
+    def accept(ls: Any, *args: Any) -> dict:
         return ls.commands[ACCEPT_EDIT](*args)
 
     @server.command(REJECT_EDIT)
-    def reject(ls: "TabdServer", *args: Any) -> dict:
+    def reject(ls: Any, *args: Any) -> dict:
         return ls.commands[REJECT_EDIT](*args)
