@@ -15,7 +15,8 @@ ROOTS = {
 
 
 def packages() -> list[str]:
-    """Each root and every package below its folder, by import name (subpackages resolve through their root's folder)."""
+    """Each root and every package below its folder, by import name (a subpackage's folder is found through its
+    root's)."""
     return [name + sub for name, folder in ROOTS.items() for sub in ["", *("." + p for p in find_packages(folder))]]
 
 
