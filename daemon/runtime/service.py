@@ -220,6 +220,8 @@ class CompletionService:
         except (Cancelled, Exception) as exc:  # no answer: no edit, never an error shown for a suggestion
             logger.info("edit prompt failed: %s", exc)
             return None
+        if fmt.stops and pred.decode_tokens >= budget:
+            return None  # stopped by the budget, not by the format's stop: the window it wrote is not whole
         return pred.text, pred.confidence
 
     # -- requests -----------------------------------------------------------------------------

@@ -86,6 +86,7 @@ class Engine(BaseHTTPRequestHandler):
 
     expected = ""
     answer = ""
+    cut_at = 0  # > 0: the answer ends there, cut by the token budget
     bodies: list[dict] = []
 
     def log_message(self, *args) -> None:
@@ -118,9 +119,14 @@ class Engine(BaseHTTPRequestHandler):
             self._event({"content": "", "stop": True})
             return
         text = self.answer if body.get("prompt") == self.expected else ""
+        if self.cut_at:  # the model wrote on past the budget: llama-server ends at max_tokens and says so
+            text = text[:self.cut_at]
         for piece in text.splitlines(keepends=True):
             self._event({"choices": [{"text": piece, "index": 0, "finish_reason": None}]})
-        self._event({"choices": [{"text": "", "index": 0, "finish_reason": "stop"}]})
+        last = {"text": "", "index": 0, "finish_reason": "length" if self.cut_at else "stop"}
+        used = body["max_tokens"] if self.cut_at else len(text.splitlines())
+        self._event({"choices": [last], "timings": {"prompt_n": 100, "cache_n": 0, "predicted_n": used,
+                                                    "prompt_ms": 10.0, "predicted_ms": 10.0}})
         self._event("[DONE]")
 
     def _event(self, event: dict | str) -> None:
@@ -129,8 +135,8 @@ class Engine(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def engine(expected: str, answer: str) -> Iterator[tuple[type[Engine], str]]:
-    handler = type("Scripted", (Engine,), {"expected": expected, "answer": answer, "bodies": []})
+def engine(expected: str, answer: str, cut_at: int = 0) -> Iterator[tuple[type[Engine], str]]:
+    handler = type("Scripted", (Engine,), {"expected": expected, "answer": answer, "cut_at": cut_at, "bodies": []})
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
@@ -178,6 +184,24 @@ def test_the_engine_gets_the_model_s_own_prompt_and_its_answer_is_the_edit_shown
             assert len(second) == 1 and second[0]["range"] == rng(4, 11, 12) and second[0]["text"] == "count", second
             assert apply(text, second[0]) == RENAMED
             assert len([b for b in scripted.bodies if b["path"] == "/v1/completions"]) == 1
+        finally:
+            server.close()
+
+
+def test_an_answer_the_budget_cut_short_deletes_nothing():
+    """The model rambled and the engine stopped it at max_tokens after whole lines: the window it wrote lacks its
+    last lines, which read as the user's code deleted. No edit is shown instead."""
+    cut = SWEEP_ANSWER.index("    total")  # the first three lines only
+    with engine(SWEEP_PROMPT, SWEEP_ANSWER, cut_at=cut) as (scripted, url):
+        server = RawServer("--backend", "openai", "--url", url, "--edit-format", "sweep", "--edit-sources", "model",
+                           "--no-warmup", "--debounce-ms", "0")
+        try:
+            server.initialize()
+            server.open(URI, CODE)
+            server.change(URI, 2, [{"range": rng(2, 9, 10), "text": "count"}])
+            time.sleep(1.2)
+            assert inline_edit(server, 2, 2, 14)["edits"] == []
+            assert [b["prompt"] for b in scripted.bodies if b["path"] == "/v1/completions"] == [SWEEP_PROMPT]
         finally:
             server.close()
 
