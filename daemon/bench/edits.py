@@ -15,6 +15,11 @@ edits answered from memory with the client's latency p50/p99.
 
 The distributions are held out twice over: none is in the training corpus list (predictor/training/distributions.txt)
 and none is installed on this machine (`pip list`); the section refuses to run otherwise.
+
+`--edits-git REPO [REPO...]` measures instead on real commit histories, case by case (edit_cases.py, played by
+case_driver.py as copilot-lsp asks): per state "repeat due", "other due" or "none due", whether the first edit shown
+is exactly the next place, the same figures for the plain-text baseline (no server), after a taken edit the share
+of next answers from the server's memory, and the answer's latency after the pause (docs/next-edits-bench.md).
 """
 from __future__ import annotations
 
@@ -41,6 +46,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--edits-seed", type=int, default=11, help="session choice and typist seed (default 11)")
     g.add_argument("--edits-editor", choices=["vscode", "plain"], default="vscode", help="the typist's editor (default vscode)")
     g.add_argument("--edits-cache", default=".cache/edits", metavar="DIR", help="where the wheels go (default .cache/edits)")
+    g.add_argument("--edits-git", nargs="+", metavar="REPO",
+                   help="measure on these git histories (work trees or bare git directories) instead of the release "
+                        "diffs: each commit-file's places made one by one, a next edit asked as copilot-lsp asks")
+    g.add_argument("--edits-commits", type=int, default=30, help="commits per repository, newest first (default 30)")
+    g.add_argument("--edits-rev", metavar="RANGE", help="the revision or range whose commits are read (default HEAD)")
+    g.add_argument("--edits-max-places", type=int, default=8,
+                   help="states per commit-file: k stops here (default 8); a file with more places has no none-due state")
+    g.add_argument("--edits-servers", type=int, default=1,
+                   help="servers run side by side, each with its share of the files (default 1; latency is only "
+                        "comparable at 1)")
+    g.add_argument("--edits-pause-ms", type=float,
+                   help="the server's pause before it answers (default: tabd/stats edits.pause_ms, else 500)")
+    g.add_argument("--edits-cases-out", metavar="FILE",
+                   help="each case's result as JSONL (the tune repositories only: held-out cases are not looked at)")
 
 
 # ---------------------------------------------------------------- the releases
@@ -155,6 +174,8 @@ def figures(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_section(args: argparse.Namespace) -> dict[str, Any]:
+    if getattr(args, "edits_git", None):
+        return run_git_section(args)
     from tabd.daemon.commands.replay import server_flags
 
     problems = held_out_problems([name for name, _, _ in RELEASES])
@@ -197,4 +218,92 @@ def run_section(args: argparse.Namespace) -> dict[str, Any]:
     # the edit user's gain over the completion-only user, in points of the person's keys saved
     out["gain_points"] = {g: round(100 * (out["nes"][g]["keystrokes_saved_share"]
                                           - out["completion"][g]["keystrokes_saved_share"]), 1) for g in out["nes"]}
+    return out
+
+
+# ---------------------------------------------------------------- real histories, case by case
+
+
+def _quantiles(values: list[float]) -> dict[str, float | None]:
+    ordered = sorted(values)
+
+    def rank(q: float) -> float | None:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2) if ordered else None
+
+    return {"p50": rank(0.5), "p95": rank(0.95)}
+
+
+def _share(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole else None
+
+
+def case_figures(results: list[Any]) -> dict[str, Any]:
+    """The totals of a list of CaseResult: per due class, the baseline, after a taken edit, latency."""
+    out: dict[str, Any] = {"cases": len(results)}
+    base: dict[str, Any] = {}
+    for due in ("repeat", "other", "none"):
+        mine = [r for r in results if r.due == due]
+        verdicts = {v: sum(1 for r in mine if r.verdict == v) for v in ("exact", "later", "wrong")}
+        shown = sum(verdicts.values())
+        row: dict[str, Any] = {"states": len(mine), "shown": shown}
+        if due == "none":
+            row["false_share"] = _share(shown, len(mine))
+        else:
+            row.update(verdicts, exact_share=_share(verdicts["exact"], len(mine)))
+        out[f"{due}_due"] = row
+        b_shown = sum(1 for r in mine if r.baseline != "none")
+        b_exact = sum(1 for r in mine if r.baseline == "exact")
+        base[f"{due}_due"] = ({"shown": b_shown, "false_share": _share(b_shown, len(mine))} if due == "none" else
+                              {"shown": b_shown, "exact": b_exact, "exact_share": _share(b_exact, len(mine))})
+    out["baseline"] = base
+    taken = [r.after_accept for r in results if r.after_accept is not None]
+    memory = sum(1 for a in taken if a["origin"] == "cache")
+    out["after_accept"] = {"asks": len(taken), "from_memory": memory, "memory_share": _share(memory, len(taken)),
+                           "exact": sum(1 for a in taken if a["verdict"] == "exact"),
+                           "origin_unknown": sum(1 for a in taken if a["origin"] is None),
+                           "answer_ms": _quantiles([a["answer_ms"] for a in taken])}
+    out["latency_ms"] = {"answer": _quantiles([r.answer_ms for r in results]),
+                         "after_pause": _quantiles([r.after_pause_ms for r in results])}
+    out["sync_mismatches"] = sum(1 for r in results if not r.sync)
+    return out
+
+
+def run_git_section(args: argparse.Namespace) -> dict[str, Any]:
+    import dataclasses
+    import json
+    import time
+
+    from tabd.daemon.commands.replay import server_flags
+    from tabd.daemon.sessions.case_driver import CaseOptions, play
+    from tabd.daemon.sessions.edit_cases import cases_of
+    from tabd.daemon.sessions.git_history import GitError, history, repo_name, revision
+
+    if args.edits_commits <= 0 or args.edits_max_places < 1 or args.edits_servers < 1:
+        raise RuntimeError("--edits-commits, --edits-max-places and --edits-servers must be at least 1")
+    began = time.monotonic()
+    groups, repos = [], []
+    for repo in args.edits_git:
+        try:
+            name = repo_name(repo)
+            found = history(repo, args.edits_commits, args.edits_rev)
+            head = revision(repo, args.edits_rev)
+        except GitError as exc:
+            raise RuntimeError(str(exc)) from None
+        mine = cases_of(name, found, args.edits_max_places)
+        groups.extend(mine)
+        repos.append({"name": name, "rev": head, "commits": len(found), "files": sum(len(c.files) for c in found),
+                      "files_with_cases": len(mine), "cases": sum(len(g) for g in mine)})
+    options = CaseOptions(server_args=server_flags(args), seed=args.edits_seed, servers=args.edits_servers,
+                          pause_s=None if args.edits_pause_ms is None else args.edits_pause_ms / 1000.0,
+                          progress=not args.json)
+    results = play(groups, options)
+    if args.edits_cases_out:
+        with open(args.edits_cases_out, "w", encoding="utf-8") as fh:
+            for r in results:
+                fh.write(json.dumps(dataclasses.asdict(r), ensure_ascii=False) + "\n")
+    out: dict[str, Any] = {"mode": "git", "repos": repos, "server_args": options.server_args,
+                           "servers": options.servers, **case_figures(results)}
+    out["by_repo"] = {r["name"]: {k: v for k, v in case_figures([x for x in results if x.repo == r["name"]]).items()
+                                  if k in ("cases", "repeat_due", "none_due", "after_accept")} for r in repos}
+    out["seconds"] = round(time.monotonic() - began, 1)
     return out

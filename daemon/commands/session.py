@@ -1,5 +1,5 @@
-"""`tabd session from-file FILE... | from-diff OLD NEW -o SESSION.jsonl`: sessions that type real files, or a real
-diff, as a person would."""
+"""`tabd session from-file FILE... | from-diff OLD NEW | from-git REPO -o SESSION.jsonl`: sessions that type real
+files, a real diff, or the commits of a real git history, as a person would."""
 from __future__ import annotations
 
 import argparse
@@ -38,15 +38,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     d.add_argument("--typo-rate", type=float, default=0.02, help="chance of a typo per letter (default 0.02)")
     d.add_argument("--editor", choices=["vscode", "plain"], default="vscode",
                    help="vscode (default): VS Code's auto-closed pairs and overtype; plain: a plain buffer")
+    g = sub.add_parser("from-git", help="type the last commits of a git history as a person would",
+                       description="Read the last N non-merge commits of REPO (a work tree or a bare git directory) "
+                                   "that modify source files of a language tabd knows, and type each commit's changes, "
+                                   "oldest commit first, file by file: open the old file, move to each place, select "
+                                   "and delete, type the new text, a pause of a second or more between places. Files "
+                                   "over 200 KB, not UTF-8, added, deleted or renamed are left out, and commits with "
+                                   "more than 40 hunks (reformats) skipped.")
+    g.add_argument("repo", metavar="REPO")
+    g.add_argument("--commits", type=int, default=10, help="commits typed, the newest ones (default 10)")
+    g.add_argument("--rev", metavar="RANGE", help="the revision or range to read commits from (default HEAD)")
+    g.add_argument("-o", "--output", required=True, metavar="SESSION.jsonl")
+    g.add_argument("--seed", type=int, default=0, help="same history and seed give the same session (default 0)")
+    g.add_argument("--cps", type=float, default=8.0, help="mean keystrokes per second (default 8)")
+    g.add_argument("--typo-rate", type=float, default=0.02, help="chance of a typo per letter (default 0.02)")
+    g.add_argument("--editor", choices=["vscode", "plain"], default="vscode",
+                   help="vscode (default): VS Code's auto-closed pairs and overtype; plain: a plain buffer")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.session_command == "from-diff":
         return run_from_diff(args)
+    if args.session_command == "from-git":
+        return run_from_git(args)
     if args.session_command != "from-file":
         print("usage: tabd session from-file FILE... -o SESSION.jsonl [--seed N] [--cps 8] [--spans N] "
               "[--editor vscode|plain]\n       tabd session from-diff OLD NEW -o SESSION.jsonl [--seed N] [--cps 8] "
-              "[--editor vscode|plain]", file=sys.stderr)
+              "[--editor vscode|plain]\n       tabd session from-git REPO -o SESSION.jsonl [--commits N] [--rev RANGE] "
+              "[--seed N]", file=sys.stderr)
         return 2
     from tabd.daemon.sessions.typist import TypingStyle, typed_session
 
@@ -101,4 +120,39 @@ def run_from_diff(args: argparse.Namespace) -> int:
     duration = events[-1]["t"] if events else 0.0
     print(f"{args.output}: {len(pairs)} file(s), {edits} edits, {keys} keystrokes ({args.editor}), "
           f"{duration:.1f} s typed", file=sys.stderr)
+    return 0
+
+
+def run_from_git(args: argparse.Namespace) -> int:
+    from tabd.daemon.sessions.git_history import GitError, git_session, history, repo_name
+    from tabd.daemon.sessions.typist import TypingStyle
+
+    if args.cps <= 0 or args.commits < 1:
+        print("tabd session: --cps must be > 0 and --commits >= 1", file=sys.stderr)
+        return 2
+    try:
+        found = history(args.repo, args.commits, args.rev)
+    except GitError as exc:
+        print(f"tabd session: {exc}", file=sys.stderr)
+        return 1
+    if not found:
+        print(f"tabd session: {args.repo}: no commit modifies a source file tabd knows", file=sys.stderr)
+        return 1
+    try:
+        language, events = git_session(found, repo_name(args.repo), seed=args.seed,
+                                       style=TypingStyle(cps=args.cps, typo_rate=args.typo_rate), editor=args.editor)
+    except RuntimeError as exc:  # a typist that lost step (a bug): said, not a traceback
+        print(f"tabd session: {exc}", file=sys.stderr)
+        return 1
+    try:
+        write_session(args.output, events, language)
+    except OSError as exc:
+        print(f"tabd session: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    files = sum(len(c.files) for c in found)
+    places = sum(1 for e in events if e["op"] == "move" and "hunk" in e)
+    keys = sum(1 for e in events if e["op"] in ("change", "move"))
+    duration = events[-1]["t"] if events else 0.0
+    print(f"{args.output}: {len(found)} commit(s), {files} file(s), {places} places, {keys} keystrokes "
+          f"({args.editor}), {duration:.1f} s typed", file=sys.stderr)
     return 0
