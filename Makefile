@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.tabd-installed
 
-.PHONY: demo test test-fast test-deps typecheck bench-deps venv clean vllm test-vllm
+.PHONY: demo test test-fast test-deps typecheck bench-deps venv clean vllm test-vllm wheel
 
 $(STAMP): pyproject.toml setup.py constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -36,6 +36,14 @@ $(TYPECHECK_VENV)/.mypy-$(MYPY_VERSION):
 
 typecheck: $(STAMP) $(TYPECHECK_VENV)/.mypy-$(MYPY_VERSION)
 	$(TYPECHECK_VENV)/bin/python -m mypy --python-executable $(PY)
+
+# The wheel users install (`pipx install dist/tabd-0.1.0-py3-none-any.whl`, or `pipx install .` which builds the same),
+# with the embedded model and the native C sources inside; tests/server/test_wheel.py builds one from the tracked files
+# and runs it. build/ goes first: setuptools would copy a module deleted since the last build into the wheel.
+wheel: $(STAMP)
+	rm -rf build
+	$(PIP) wheel -q --no-deps --no-build-isolation -w dist .
+	@ls -l dist/tabd-*.whl
 
 # Things the end-to-end tests need beyond Python packages (chromium, neovim, node packages...).
 test-deps: $(STAMP)

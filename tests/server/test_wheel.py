@@ -171,3 +171,11 @@ def test_tabd_complete_runs_the_shipped_model(installed):
 def test_tabd_demo_shows_a_suggestion_and_the_next_from_memory(installed):
     out = run([installed.tabd, "demo", "--no-replay"], cwd=installed.work).stdout
     assert "after Tab the next suggestion came from memory" in out, out[-3000:]
+
+
+def test_tabd_doctor_sees_an_installed_tabd_whose_daemon_answers(installed):
+    out = run([installed.tabd, "doctor", "--only", "install,daemon", "--json"], cwd=installed.work).stdout
+    checks = {c["name"]: c for c in json.loads(out.strip().splitlines()[-1])["checks"]}
+    assert checks["install"]["ok"] and checks["install"]["figures"]["editable"] is False, out
+    assert str(installed.site) in checks["install"]["detail"]
+    assert checks["daemon"]["ok"], out
