@@ -261,9 +261,11 @@ def case_figures(results: list[Any]) -> dict[str, Any]:
     out["after_accept"] = {"asks": len(taken), "from_memory": memory, "memory_share": _share(memory, len(taken)),
                            "exact": sum(1 for a in taken if a["verdict"] == "exact"),
                            "origin_unknown": sum(1 for a in taken if a["origin"] is None),
-                           "answer_ms": _quantiles([a["answer_ms"] for a in taken])}
-    out["latency_ms"] = {"answer": _quantiles([r.answer_ms for r in results]),
-                         "after_pause": _quantiles([r.after_pause_ms for r in results])}
+                           "answer_ms": _quantiles([a["answer_ms"] for a in taken if a["answer_ms"] is not None])}
+    answered = [r for r in results if r.error is None]
+    out["latency_ms"] = {"answer": _quantiles([r.answer_ms for r in answered]),
+                         "after_pause": _quantiles([r.after_pause_ms for r in answered])}
+    out["errors"] = len(results) - len(answered) + sum(1 for a in taken if a.get("error"))
     out["sync_mismatches"] = sum(1 for r in results if not r.sync)
     return out
 

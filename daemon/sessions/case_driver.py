@@ -26,6 +26,7 @@ from typing import Any, Callable, Sequence
 
 from tabd.daemon.sessions.edit_cases import Case, baseline, judge
 from tabd.daemon.sessions.format import offset_at, position_at
+from tabd.lsp.client import ResponseError
 from tabd.lsp import positions
 
 KEYS = re.compile(r"\n[ \t]*|.", re.S)  # one key each; Enter with the indentation an editor adds is one
@@ -67,6 +68,7 @@ class CaseResult:
     edit: dict[str, Any] | None = None  # the edit shown (range, text): for the tune repositories' failures
     after_accept: dict[str, Any] | None = None  # {verdict, origin, answer_ms} of the request after taking the edit
     sync: bool = True  # the server's document was ours when the request was sent
+    error: str | None = None  # the request timed out or was answered with an error (counted as no edit shown)
 
 
 class _Outbox:
@@ -209,7 +211,12 @@ class CaseRunner:
         await self._sleep_until(last_key + o.debounce_s)
         box.flush()
         sync = await self._in_sync(uri, text)
-        edit, sent, answered = await self._ask(uri, box, text, cursor)
+        try:
+            edit, sent, answered = await self._ask(uri, box, text, cursor)
+        except (TimeoutError, ResponseError) as exc:  # one case's failure is counted, the others still run
+            self.client.close(uri)
+            return CaseResult(case.repo, case.commit, case.path, case.k, len(case.places), case.due, "none",
+                              judge(case, baseline(case)), 0.0, 0.0, None, sync=sync, error=str(exc)[:200])
         origin = await self._origin()
         result_doc = _applied(text, edit)
         verdict = judge(case, result_doc)
@@ -235,7 +242,10 @@ class CaseRunner:
         # the cursor goes to the old range's end, read as a position in the new text (clamped to it)
         cursor = positions.offset_at(result_doc, int(edit.range["end"]["line"]), int(edit.range["end"]["character"]))
         await self._sleep_until(taken + self.options.debounce_s)
-        nxt, sent, answered = await self._ask(uri, box, result_doc, cursor)
+        try:
+            nxt, sent, answered = await self._ask(uri, box, result_doc, cursor)
+        except (TimeoutError, ResponseError) as exc:
+            return {"verdict": "none", "origin": None, "answer_ms": None, "error": str(exc)[:200]}
         origin = await self._origin()
         following = Case(case.repo, case.commit, case.path, case.language, case.old, case.places, case.k + 1)
         return {"verdict": judge(following, _applied(result_doc, nxt)), "origin": origin,
