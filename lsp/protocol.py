@@ -306,6 +306,8 @@ class TabdProtocol(LanguageServerProtocol):
     lazy: frozenset[str] = frozenset()  # methods whose plain-path answers nobody waits on (lsp/outbox.py)
     now: frozenset[str] = frozenset()  # methods whose plain-path answers go out at once, mid-read too
     after_answer: Callable[[], None] | None = None  # run once a request answered on the plain path is written
+    input_fd: int | None = None  # the connection's file descriptors, where it has them (stdio): set by the transport
+    output_fd: int | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -71,6 +71,26 @@ def did_change(params: Any) -> tuple[str, int, list[Change]] | None:
     return uri, version, out
 
 
+def did_open(params: Any) -> tuple[str, int, str, str] | None:
+    """(uri, version, languageId, text) of didOpen params, or None. The structured path is no fallback here: its
+    structuring turns a text of null, 5 or {"a": 1} into the strings "None", "5", "{'a': 1}"."""
+    doc = params.get("textDocument") if type(params) is dict else None
+    if type(doc) is not dict:
+        return None
+    uri, version, language, text = doc.get("uri"), doc.get("version"), doc.get("languageId", ""), doc.get("text")
+    if type(uri) is not str or type(text) is not str or type(language) is not str or type(version) is not int:
+        return None
+    return (uri, version, language, text) if -UINT_MAX - 1 <= version <= UINT_MAX else None
+
+
+def texts_are_strings(params: Any) -> bool:
+    """Whether every content change of didChange params that has a text has a string (see did_open for why)."""
+    changes = params.get("contentChanges") if type(params) is dict else None
+    if type(changes) is not list:
+        return True  # not this check's to judge: the structured path reports it
+    return all(type(c) is not dict or "text" not in c or type(c["text"]) is str for c in changes)
+
+
 def inline_completion(params: Any) -> tuple[str, Position, bool] | None:
     """(uri, (line, character), invoked) of inlineCompletion params, or None. A missing context is an automatic
     request, as the memory path has always taken it."""

@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import os
 import time
 from typing import Any, Callable
 
 from lsprotocol import types
 from pygls.capabilities import ServerCapabilitiesBuilder
-from pygls.exceptions import JsonRpcInvalidParams
+from pygls.exceptions import FeatureNotificationError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from tabd.cache.state import DocState
@@ -44,6 +45,10 @@ DOCUMENT = "tabd/document"  # the server's copy of a document, for clients and t
 CONTEXT = "tabd/context"  # the workspace context a document's prompts start with (debug; the log has counts only)
 FOCUS = "tabd/focus"  # notification {uri, position}: the user moved there; warm the KV up before the first request
 SET_ENABLED = "tabd/setEnabled"  # notification {enabled, uri?, minutes?}: suggestions on or off (runtime/controls.py)
+MAX_POPUPS = 20  # window/showMessage a session shows; the rest go to the log
+MAX_POPUP_CHARS = 500
+MAX_ACCEPT_CHARS = 1 << 20  # tabd.accept's chars: more than any suggestion has
+MAX_ID_CHARS = 256  # an item id tabd made is 12 characters
 REQUEST_TIMEOUT_S = 30.0  # a loaded model that takes longer than this answers empty rather than never
 LOAD_WAIT_S = 60.0  # a request waits this long for the model to load, then answers empty ("loading")
 
@@ -71,10 +76,13 @@ class TabdServer(LanguageServer):
         self.roots: list[str] = []  # workspace folder paths, for the `# path` lines of context chunks
         self.commands = {ACCEPT: self.accept_command, DISMISS: self.dismiss_command}  # both paths run these
         self.cursors: dict[str, int] = {}  # uri -> where its last edit (or request) left the cursor, for --record
-        self.exclusion = Exclusion(config.exclude)
+        self.exclusion = Exclusion(config.exclude, include=config.include)
         self.excluded: dict[str, str] = {}  # uri -> why: open documents kept from the service, the log and --record
         self.controls = Controls(self.switched)
         self.serving: set[str] = set()  # open documents the service knows: neither excluded nor switched off
+        self.popups = 0  # window/showMessage sent (show)
+        self.notification_error_shown = False
+        self.streams: set[tuple[int, int]] = set()  # (device, inode) of the LSP input and output: never a log
 
     def start_io(self, stdin=None, stdout=None) -> int:  # type: ignore[override]
         """Serve on stdio with our transport (see lsp/transport.py); the process exit code."""
@@ -84,7 +92,25 @@ class TabdServer(LanguageServer):
         return serve_tcp(self, host, port)
 
     def show(self, kind: types.MessageType, message: str) -> None:
+        """A pop-up in the editor, bounded: a message may quote what the client sent, and a client that sends bad
+        values in a loop must not bury the user in pop-ups (past MAX_POPUPS they go to the log only)."""
+        message = message if len(message) <= MAX_POPUP_CHARS else message[:MAX_POPUP_CHARS] + "..."
+        self.popups += 1
+        if self.popups > MAX_POPUPS:
+            logger.warning("not shown (%d pop-ups already): %s", MAX_POPUPS, message)
+            return
+        if self.popups == MAX_POPUPS:
+            message += " (further messages go to the log only)"
         self.window_show_message(types.ShowMessageParams(type=kind, message=f"tabd: {message}"))
+
+    def report_server_error(self, error: Exception, source: Any) -> None:  # type: ignore[override]
+        """pygls' report of an exception in a handler: a request's error is its answer; a notification's (the
+        client's malformed params, mostly) is logged, and shown once, not once per message."""
+        text = f"{type(error).__name__}: {error}"[:MAX_POPUP_CHARS]
+        logger.error("error in a handler: %s", text)
+        if source is FeatureNotificationError and not self.notification_error_shown:
+            self.notification_error_shown = True
+            self.show(types.MessageType.Error, f"error in server: {text}")
 
     async def report_model(self) -> None:
         """Tell the user once when the model cannot load: completions stay empty, and this says why."""
@@ -97,11 +123,15 @@ class TabdServer(LanguageServer):
             self.show(types.MessageType.Error, f"the model could not be loaded, so there will be no suggestions: {self.service.load_error}")
 
     def open_client_log(self, path: str) -> bool:
-        """initializationOptions.log: a log file asked for by the editor, opened now so a bad path is reported now."""
+        """initializationOptions.log: a log file asked for by the editor, opened now so a bad path is reported now.
+        The LSP stream itself (/proc/self/fd/N, /dev/stdout) is refused: log lines there are bytes outside any frame."""
         try:
+            if _file_id(path) in self.streams:
+                raise OSError(f"{path} is the LSP connection itself")
             log_file = LogFile(path)
-        except OSError as exc:
-            self.pending_messages.append(f"option 'log': {exc.strerror or exc}; not logging to it")
+        except (OSError, ValueError) as exc:  # ValueError: a NUL or a lone surrogate in the path
+            why = getattr(exc, "strerror", None) or str(exc)
+            self.pending_messages.append(f"option 'log': {why[:MAX_POPUP_CHARS]}; not logging to it")
             return False
         self.events.add_sink(log_file.write)
         self.closers.append(log_file.close)
@@ -260,8 +290,21 @@ class TabdServer(LanguageServer):
         """didChange on plain JSON (a keystroke, and the edit a Tab makes); NOT_PLAIN when it does not read."""
         change = rawparams.did_change(params)
         if change is None:
+            if not rawparams.texts_are_strings(params):
+                logger.warning("didChange dropped: a content change's text is not a string")
+                return None
             return NOT_PLAIN
         self.apply_changes(*change)
+        return None
+
+    def open_now(self, params: Any) -> None:
+        """didOpen on plain JSON; one that does not read (a text that is not a string) is dropped with a log line."""
+        opened = rawparams.did_open(params)
+        if opened is None:
+            logger.warning("didOpen dropped: textDocument needs a string uri, languageId and text and an integer version")
+            return None
+        uri, version, language, text = opened
+        self.opened(uri, text, version, language)
         return None
 
     def command_now(self, params: Any) -> Any:
@@ -348,6 +391,7 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
     server = TabdServer(config, backend_factory, events or EventLog())
     server.protocol.plain = {types.TEXT_DOCUMENT_INLINE_COMPLETION: server.answer_now,
                              types.TEXT_DOCUMENT_DID_CHANGE: server.change_now,
+                             types.TEXT_DOCUMENT_DID_OPEN: server.open_now,
                              types.WORKSPACE_EXECUTE_COMMAND: server.command_now}
     server.protocol.lazy = frozenset({types.WORKSPACE_EXECUTE_COMMAND})  # tabd.accept / tabd.dismiss: nobody waits
     server.protocol.now = frozenset({types.TEXT_DOCUMENT_INLINE_COMPLETION})
@@ -356,13 +400,14 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
     @server.feature(types.INITIALIZE)
     def initialize(ls: TabdServer, params: types.InitializeParams) -> None:
         before = ls.config
+        ls.streams = _stream_ids(ls.protocol)
         ls.config, problems = apply_client_options(ls.config, params.initialization_options)
         ls.pending_messages.extend(problems)
         if ls.config.log and ls.config.log != before.log and not ls.open_client_log(ls.config.log):
             ls.config.log = before.log
         encoding = ServerCapabilitiesBuilder.choose_position_encoding(params.capabilities)
         ls.encoding = str(getattr(encoding, "value", encoding))
-        ls.exclusion = Exclusion(ls.config.exclude)
+        ls.exclusion = Exclusion(ls.config.exclude, include=ls.config.include)
         ls.pending_messages.extend(ls.exclusion.problems)
         ls.service = CompletionService(ls.config, ls.backend_factory, ls.events)
         ls.edits = EditService(ls.service.score, ls.config.edit_min_confidence,
@@ -386,7 +431,7 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: TabdServer, params: types.DidOpenTextDocumentParams) -> None:
-        d = params.text_document
+        d = params.text_document  # TabdServer.open_now reads every didOpen after initialize; this is its fallback
         ls.opened(d.uri, d.text, d.version, d.language_id)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
@@ -407,6 +452,7 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
             ls.edits.closed(doc_id(uri))
         ls.serve(uri)
         ls.excluded.pop(uri, None)
+        ls.controls.forget(uri)  # its own switch goes with it (the clients send it again at the next open)
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(ls: TabdServer, params: types.InlineCompletionParams) -> dict:
@@ -552,7 +598,38 @@ def command_args(args: tuple, name: str) -> tuple[str, dict]:
         options = options._asdict()
     if not isinstance(options, dict):
         raise JsonRpcInvalidParams(f"{name}: second argument must be an object")
+    chars = options.get("chars")
+    if chars is not None and (not _int(chars) or not 0 <= chars <= MAX_ACCEPT_CHARS):
+        raise JsonRpcInvalidParams(f"{name}: chars must be an integer from 0 to {MAX_ACCEPT_CHARS}")
+    if isinstance(args[0], str) and len(args[0]) > MAX_ID_CHARS:
+        raise JsonRpcInvalidParams(f"{name}: the item id is longer than {MAX_ID_CHARS} characters")
     return str(args[0]), options
+
+
+def _int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _file_id(path: str) -> tuple[int, int] | None:
+    """(device, inode) of what a path names now, or None (it does not exist yet: a new file, no stream)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _stream_ids(protocol: Any) -> set[tuple[int, int]]:
+    """(device, inode) of the streams the LSP connection runs on: the pipe or file of stdin and of the output."""
+    ids = set()
+    for fd in (getattr(protocol, "input_fd", None), getattr(protocol, "output_fd", None)):
+        if isinstance(fd, int):
+            try:
+                st = os.fstat(fd)
+            except OSError:
+                continue
+            ids.add((st.st_dev, st.st_ino))
+    return ids
 
 
 def _plain(value: Any) -> Any:

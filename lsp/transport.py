@@ -175,6 +175,7 @@ def serve_stdio(server, stdin_fd: int | None = None, stdout=None, on_start: Call
         os.dup2(2, 1)
     protocol.set_writer(StdoutWriter(stdout))
     fd = 0 if stdin_fd is None else stdin_fd
+    protocol.input_fd, protocol.output_fd = fd, _fileno(stdout)  # a log must never be one of them (lsp/server.py)
 
     async def main() -> int:
         loop = asyncio.get_running_loop()
@@ -189,6 +190,13 @@ def serve_stdio(server, stdin_fd: int | None = None, stdout=None, on_start: Call
         return await conn.stopped
 
     return asyncio.run(main())
+
+
+def _fileno(stream: Any) -> int | None:
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 def serve_tcp(server, host: str, port: int, on_start: Callable[[Connection], None] | None = None) -> int:

@@ -211,6 +211,11 @@ class Config:
             "the path within the workspace (no / in it: any part of the path); repeat the flag for more (the "
             "client's list adds to it)",
         flag="--exclude", metavar="GLOB", init="exclude", group=CONTEXT, shown="none", see="Content exclusion")
+    include: tuple[str, ...] = setting(
+        (), "files to give back to the model that an exclude glob or git keeps out (a library file under a "
+            "git-ignored virtualenv, a scratch file in an ignored folder): a glob as for --exclude; never a file the "
+            "default deny list keeps out; repeat the flag for more (the client's list adds to it)",
+        flag="--include", metavar="GLOB", init="include", group=CONTEXT, shown="none", see="Content exclusion")
     log: str | None = setting(
         None, "append JSONL events (no source text) to FILE", flag="--log", metavar="FILE", init="log", group=SERVE)
     log_text: bool = setting(
