@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from tabd.predictor import loader, postprocess, prompt_ids
-from tabd.predictor.engine import generate
+from tabd.predictor.engine import chunking, generate
 from tabd.predictor.engine.runner import Runner
 from tabd.predictor.engine.slots import SlotPool
 from tabd.predictor.engine_choice import EngineChoice, after_hand_over, choose
@@ -396,8 +396,15 @@ class LocalBackend(CopyVerification, Backend):
 
         # chunk by chunk, each kept as it is run: a pre-empted or cancelled prefill leaves its work for the next
         # request sharing the prefix (typically the same document one keystroke on, or the same request resumed)
-        logits = generate.prefill(self.runner, ids[reused:], slot.cache, self.prefill_chunk, should_stop, ran)
+        logits = generate.prefill(self.runner, ids[reused:], slot.cache, self._chunk(), should_stop, ran)
         return slot, reused, logits
+
+    def _chunk(self) -> int:
+        """Tokens per prefill chunk now: the size's (or the setting's), shortened to what this machine runs in
+        chunking.CHUNK_MS at the speed measured, so that a request coming during a prefill waits that long at most."""
+        if self.settings.prefill_chunk:
+            return self.prefill_chunk
+        return chunking.chunk_within(self.prefill_chunk, self.prefill_speed.ms_per_token)
 
     def _short_window(self, prefix: str, suffix: str, layout: PromptLayout,
                       settings: GenSettings) -> tuple[str, str, PromptLayout] | None:

@@ -54,6 +54,7 @@ from tabd.predictor.wire import Call, RemoteError, Retry, error_message, one_lin
 
 SERVER_FIM = "server"  # the FIM template setting that lets the server apply the model's own
 PRIORITY_MODES = ("auto", "on", "off")
+VLLM_PARALLEL = 4  # requests in flight to a vLLM server when --parallel is left at 1 (the daemon's scheduler follows it)
 PRIORITY_ENGINES = ("tabd", "vllm")  # owned_by of engines that order requests by `priority` (vLLM: when started so)
 # A refused engine is not asked again for this long (each request in it answers at once); then one request tries
 # once, with no retries, so an engine that is back is noticed within this time and one that is not costs nothing.
@@ -253,7 +254,9 @@ class RemoteBackend(Backend):
             raise RemoteError(
                 f"{self.url}: cannot tell which FIM template model {self.model!r} uses; set the FIM template: "
                 f"FAMILY[:LAYOUT] ({', '.join(FAMILIES)}), or {SERVER_FIM} for the server's own", "fim")
-        self.info, self.route, self.parallel = info, route, info.slots
+        # requests the engine runs side by side: llama-server's slots; vLLM batches continuously, and a few in flight
+        # let one document's keystroke run beside another's prefill and the prefetches (its priorities order them)
+        self.info, self.route, self.parallel = info, route, VLLM_PARALLEL if info.owned_by == "vllm" else info.slots
         self.logit_bias = self._marker_bias() if info.owned_by == "vllm" and route == "prompt" else {}
         if self.priority_mode == "auto":
             self.orders_by_priority = info.owned_by in PRIORITY_ENGINES and not self.priority_refused

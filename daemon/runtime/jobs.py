@@ -71,10 +71,14 @@ def chunks_of(context: Snapshot) -> list[ContextChunk]:
 
 
 class ModelJobs:
-    def __init__(self, scheduler: Scheduler, model: Model, events: EventLog | None = None) -> None:
+    def __init__(self, scheduler: Scheduler, model: Model, events: EventLog | None = None,
+                 follow_engine: bool = False) -> None:
         self.scheduler = scheduler
         self.model = model
         self.events = events
+        # run as many jobs at once as the engine says it batches (a remote one, --parallel left at 1): llama-server's
+        # slots, a few for vLLM; a request of another document then runs beside the one before, in the engine
+        self.follow_engine = follow_engine
         self._warming: dict[str, Job] = {}  # slot -> the whole window's warm-up after a short-window answer
         self.whole_warmups = 0  # of those, finished
 
@@ -85,6 +89,9 @@ class ModelJobs:
         backend = self.model.backend
         if backend is None:
             raise RuntimeError("no model is loaded")
+        parallel = getattr(backend, "parallel", 1)
+        if self.follow_engine and isinstance(parallel, int) and parallel > self.scheduler.workers:
+            self.scheduler.widen(parallel)
         job: Job | None = None
 
         def run(should_stop: Callable[[], bool]) -> Prediction | None:

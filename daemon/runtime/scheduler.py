@@ -29,6 +29,7 @@ from tabd.daemon.runtime.priority import BACKGROUND_NICE, run_in_background
 from tabd.predictor.types import Interrupted
 
 FOREGROUND = 0
+MAX_WORKERS = 32  # as --parallel's bound
 
 
 class Cancelled(Exception):
@@ -76,6 +77,18 @@ class Scheduler:
         ]
         for thread in self._threads:
             thread.start()
+
+    def widen(self, workers: int) -> None:
+        """Run up to `workers` jobs at once from now on (an engine that batches said how many it runs side by side)."""
+        with self._cond:
+            if self._stopped:
+                return
+            while self.workers < min(MAX_WORKERS, workers):
+                thread = threading.Thread(target=self._work, name=f"tabd-model-{self.workers}", daemon=True)
+                self._threads.append(thread)
+                self.workers += 1
+                thread.start()
+            self._cond.notify_all()
 
     # -- queue ------------------------------------------------------------------
 

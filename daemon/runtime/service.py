@@ -134,7 +134,7 @@ class CompletionService:
         planned = RecentKeys(PLANNED_KEYS)
         self.requests = RequestBuilder(config, model, self.workspace, planned.__contains__)
         self.memory = Memory(config)
-        jobs = ModelJobs(scheduler, model, events)
+        jobs = ModelJobs(scheduler, model, events, follow_engine=config.backend == "openai" and config.parallel == 1)
         self.computations = Computations(jobs, self.memory, self.stats, events)
         self.speculator = Speculator(config, self.requests, self.memory, self.computations, self.stats, events,
                                      self.workspace.current, planned)
