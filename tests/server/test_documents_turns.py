@@ -90,6 +90,35 @@ def test_a_request_in_another_document_is_answered_while_a_cold_one_runs_which_r
     assert b_line["doc"] != a_line["doc"]
 
 
+def test_a_preempted_request_stops_once_the_user_goes_on_in_the_other_document(tmp_path, fixture_model):
+    log = tmp_path / "tabd.jsonl"
+    s = RawServer("--model", fixture_model, "--log", str(log), "--max-prompt-ms", "0",
+                  stderr=tmp_path / "stderr.txt", popen=small_chunks)
+    try:
+        s.initialize(OPTIONS)
+        text = a_text()
+        s.open(A, text)
+        s.open(B, "def f():\n    y = 2")
+        assert s.inline(B, 1, 9)["result"]["items"]
+        a = s.request("textDocument/inlineCompletion", {"textDocument": {"uri": A}, "position": dict(
+            zip(("line", "character"), end(text))), "context": {"triggerKind": 2}})
+        until(lambda: s.result("tabd/stats", {})["requests_to_model"]["started"] == 2, "A's run to start")
+        time.sleep(0.3)
+        for version, char in ((2, 9), (3, 10)):  # two keystrokes in B: the second says the user went on there
+            s.change(B, version, [{"range": {"start": {"line": 1, "character": char},
+                                             "end": {"line": 1, "character": char}}, "text": "3"}])
+            assert s.inline(B, 1, char + 1)["result"]["items"]
+        a_reply = s.response(a, timeout=120)
+        assert s.shutdown_exit() == 0
+    finally:
+        s.close()
+    events = read_log(log)
+    assert a_reply["result"]["items"] == []  # A stopped instead of resuming for a user who is in B now
+    assert any(e["event"] == "cancel" and e.get("reason") == "elsewhere" for e in events)
+    a_line = [e for e in completions(log) if e["source"] == "none"]
+    assert len(a_line) == 1 and "preemptions" not in a_line[0]  # answered empty, nothing computed for it
+
+
 def test_a_cold_prompt_over_the_budget_runs_on_the_nearest_lines_and_the_next_keystroke_reuses_the_whole(
         tmp_path, fixture_model):
     log = tmp_path / "tabd.jsonl"

@@ -1,0 +1,34 @@
+"""The prefill budget's parts: the lines nearest the cursor, the measured speed, and chunks bounded in time."""
+from __future__ import annotations
+
+from tabd.predictor.engine.chunking import CHUNK_FLOOR, CHUNK_MS, chunk_within
+from tabd.predictor.local import PrefillSpeed, cut_to_lines
+
+
+def test_the_short_window_keeps_whole_lines_nearest_the_cursor():
+    prefix = "".join(f"line {i}\n" for i in range(100)) + "    total = "
+    head = cut_to_lines(prefix, 40, from_end=True)
+    assert prefix.endswith(head) and head.endswith("    total = ")
+    assert head.startswith("line ") and len(head) <= 40 + len("line 99\n")
+    assert cut_to_lines("a very long cursor line with no break", 5, from_end=True) == "a very long cursor line with no break"
+    suffix = ")\n" + "".join(f"after {i}\n" for i in range(50))
+    tail = cut_to_lines(suffix, 20, from_end=False)
+    assert suffix.startswith(tail) and tail.endswith("\n") and len(tail) <= 20
+    assert cut_to_lines("short", 100, from_end=True) == "short"
+
+
+def test_the_speed_is_guessed_from_the_size_then_measured():
+    speed = PrefillSpeed(500_000_000)
+    assert speed.ms(1000) > 10_000  # a 0.5B model is guessed slow until measured (a cold prompt goes short)
+    speed.ran(100, 0.5)
+    assert speed.ms_per_token == 5.0
+    speed.ran(2, 10.0)  # a keystroke's few tokens say nothing of the rate
+    assert speed.ms_per_token == 5.0
+    assert speed.tokens_in(500) == 100
+
+
+def test_a_chunk_takes_at_most_the_time_bound_down_to_the_floor():
+    assert chunk_within(2048, 0.01) == 2048  # a small model's prompt in one chunk, as before
+    assert chunk_within(256, 4.0) * 4.0 <= CHUNK_MS
+    assert chunk_within(256, 25.0) == CHUNK_FLOOR  # a slow machine: the floor, over the bound
+    assert chunk_within(16, 100.0) == 16  # never above what the size allows
