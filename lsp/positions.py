@@ -22,6 +22,8 @@ import itertools
 import re
 
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
+NOT_HIGH_SURROGATE = bytes(b for b in range(256) if not 0xD8 <= b <= 0xDB)  # high bytes of UTF-16 units
+NOT_CONTINUATION = bytes(b for b in range(256) if b & 0xC0 != 0x80)  # UTF-8 bytes that start no character
 ENCODINGS = ("utf-16", "utf-8", "utf-32")
 JOINED_MAX = 1 << 16  # a text this small also keeps one joined copy: str() and slices without joining blocks
 BLOCK_LINES = 128  # lines per block: an edit re-splits one to three blocks, about 10-40 kB of ordinary code
@@ -37,13 +39,41 @@ def units(text: str, encoding: str = "utf-16") -> int:
 
 
 def index_in_line(line: str, character: int, encoding: str = "utf-16", strict: bool = False) -> int:
-    """The index in `line` (a line without its break) that is `character` code units in."""
+    """The index in `line` (a line without its break) that is `character` code units in.
+
+    The line's first `character` code points encoded and counted in C, not a Python step per character: a position
+    far into a long non-ASCII line (1 MB of it took 1-2 s per request, and blocked every other request) costs what
+    its bytes cost to copy."""
     if character < 0:
         raise ValueError(f"negative character {character}")
     if encoding == "utf-32" or line.isascii():
         if strict and character > len(line):
             raise ValueError(f"character {character} is past the end of the line ({len(line)})")
         return min(character, len(line))
+    width, codec = (2, "utf-16-le") if encoding == "utf-16" else (1, "utf-8")
+    head = line[:character]  # `character` code points take at least `character` units: the cut lies within
+    try:
+        encoded = head.encode(codec)
+    except UnicodeEncodeError:  # lone surrogates: a pair of them would encode like one astral character
+        return _index_by_steps(line, character, encoding, strict)
+    if len(encoded) // width <= character:  # the cut is at the head's end (or past the line's)
+        if strict and len(encoded) // width < character:
+            raise ValueError(f"character {character} is past the end of the line ({len(encoded) // width})")
+        return len(head)
+    cut = character * width
+    if width == 2:  # code points = units - high surrogates; a pair the cut splits counts as its start
+        index = character - len(encoded[1:cut:2].translate(None, NOT_HIGH_SURROGATE))
+        inside = 0xD8 <= encoded[cut - 1] <= 0xDB
+    else:  # code points = bytes that start one; one the cut splits is its start
+        inside = encoded[cut] & 0xC0 == 0x80
+        index = cut - len(encoded[:cut].translate(None, NOT_CONTINUATION)) - int(inside)
+    if inside and strict:
+        raise ValueError(f"character {character} is inside a character of {units(line[index], encoding)} code units")
+    return index
+
+
+def _index_by_steps(line: str, character: int, encoding: str, strict: bool) -> int:
+    """index_in_line one character at a time (for lines that hold lone surrogates)."""
     used = 0
     for i, ch in enumerate(line):
         if used >= character:
