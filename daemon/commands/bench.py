@@ -1,4 +1,4 @@
-"""`tabd bench [kv|replay|remote|soak|engines|lookup|quality|start|bigdoc|preempt|editors|edits|fleet|documents] [--json]`: side-by-side figures measured in one run.
+"""`tabd bench [kv|replay|remote|soak|engines|lookup|quality|start|bigdoc|preempt|editors|edits|fleet|documents|realmodel] [--json]`: side-by-side figures measured in one run.
 
 Each section lives in its own module with `add_arguments(parser)` (optional) and
 `run_section(args) -> dict`; the dict is printed under the section's name.
@@ -25,6 +25,7 @@ SECTIONS: dict[str, str] = {
     "edits": "tabd.daemon.bench.edits",
     "fleet": "tabd.daemon.bench.fleet",
     "documents": "tabd.daemon.bench.documents",
+    "realmodel": "tabd.daemon.bench.realmodel",
 }
 DEFAULT_ALL = ("kv", "replay", "remote")  # soak, engines, quality and bigdoc take long or are narrow; name them to run them
 
