@@ -36,6 +36,7 @@ class PromptLayout:
     before_cursor: list[int] = field(default_factory=list)  # the context's and the prefix's ids, in the document's order
 
 
+MAX_PAUSED = 8  # pre-empted requests whose window is remembered for their resumption
 SHORT_MIN_TOKENS = 32  # the shortest window a cold request runs on, whatever the budget: a line or two of code
 PRIOR_FLOPS = 30e9  # what the prefill speed is guessed from before any prefill ran: 2 x parameters a token at this rate
 
@@ -99,6 +100,8 @@ class LocalBackend(CopyVerification, Backend):
         self.memory_bound = 4 * self.parameters > AUTO_FP32_BYTES  # decode streams more than it computes
         self.prefill_chunk = max(1, settings.prefill_chunk or generate.chunk_for(self.parameters))
         self.prefill_speed = PrefillSpeed(self.parameters)  # what the prefill budget is judged by
+        # requests pre-empted mid-prefill, by slot: (prefix, suffix) asked, and the short window they ran on (or None)
+        self._paused: dict[str, tuple[str, str, tuple[str, str, PromptLayout] | None]] = {}
         self.context = int(getattr(self.model.config, "max_position_embeddings", 2048) or 2048)
         # the runner's allocator looked up at each call: a hand-over swaps the runner
         self.pool = SlotPool(lambda capacity: self.runner.new_cache(capacity), self.context, settings.kv_reuse,
@@ -273,7 +276,8 @@ class LocalBackend(CopyVerification, Backend):
             return self._predict_raw(prefix, suffix, settings, should_stop, slot_id, lookup)
         foreground = priority <= 0  # the budget is for a request the user waits for, not for background work
         layout = self.layout(prefix, suffix, settings.max_new_tokens, prompt_chunks(context))
-        short = self._short_window(prefix, suffix, layout, settings) if foreground else None
+        asked, paused = slot_id, (prefix, suffix)
+        short = self._short_window(slot_id, prefix, suffix, layout, settings) if foreground else None
         if short is not None:  # a cold prompt over the budget: the lines nearest the cursor, in a slot of their own
             prefix, suffix, layout = short
             slot_id, context = f"{slot_id}#short", ()
@@ -283,8 +287,7 @@ class LocalBackend(CopyVerification, Backend):
         try:
             slot, reused, logits = self._prefill(slot_id, ids, should_stop)
         except Interrupted:
-            if foreground:
-                self.pool.pin(slot_id)  # its chunks stay for when it resumes, whatever else runs meanwhile
+            self._pause(foreground, asked, slot_id, (*paused, short))
             raise
         self.pool.unpin(slot_id)
         t1 = time.perf_counter()
@@ -307,7 +310,11 @@ class LocalBackend(CopyVerification, Backend):
 
         look = generate.Lookup(ids, doc=layout.before_cursor) if lookup and self.choice.native_passes else None
         rule = generate.Rule(settings.max_new_tokens, go_on, self._allowed_first(heal), self.marker_ids)
-        decoded = generate.decode_n_tokens(self.runner, logits, slot.cache, rule, slot.ids.append, look)
+        try:
+            decoded = generate.decode_n_tokens(self.runner, logits, slot.cache, rule, slot.ids.append, look)
+        except Interrupted:
+            self._pause(foreground, asked, slot_id, (*paused, short))
+            raise
         t2 = time.perf_counter()
         tokens = decoded.tokens
         self.last_tokens = list(tokens)
@@ -399,6 +406,16 @@ class LocalBackend(CopyVerification, Backend):
         logits = generate.prefill(self.runner, ids[reused:], slot.cache, self._chunk(), should_stop, ran)
         return slot, reused, logits
 
+    def _pause(self, foreground: bool, asked: str, slot_id: str, window: tuple) -> None:
+        """A request stopped for another (pre-empted) before it answered: its slot is kept from eviction while it
+        waits, and it resumes on the window it started, whatever the speed measured meanwhile says (its KV is for it)."""
+        if not foreground:
+            return
+        self.pool.pin(slot_id)
+        self._paused[asked] = window
+        while len(self._paused) > MAX_PAUSED:
+            del self._paused[next(iter(self._paused))]
+
     def _chunk(self) -> int:
         """Tokens per prefill chunk now: the size's (or the setting's), shortened to what this machine runs in
         chunking.CHUNK_MS at the speed measured, so that a request coming during a prefill waits that long at most."""
@@ -406,13 +423,16 @@ class LocalBackend(CopyVerification, Backend):
             return self.prefill_chunk
         return chunking.chunk_within(self.prefill_chunk, self.prefill_speed.ms_per_token)
 
-    def _short_window(self, prefix: str, suffix: str, layout: PromptLayout,
+    def _short_window(self, slot_id: str, prefix: str, suffix: str, layout: PromptLayout,
                       settings: GenSettings) -> tuple[str, str, PromptLayout] | None:
         """(prefix, suffix, layout) of the lines nearest the cursor where the prompt's uncomputed part would take
         longer to prefill than max_prompt_ms (a cold document), sized to fit it; None where the whole fits."""
         budget = self.settings.max_prompt_ms
         if not budget or not self.settings.kv_reuse:
             return None
+        paused = self._paused.pop(slot_id, None)
+        if paused is not None and paused[:2] == (prefix, suffix):
+            return paused[2]  # a request pre-empted mid-prefill goes on with the window it started (its KV is for it)
         speed = self.prefill_speed
         todo = len(layout.ids) - self.pool.held(layout.ids)
         if speed.ms(todo) <= budget:

@@ -32,3 +32,28 @@ def test_a_chunk_takes_at_most_the_time_bound_down_to_the_floor():
     assert chunk_within(256, 4.0) * 4.0 <= CHUNK_MS
     assert chunk_within(256, 25.0) == CHUNK_FLOOR  # a slow machine: the floor, over the bound
     assert chunk_within(16, 100.0) == 16  # never above what the size allows
+
+
+def test_a_short_window_preempted_mid_prefill_resumes_on_the_same_window_from_its_chunks():
+    import pytest
+
+    from tabd.predictor.backend_settings import LocalSettings
+    from tabd.predictor.local import LocalBackend
+    from tabd.predictor.types import GenSettings, Interrupted
+
+    backend = LocalBackend(LocalSettings(kv_reuse=True, engine="fast", threads=1, prefill_chunk=16, max_prompt_ms=100))
+    prefix = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(200)) + "def g(y):\n    return "
+    settings = GenSettings(max_new_tokens=4)
+    backend.prefill_speed.ms_per_token = 1.0  # 100 tokens fit the budget: the whole window does not
+    checks = []
+
+    def stop_at_third_chunk() -> bool:
+        checks.append(1)
+        return len(checks) > 3
+
+    with pytest.raises(Interrupted):
+        backend.predict(prefix, "", settings, stop_at_third_chunk, slot_id="a")
+    backend.prefill_speed.ms_per_token = 1.7  # measured meanwhile: a new pick would be another, shorter window
+    resumed = backend.predict(prefix, "", settings, slot_id="a")
+    assert resumed.window_chars < len(prefix) // 4  # the short window
+    assert resumed.reused_tokens >= 3 * 16  # the three chunks run before the stop were not run again
