@@ -437,7 +437,11 @@ class LocalBackend(CopyVerification, Backend):
         todo = len(layout.ids) - self.pool.held(layout.ids)
         if speed.ms(todo) <= budget:
             return None
-        fits = max(SHORT_MIN_TOKENS, speed.tokens_in(budget))
+        # a power of two: the next keystroke picks the same lines though the speed measured moves a little, and
+        # finds their keys and values kept
+        fits = SHORT_MIN_TOKENS
+        while fits * 2 <= speed.tokens_in(budget):
+            fits *= 2
         text_tokens = max(1, len(layout.ids) - layout.context_tokens)
         per_token = (len(prefix) + len(suffix)) / text_tokens  # characters a token, in this prompt
         head = cut_to_lines(prefix, int(fits * 0.75 * per_token), from_end=True)
