@@ -175,6 +175,8 @@ def check_daemon(talk: dict, cmd: list[str]) -> Check:
 
 
 def check_model(talk: dict, args: argparse.Namespace) -> Check:
+    if args.backend == "openai":
+        return Check("model", None, "the remote engine holds the model (see remote)")
     if not talk.get("started"):
         return Check("model", None, "not checked: the daemon did not start (see daemon)")
     if talk.get("model") in ("unavailable", "loading", None):
@@ -183,8 +185,6 @@ def check_model(talk: dict, args: argparse.Namespace) -> Check:
         return Check("model", False, f"the model did not load: {why}",
                      "--model DIR must name a folder with config.json, the weights (*.safetensors) and the tokenizer; "
                      "leave it out for the embedded model, or use a served one with --backend openai --url URL")
-    if str(talk["model"]).startswith("remote:"):
-        return Check("model", None, "the remote engine holds the model (see remote)")
     detail = f"model {talk['model']} ({talk.get('engine')} engine) ready {talk['ready_s']} s after the start " \
              f"({talk['load_s']} s after initialize); first suggestion in {talk['first_ms']} ms"
     figures = {k: talk[k] for k in ("model", "engine", "ready_s", "load_s", "first_ms")}
@@ -221,6 +221,9 @@ def check_remote(args: argparse.Namespace) -> Check:
 
 
 def remote_fix(message: str, url: str) -> str:
+    if "(--url)" in message or "--allow-insecure-url" in message:
+        return ("give --url as the engine's base URL, http://127.0.0.1:PORT on this machine (https for another "
+                "host, or --allow-insecure-url on a network you trust)")
     if "cannot reach" in message or "refused" in message.lower() or "connect" in message.lower():
         return (f"nothing answers at {url}: start the engine (`llama-server -m MODEL.gguf --port 8080`, "
                 "`ollama serve`, `vllm serve MODEL`, or `tabd serve-model`) or correct --url")
