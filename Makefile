@@ -98,4 +98,4 @@ test-vllm: $(STAMP) vllm
 	$(PY) -m pytest -q -m vllm -rsP tests/server/test_vllm.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info
