@@ -342,57 +342,45 @@ def default_root(path: str) -> str:
 def check_exclusion(args: argparse.Namespace) -> Check:
     if not args.path:
         return Check("exclusion", None, "no file given (--path FILE says whether and why a file gets no suggestions)")
+    from tabd.daemon.runtime.exclusion import Exclusion, relative_path
+
     path = os.path.abspath(args.path)
     root = os.path.abspath(args.root) if args.root else default_root(path)
-    exclusion = exclusion_of(config_from_args(args))
-    problems = list(getattr(exclusion, "problems", []))
-    why = exclusion.why(path, [root])
-    shown = os.path.relpath(path)
-    figures = {"path": path, "root": root, "excluded": bool(why), "rule": why}
-    if not why:
-        return Check("exclusion", True, f"{shown} is not excluded: its text may reach the model"
-                                        + (f" ({'; '.join(problems)})" if problems else ""), figures=figures)
-    if why.startswith("git ignores"):
-        rule = git_rule(path)
-        figures["git_rule"] = rule
-        where, _, pattern = rule.rpartition(": ")
-        fixes = [f"remove or narrow the rule `{pattern}` at {where}" if rule else "stop git ignoring it",
-                 include_fix(shown)]
-        return Check("exclusion", False, f"{shown} is excluded: git ignores it ({rule or 'a rule git applies'}), and "
+    config = config_from_args(args)
+    # the Exclusion `tabd serve` builds from these settings (lsp/server.py), asked as it asks an opened document
+    exclusion = Exclusion(config.exclude, include=config.include)
+    rule = exclusion.rule(path, [root])
+    shown, relative = os.path.relpath(path), relative_path(path, [root])
+    figures = {"path": path, "root": root, "excluded": rule is not None, "rule": str(rule) if rule else ""}
+    if rule is None:
+        problems = f" ({'; '.join(exclusion.problems)})" if exclusion.problems else ""
+        return Check("exclusion", True, f"{shown} is not excluded: its text may reach the model{problems}",
+                     figures=figures)
+    if rule.kind == "git":
+        line = git_rule(path)
+        figures["git_rule"] = line
+        where, _, pattern = line.rpartition(": ")
+        fixes = [include_fix(relative), f"remove or narrow the rule `{pattern}` at {where}" if line else ""]
+        return Check("exclusion", False, f"{shown} is excluded: git ignores it ({line or 'a rule git applies'}), and "
                                          "tabd keeps what git ignores from the model",
                      "; or ".join(f for f in fixes if f), figures)
-    glob = why.split(" (", 1)[0]
-    if "default deny list" in why:
-        fixes = [include_fix(shown), f"rename it so that `{glob}` does not match"]
-        return Check("exclusion", False, f"{shown} is excluded by `{glob}`, on the default deny list (names of files "
-                                         "people keep secrets in)",
-                     "if it holds no secrets: " + "; or ".join(f for f in fixes if f), figures)
-    return Check("exclusion", False, f"{shown} is excluded by your glob `{glob}` (--exclude / the client's "
-                                     "`exclude` option)",
-                 f"remove `{glob}` from --exclude / the `exclude` initialization option", figures)
+    if rule.kind == "default":
+        return Check("exclusion", False, f"{shown} is excluded by `{rule.glob}`, on the default deny list (names of "
+                                         "files people keep secrets in; no setting lets such a file back in)",
+                     f"if it holds no secrets, rename it so that `{rule.glob}` does not match", figures)
+    if rule.kind == "exclude":
+        return Check("exclusion", False, f"{shown} is excluded by your glob `{rule.glob}` (--exclude / the client's "
+                                         "`exclude` option)",
+                     f"remove `{rule.glob}` from --exclude / the `exclude` initialization option; or "
+                     + include_fix(relative), figures)
+    return Check("exclusion", False, f"{shown} is excluded: {rule}", "", figures)
 
 
-def exclusion_of(config):
-    """The Exclusion `tabd serve` builds from this configuration (lsp/server.py), with the `include` globs where
-    runtime/exclusion.py takes them (#40 adds them there)."""
-    import inspect
-
-    from tabd.daemon.runtime.exclusion import Exclusion
-
-    takes = inspect.signature(Exclusion).parameters
-    extra = {"include": config.include} if "include" in takes and hasattr(config, "include") else {}
-    return Exclusion(config.exclude, **extra)
-
-
-def include_fix(shown: str) -> str:
-    """How a user lets one file back in where this tabd has the `include` setting (#40); "" where it has none."""
-    import dataclasses
-
-    from tabd.daemon.runtime.settings import Config
-
-    if "include" in {f.name for f in dataclasses.fields(Config)}:
-        return f"add an `include` glob that lets it back in (--include '{shown}', or the client's `include` option)"
-    return ""
+def include_fix(relative: str) -> str:
+    """The `include` glob that lets a file (and the folder it is in) back in past an exclude glob or git."""
+    folder = relative.rpartition("/")[0]
+    glob = f"{folder}/**" if folder else relative
+    return f"let it back in with an include glob: --include '{glob}' (the client's `include` option)"
 
 
 # -- the command -----------------------------------------------------------------------------------------------

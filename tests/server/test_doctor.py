@@ -94,21 +94,25 @@ def test_a_path_git_ignores_names_the_rule_and_the_fix(repo):
     assert check["figures"]["git_rule"] == ".gitignore:2: build/"
     assert "git ignores it (.gitignore:2: build/)" in check["detail"]
     assert "remove or narrow the rule `build/` at .gitignore:2" in check["fix"]
-    assert "fix: remove or narrow the rule" in out
+    assert "fix: let it back in with an include glob: --include 'build/**'" in out
+    code, _, result = doctor("--only", "exclusion", "--path", "build/gen.py", "--include", "build/**", cwd=repo)
+    assert code == 0 and by_name(result)["exclusion"]["figures"]["excluded"] is False  # the fix it gave works
 
 
 def test_a_path_on_the_deny_list_names_the_glob(repo):
     code, _, result = doctor("--only", "exclusion", "--path", ".env.local", cwd=repo)
     check = by_name(result)["exclusion"]
     assert code == 1 and check["ok"] is False and "`.env*`, on the default deny list" in check["detail"]
-    assert "if it holds no secrets" in check["fix"]
+    assert check["fix"] == "if it holds no secrets, rename it so that `.env*` does not match"
+    code, _, result = doctor("--only", "exclusion", "--path", ".env.local", "--include", ".env*", cwd=repo)
+    assert code == 1, "an include glob let a file on the deny list back in"
 
 
 def test_a_path_excluded_by_the_users_glob_says_which_to_remove(repo):
     code, _, result = doctor("--only", "exclusion", "--path", "main.py", "--exclude", "main.*", cwd=repo)
     check = by_name(result)["exclusion"]
     assert code == 1 and "your glob `main.*`" in check["detail"]
-    assert check["fix"] == "remove `main.*` from --exclude / the `exclude` initialization option"
+    assert check["fix"].startswith("remove `main.*` from --exclude / the `exclude` initialization option")
 
 
 def test_a_path_that_is_not_excluded_passes(repo):
