@@ -97,5 +97,12 @@ vllm:
 test-vllm: $(STAMP) vllm
 	$(PY) -m pytest -q -m vllm -rsP tests/server/test_vllm.py
 
+# The VS Code extension, editors/vscode/tabd.vsix (install: code --install-extension editors/vscode/tabd.vsix).
+# Its node packages are installed once per lockfile (npm ci); node 20 and npm are what it needs.
+.PHONY: vsix
+vsix:
+	cd editors/vscode && { cmp -s package-lock.json node_modules/.tabd-lock || { npm ci --loglevel=error && cp package-lock.json node_modules/.tabd-lock; }; } && npm run --silent package
+	@echo "built editors/vscode/tabd.vsix"
+
 clean:
 	rm -rf $(VENV) build dist *.egg-info
