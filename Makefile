@@ -71,7 +71,7 @@ NO_AMX := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
 	-DCMAKE_C_FLAGS='$(NO_AMX)' -DCMAKE_CXX_FLAGS='$(NO_AMX)' -DLLAVA_BUILD=OFF
 LLAMA_SDIST := $(BENCH_CACHE)/llama_cpp_python-$(LLAMA_CPP_VERSION).tar.gz
-LLAMA_BUILD_ID := $(shell { echo '$(subst ',,$(LLAMA_CMAKE_ARGS))'; grep -m1 '^flags' /proc/cpuinfo; } 2>/dev/null | cksum | cut -d' ' -f1)
+LLAMA_BUILD_ID := $(shell { echo '$(subst ',,$(LLAMA_CMAKE_ARGS))'; grep -m1 -E '^(flags|Features)' /proc/cpuinfo; } 2>/dev/null | cksum | cut -d' ' -f1)
 LLAMA_WHEELS := $(BENCH_CACHE)/wheels/$(LLAMA_CPP_VERSION)-$(LLAMA_BUILD_ID)
 
 $(LLAMA_SDIST):
