@@ -434,6 +434,8 @@ class LocalBackend(CopyVerification, Backend):
         if paused is not None and paused[:2] == (prefix, suffix):
             return paused[2]  # a request pre-empted mid-prefill goes on with the window it started (its KV is for it)
         speed = self.prefill_speed
+        if speed.ms(len(layout.ids)) <= budget:
+            return None  # even the whole prompt fits: no need to look at what the slots hold
         todo = len(layout.ids) - self.pool.held(layout.ids)
         if speed.ms(todo) <= budget:
             return None
