@@ -166,11 +166,11 @@ def _assert_next_from_memory(events: list[dict], tab_at: float | None, context: 
 def _code_server_run(tmp_path: Path, tabd: Path, scenario: str, typed: str = TYPED,
                      args: list[str] | None = None, file: str = "main.py",
                      content: str = SAMPLE, settings: dict | None = None,
-                     driver_args: list[str] | None = None) -> tuple[dict, str, Path]:
+                     driver_args: list[str] | None = None, trusted: bool = True) -> tuple[dict, str, Path]:
     """Installs the .vsix into a fresh code-server, opens `file` (holding `content`) in Chromium
     and runs one scenario of drive.mjs, typing `typed`; `args` go after `tabd serve` (default:
     the TABD_E2E_ARGS environment variable). The extension's own settings are its defaults, but
-    for `settings`.
+    for `settings`. `trusted=False`: workspace trust on, the folder not trusted (Restricted Mode).
     Returns (the driver's result, its stderr, the user data dir)."""
     node = _node()
     vsix = EXT / "tabd.vsix"
@@ -205,7 +205,8 @@ def _code_server_run(tmp_path: Path, tabd: Path, scenario: str, typed: str = TYP
         "workbench.startupEditor": "none",
         "workbench.tips.enabled": False,
         "workbench.enableExperiments": False,
-        "security.workspace.trust.enabled": False,
+        "security.workspace.trust.enabled": not trusted,
+        "security.workspace.trust.startupPrompt": "never",
         "extensions.ignoreRecommendations": True,
         "extensions.autoCheckUpdates": False,
         "extensions.autoUpdate": False,
@@ -226,8 +227,8 @@ def _code_server_run(tmp_path: Path, tabd: Path, scenario: str, typed: str = TYP
     port = _free_port()
     server_log = (tmp_path / "code-server.log").open("w")
     server = subprocess.Popen(
-        common + ["--auth", "none", "--bind-addr", f"127.0.0.1:{port}", "--disable-telemetry",
-                  "--disable-update-check", "--disable-workspace-trust", "--disable-getting-started-override",
+        common + ["--auth", "none", "--bind-addr", f"127.0.0.1:{port}", "--disable-telemetry", "--disable-update-check",
+                  *(["--disable-workspace-trust"] if trusted else []), "--disable-getting-started-override",
                   "--config", str(tmp_path / "code-server.yaml"), str(ws)],
         cwd=tmp_path, env=env, stdout=server_log, stderr=subprocess.STDOUT, start_new_session=True)
     driver = None
@@ -267,6 +268,47 @@ def test_code_server_reports_missing_tabd(tmp_path):
     assert "tabd.path" in result["notFoundMessage"], context
     assert "not found" in (result.get("status") or ""), context
     assert any("tabd.enable must be an object" in m for m in result.get("notifications") or []), context
+    assert result.get("sameMessages") == 1, "said again after a restart" + context
+
+
+BROKEN_TABD = """#!/bin/sh
+echo 'Traceback (most recent call last):' >&2
+echo "ModuleNotFoundError: No module named 'tabd.daemon.edits'" >&2
+exit 1
+"""
+
+
+@pytest.mark.slow
+def test_code_server_says_once_when_tabd_exits_at_start(tmp_path):
+    """A tabd that is found but exits before it answers (a wheel without a package, #40): the extension says how it
+    ended, the error it wrote, and the fix (tabd doctor, reinstall, tabd.path), once: a restart does not say it
+    again."""
+    broken = tmp_path / "bin" / "tabd"
+    broken.parent.mkdir()
+    broken.write_text(BROKEN_TABD)
+    broken.chmod(0o755)
+    result, err, _ = _code_server_run(tmp_path, broken, "not-found", driver_args=["--expect", "before it could answer"])
+    context = f"\nresult: {json.dumps(result, indent=1)[-3000:]}\ndriver: {err[-3000:]}\nshots: {tmp_path / 'shots'}"
+    message = result.get("notFoundMessage") or ""
+    assert "exited with code 1 before it could answer" in message, context
+    assert "ModuleNotFoundError: No module named 'tabd.daemon.edits'" in message, context
+    assert "doctor" in message and "tabd.path" in message, context
+    assert "exited" in (result.get("status") or ""), context
+    assert result.get("sameMessages") == 1, "said again after a restart" + context
+
+
+@pytest.mark.slow
+def test_code_server_restricted_mode_says_so(tmp_path):
+    """An untrusted folder (workspace trust on, as VS Code ships it): the extension declares limited support, starts
+    no daemon, and says so in a notification and the status item; no ghost text."""
+    tabd = _tabd_executable()
+    result, err, _ = _code_server_run(tmp_path, tabd, "restricted", trusted=False)
+    context = f"\nresult: {json.dumps(result, indent=1)[-3000:]}\ndriver: {err[-3000:]}\nshots: {tmp_path / 'shots'}"
+    assert "off in Restricted Mode" in (result.get("trustMessage") or ""), context
+    assert "Trust the folder" in result["trustMessage"], context
+    assert "Restricted Mode" in (result.get("status") or ""), context
+    assert not (result.get("ghost") or "").strip(), context
+    assert not (tmp_path / "tabd.jsonl").exists(), "the daemon started in Restricted Mode" + context
 
 
 @pytest.mark.slow
@@ -289,6 +331,9 @@ def test_code_server_ghost_text_tab_and_cache(tmp_path):
 
     # The daemon saw Tab's accept and answered the request after it from memory.
     _assert_next_from_memory(events, result.get("tabAt"), context)
+
+    # Before the Tab (ghost text shown, text typed): no figure yet; the status counts Tabs.
+    assert "no Tabs yet" in (result.get("statusBeforeTab") or ""), context
 
     # Ctrl+Right took a word of the next suggestion.
     assert (result.get("wordAccept") or {}).get("inserted"), "word accept inserted nothing" + context
@@ -527,10 +572,28 @@ def test_code_server_excluded_file_says_so(tmp_path, fixture_model):
     assert "excluded file" in (result.get("status") or ""), "the status item does not say excluded" + context
     assert not (result.get("ghost") or "").strip(), "ghost text in an excluded file" + context
     assert "Last empty answer: excluded file" in (result.get("tooltip") or ""), context
+    # which rule, and how to change it (#40)
+    assert "**/private_*.py (exclude)" in result["status"], context
+    assert "To change it: remove the glob from the tabd.exclude setting" in result["tooltip"], context
+    assert any("Let this file back in" in m for m in result.get("menu") or []), context
 
     assert "Last empty answer: unsure" in (result.get("otherTooltip") or ""), context
     assert "excluded" not in (result.get("otherStatus") or "excluded"), context
     assert not (result.get("otherGhost") or "").strip(), context
+
+
+@pytest.mark.slow
+def test_code_server_dot_env_names_the_rule_and_offers_no_language_switch(tmp_path, fixture_model):
+    """A `.env` (VS Code calls its language "properties", from the file's name): the status item names the deny
+    list's rule, the tooltip says it cannot be changed, and the menu offers no "Disable for properties"."""
+    tabd = _tabd_executable()
+    result, err, _ = _code_server_run(tmp_path, tabd, "excluded", typed="API_URL=", args=["--model", fixture_model],
+                                      file=".env", content="DEBUG=1\n")
+    context = f"\nresult: {json.dumps(result, indent=1)[-3000:]}\ndriver: {err[-3000:]}\nshots: {tmp_path / 'shots'}"
+    assert "excluded file (.env* (the default deny list))" in (result.get("status") or ""), context
+    assert "deny list keeps secrets out" in (result.get("tooltip") or ""), context
+    menu = " | ".join(result.get("menu") or [])
+    assert "Snooze" in menu and "properties" not in menu and "Let this file back in" not in menu, menu + context
 
 
 # A line the file already has, begun again: the fixture model writes ` total()` there, and the daemon's copy
@@ -559,9 +622,13 @@ def test_code_server_invoked_alternatives_cycle(tmp_path, fixture_model):
     context = (f"\nresult: {json.dumps(result, indent=1)[-4000:]}\ndriver: {err[-3000:]}"
                f"\nlog events: {[(e.get('event'), e.get('source')) for e in events][-40:]}"
                f"\nshots: {tmp_path / 'shots'}")
-    # Before Alt+\\: the automatic answer came back empty, and nothing showed.
+    # Before Alt+\\: the automatic answer came back empty, and nothing showed; Alt+] said there was no other.
     assert "Last empty answer: unsure" in (result.get("tooltipBeforeAsk") or ""), context
     assert not (result.get("ghostBeforeAsk") or "").strip(), "ghost text before Alt+\\" + context
+    assert "no other suggestion" in (result.get("noteNone") or ""), context
+    # Each Alt+] / Alt+[ said which item is on screen.
+    assert [n.split("tabd: ")[-1] for n in result.get("notes") or []] == [
+        "suggestion 2 of 2", "suggestion 1 of 2", "suggestion 2 of 2"], context
 
     asked = result.get("ghostAsked")
     assert asked == SUGGESTION, "Alt+\\ did not show the model's suggestion" + context
@@ -607,3 +674,56 @@ def test_code_server_go_file_gets_ghost_text(tmp_path):
                f"\nshots: {tmp_path / 'shots'}")
     assert (result.get("ghost") or "").strip(), "no ghost text in main.go" + context
     assert any(e.get("event") == "completion" and e.get("chars") for e in events), context
+
+
+# `count` on line 2 (renamed by typing), then on the two lines below it: each next edit is one line away (no jump
+# marker on the cursor's line, so nothing but the rule keeps ghost text from showing beside it).
+ONE_SAMPLE = '''def summarize(items):
+    count = len(items)
+    print("items:", count)
+    return count
+'''
+
+
+@pytest.mark.slow
+def test_code_server_one_suggestion_at_a_time_under_tab(tmp_path, fixture_model):
+    """#44 in VS Code: typing `total` over the first `count` with ghost text on (the fixture model suggests `()` and
+    ` total()`, its gate off). When the next edit is drawn (the line below), no ghost text shows beside it, and none
+    comes back while the cursor stays, not even asked for with Alt+\\; Tab takes the edit, not ghost text (line 2
+    keeps what was typed, line 3 is renamed). Typing then dismisses the edit that follows, and ghost text comes
+    back."""
+    tabd = _tabd_executable()
+    result, err, _ = _code_server_run(tmp_path, tabd, "one", typed="",
+                                      args=["--model", fixture_model, "--min-confidence", "0",
+                                            "--edit-min-confidence", "0"], content=ONE_SAMPLE)
+    events = _read_log(tmp_path / "tabd.jsonl")
+    print("e2e:", json.dumps({k: result.get(k) for k in ("ghostWhileTyping", "ghostWithEdit", "ghostWhileEditShown",
+                                                           "afterTab", "linesAfterTab", "ghostAfterTyping", "timeline")}))
+    context = (f"\nresult: {json.dumps(result, indent=1)[-5000:]}\ndriver: {err[-3000:]}"
+               f"\nlog events: {[(e.get('event'), e.get('source')) for e in events][-40:]}"
+               f"\nshots: {tmp_path / 'shots'}")
+    edits = result.get("edits") or []
+    assert edits and edits[0]["line"] == 2 and edits[0]["marker"] == -1, "no edit drawn on line 3" + context
+    assert (result.get("ghostWhileTyping") or "").strip(), "no ghost text while typing: nothing was tested" + context
+    assert not (result.get("ghostWithEdit") or "").strip(), "ghost text beside the next edit" + context
+    assert not result.get("ghostWhileEditShown"), "ghost text came back while the edit was shown" + context
+    lines = result.get("linesAfterTab") or []
+    assert lines[1:3] == ["    total = len(items)", '    print("items:", total)'], "Tab did not take the edit" + context
+    assert (result.get("ghostAfterTyping") or "").strip(), "no ghost text after typing" + context
+    assert result.get("editAfterTyping") == -1, "the edit is still drawn after typing" + context
+
+
+@pytest.mark.slow
+def test_make_vsix_builds_the_extension():
+    """`make vsix` (#40): the .vsix a user installs, built from the sources, declaring its Restricted Mode behaviour."""
+    _node()
+    if shutil.which("make") is None or shutil.which("npm") is None:
+        pytest.skip("make or npm is missing")
+    vsix = EXT / "tabd.vsix"
+    built = _run(["make", "-s", "vsix"], REPO, timeout=600)
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    assert "built editors/vscode/tabd.vsix" in built.stdout
+    with zipfile.ZipFile(vsix) as z:
+        manifest = json.loads(z.read("extension/package.json"))
+    assert manifest["capabilities"]["untrustedWorkspaces"]["supported"] == "limited"
+    assert {k["command"] for k in manifest["contributes"]["keybindings"]} >= {"tabd.showNext", "tabd.showPrevious"}

@@ -125,6 +125,34 @@ export function emptyReason(result: unknown): string | undefined {
   return isObject(tabd) && typeof tabd.reason === "string" ? tabd.reason : undefined;
 }
 
+/**
+ * The rule an excluded document's answer names (`{"tabd": {"reason": "excluded", "rule": ".env* (the default deny
+ * list)"}}`, in the daemon's words), or undefined (another answer, or a daemon that does not say).
+ */
+export function excludedRule(result: unknown): string | undefined {
+  const tabd = isObject(result) ? result.tabd : undefined;
+  return isObject(tabd) && tabd.reason === "excluded" && typeof tabd.rule === "string" && tabd.rule.trim()
+    ? tabd.rule.trim()
+    : undefined;
+}
+
+/** How to change the rule that excludes a file, by the daemon's words for it. */
+export function excludedHelp(rule: string | undefined): string {
+  if (rule === undefined) {
+    return "the daemon's deny list (.env*, *.pem, *.key, id_rsa*, *credentials*, *secret*), a tabd.exclude glob or git keeps it out; tabd.include lets a file that tabd.exclude or git keeps out back in";
+  }
+  if (rule.endsWith("(the default deny list)")) {
+    return "the deny list keeps secrets out and cannot be changed; rename the file if it holds none";
+  }
+  if (rule.endsWith("(exclude)")) {
+    return "remove the glob from the tabd.exclude setting, or add the file to tabd.include";
+  }
+  if (rule === "git ignores it") {
+    return "add a glob for it (or its folder) to the tabd.include setting";
+  }
+  return "see tabd.exclude and tabd.include";
+}
+
 /** What decides the status bar besides the daemon's figures. */
 export interface ControlState {
   enabled: boolean;
@@ -135,6 +163,8 @@ export interface ControlState {
   languageOn: boolean;
   /** the last empty answer's reason code in the active document, when the last answer there was empty */
   reason?: string;
+  /** for an excluded document: the rule that excludes it, in the daemon's words */
+  rule?: string;
 }
 
 /** Whole minutes left of a snooze, at least 1 while it lasts. */
@@ -166,5 +196,38 @@ export function controlStatus(state: ControlState, now: number): { text?: string
   }
   // States worth the status bar's text; the passing ones (unsure, debounced) only in the tooltip.
   const shown = ["excluded", "disabled", "loading", "unreachable", "slow", "error"].includes(state.reason ?? "");
+  if (state.reason === "excluded") {
+    const rule = state.rule ? `: ${state.rule}` : "";
+    return {
+      text: `$(circle-slash) tabd: excluded file${state.rule ? ` (${state.rule})` : ""}`,
+      line: `Last empty answer: excluded file${rule}. To change it: ${excludedHelp(state.rule)}.`,
+    };
+  }
   return { text: shown ? `$(circle-slash) tabd: ${words}` : undefined, line: `Last empty answer: ${words}` };
+}
+
+/** A language as VS Code's extensions declare it (contributes.languages). */
+export interface LanguageContribution {
+  id?: unknown;
+  extensions?: unknown;
+}
+
+/**
+ * Whether the file's own extension names its language (`main.py` is python), so "Disable for python" means
+ * something; not when VS Code took the language from the file's whole name, a pattern, its first line or a guess
+ * (`.env` is "properties"): the menu then offers the file or its folder instead.
+ */
+export function languageNamedByExtension(fileName: string, languageId: string, languages: LanguageContribution[]): boolean {
+  const base = (fileName.split(/[\\/]/).pop() ?? "").toLowerCase();
+  for (const language of languages) {
+    if (language.id !== languageId || !Array.isArray(language.extensions)) {
+      continue;
+    }
+    for (const ext of language.extensions) {
+      if (typeof ext === "string" && ext.length > 0 && base.length > ext.length && base.endsWith(ext.toLowerCase())) {
+        return true;
+      }
+    }
+  }
+  return false;
 }

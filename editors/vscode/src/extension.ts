@@ -25,13 +25,20 @@ import {
   ServerOptions,
   State,
 } from "vscode-languageclient/node";
-import { controlStatus, emptyReason, readExclude } from "./controls";
+import * as readline from "node:readline";
+import { controlStatus, emptyReason, excludedRule, readExclude } from "./controls";
 import {
+  LineTail,
   Settings,
+  TabTally,
+  cycleNote,
+  exitMessage,
   initializationOptions,
+  newTabTally,
   notFoundMessage,
   parseStats,
   readSettings,
+  recordTab,
   resolveExecutable,
   serveArgs,
   statusText,
@@ -52,8 +59,24 @@ let stateSubscription: vscode.Disposable | undefined;
 let toggles: Toggles;
 let inlineEdits: InlineEdits;
 let lastStats: Stats | undefined;
-/** the last answer: in which document, and its reason when it was empty */
-let lastAnswer: { uri: string; reason?: string } | undefined;
+/** the last answer: in which document, its reason when it was empty (and an excluded one's rule), and where it
+ * was asked, with how many items it brought and which of them is on screen (Alt+] / Alt+[) */
+let lastAnswer: { uri: string; reason?: string; rule?: string; version: number; line: number; character: number;
+  count: number; index: number } | undefined;
+/** Tabs pressed on tabd's suggestions, and how the answer after each came (the status bar's figures) */
+let tally: TabTally = newTabTally();
+/** a Tab whose following answer is still to be read: in which document */
+let tabPending: string | undefined;
+/** a word for the status item for a few seconds (Alt+]: "suggestion 2 of 3") */
+let note: { text: string; until: number } | undefined;
+/** what the daemon wrote last on stderr: the error when it exits before it answers */
+const stderrTail = new LineTail();
+/** messages already shown this session: each problem is said once */
+const said = new Set<string>();
+
+const TRUST_MESSAGE =
+  "tabd is off in Restricted Mode: this folder is not trusted, and tabd would run `tabd serve` on its files " +
+  "(and send them to the model engine you set). Trust the folder to turn tabd on.";
 
 function currentSettings(): Settings {
   const cfg = vscode.workspace.getConfiguration("tabd");
@@ -94,6 +117,34 @@ async function pollStats(): Promise<void> {
   }
 }
 
+/** An error or warning with its buttons, shown once per session for `key` (a restart does not say it again). */
+function sayOnce(key: string, kind: "error" | "warning", message: string, buttons: Record<string, () => unknown>): void {
+  output.info(message);
+  if (said.has(key)) {
+    return;
+  }
+  said.add(key);
+  const show = kind === "error" ? vscode.window.showErrorMessage : vscode.window.showWarningMessage;
+  void show(message, ...Object.keys(buttons)).then((choice) => {
+    if (choice !== undefined) {
+      void buttons[choice]();
+    }
+  });
+}
+
+const openSetting = (name: string) => () => vscode.commands.executeCommand("workbench.action.openSettings", name);
+
+/** The last answer in the active document, when it was asked where the cursor is now (the one on screen). */
+function answerHere(): typeof lastAnswer {
+  const editor = vscode.window.activeTextEditor;
+  const a = lastAnswer;
+  if (editor === undefined || a === undefined || a.uri !== editor.document.uri.toString()) {
+    return undefined;
+  }
+  const at = editor.selection.active;
+  return a.version === editor.document.version && a.line === at.line && a.character === at.character ? a : undefined;
+}
+
 /** The status item: a switch that is off, or why the last answer in this editor was empty, over the figures. */
 function renderStatus(): void {
   const c = client;
@@ -101,10 +152,49 @@ function renderStatus(): void {
     return;
   }
   const document = vscode.window.activeTextEditor?.document;
-  const reason = lastAnswer !== undefined && lastAnswer.uri === document?.uri.toString() ? lastAnswer.reason : undefined;
-  const control = controlStatus(toggles.state(document, reason), Date.now());
-  statusItem.text = control.text ?? statusText(lastStats);
-  statusItem.tooltip = new vscode.MarkdownString(statusTooltip(lastStats, control.line));
+  const here = lastAnswer !== undefined && lastAnswer.uri === document?.uri.toString() ? lastAnswer : undefined;
+  const control = controlStatus(toggles.state(document, here?.reason, here?.rule), Date.now());
+  const noted = note !== undefined && note.until > Date.now() ? `$(sparkle) tabd: ${note.text}` : undefined;
+  statusItem.text = noted ?? control.text ?? statusText(lastStats, tally);
+  statusItem.tooltip = new vscode.MarkdownString(statusTooltip(lastStats, control.line, tally));
+}
+
+/** Alt+] / Alt+[: VS Code's next / previous inline suggestion, and which one is on screen in the status item
+ * ("suggestion 2 of 3"), or "no other suggestion". */
+async function cycle(delta: 1 | -1): Promise<void> {
+  const before = answerHere();
+  if (before !== undefined && before.count >= 2) {
+    await vscode.commands.executeCommand(delta > 0 ? "editor.action.inlineSuggest.showNext" : "editor.action.inlineSuggest.showPrevious");
+  }
+  // VS Code asks again (explicitly) before it moves: the answer it moves in may be that newer one.
+  const a = answerHere();
+  if (a !== undefined && a.count >= 2) {
+    a.index = (((a.index + delta) % a.count) + a.count) % a.count;
+  }
+  showNote(cycleNote(a?.index ?? 0, a?.count ?? 0));
+}
+
+function showNote(text: string): void {
+  note = { text, until: Date.now() + 4000 };
+  output.info(`status: ${text}`);
+  renderStatus();
+  setTimeout(() => renderStatus(), 4100);
+}
+
+/** After a Tab: the daemon's `last` says how the answer that followed came (its memory or not). */
+async function readTab(): Promise<void> {
+  const c = client;
+  if (c === undefined || c.state !== State.Running) {
+    return;
+  }
+  try {
+    const stats = parseStats(await c.sendRequest(STATS_REQUEST, {}));
+    recordTab(tally, stats?.last ?? undefined);
+    lastStats = stats ?? lastStats;
+    renderStatus();
+  } catch (err) {
+    output.info(`${STATS_REQUEST} after a Tab failed: ${err instanceof Error ? err.message : String(err)}`);
+  }
 }
 
 /** The switch, to a daemon that says it takes it (initialize result: experimental.tabd.setEnabled). An older
@@ -132,10 +222,10 @@ function nextEditDelay(): number {
   return typeof delay === "number" && Number.isFinite(delay) && delay >= 0 ? delay : 1100;
 }
 
-function readExcludeSetting(): string[] {
-  const read = readExclude(vscode.workspace.getConfiguration("tabd").get("exclude"));
+function readGlobSetting(name: "exclude" | "include"): string[] {
+  const read = readExclude(vscode.workspace.getConfiguration("tabd").get(name));
   if (read.problem) {
-    void vscode.window.showWarningMessage(read.problem);
+    void vscode.window.showWarningMessage(read.problem.replace("tabd.exclude", `tabd.${name}`));
   }
   return read.value;
 }
@@ -147,21 +237,30 @@ function startPolling(intervalMs: number): void {
   }
 }
 
+/** Restricted Mode: no daemon (it would read the folder's files); said once, with the way to trust the folder. */
+function restricted(): void {
+  statusItem.text = "$(shield) tabd: off in Restricted Mode";
+  statusItem.tooltip = TRUST_MESSAGE;
+  statusItem.show();
+  sayOnce("trust", "warning", TRUST_MESSAGE, {
+    "Manage Workspace Trust": () => vscode.commands.executeCommand("workbench.trust.manage"),
+  });
+}
+
 async function startClient(): Promise<void> {
+  if (!vscode.workspace.isTrusted) {
+    restricted();
+    return;
+  }
   const settings = currentSettings();
   const folder = workspaceFolder();
   const command = resolveExecutable(settings.path, process.env, folder);
   if (command === undefined) {
     const message = notFoundMessage(settings.path);
-    output.info(message);
     statusItem.text = "$(error) tabd: not found";
     statusItem.tooltip = message;
     statusItem.show();
-    void vscode.window.showErrorMessage(message, "Open Settings").then((choice) => {
-      if (choice === "Open Settings") {
-        void vscode.commands.executeCommand("workbench.action.openSettings", "tabd.path");
-      }
-    });
+    sayOnce(`not-found ${settings.path}`, "error", message, { "Open Settings": openSetting("tabd.path") });
     return;
   }
 
@@ -170,8 +269,19 @@ async function startClient(): Promise<void> {
     args: serveArgs(settings),
     options: folder ? { cwd: folder } : undefined,
   };
-  const init = initializationOptions(settings, folder, readExcludeSetting());
+  const init = initializationOptions(settings, folder, readGlobSetting("exclude"), readGlobSetting("include"));
+  stderrTail.clear();
+  const lines = (input: NodeJS.ReadableStream, each: (line: string) => void) =>
+    readline.createInterface({ input, crlfDelay: Infinity, terminal: false, historySize: 0 }).on("line", each);
   const clientOptions: LanguageClientOptions = {
+    // As the client does by default, and the last lines of stderr kept: the error when the daemon exits at start.
+    stdioOptions: {
+      stdout: (input, channel) => lines(input, (line) => channel.info(line)),
+      stderr: (input, channel) => lines(input, (line) => {
+        stderrTail.push(line);
+        channel.error(line);
+      }),
+    },
     // Every language: tabd.enable decides per language (the middleware), and the daemon's
     // content exclusion per file. Not other schemes: an output channel (this extension's own
     // log among them) would be a document that changes with every line written.
@@ -195,6 +305,10 @@ async function startClient(): Promise<void> {
       },
       // A completion accepted with Tab (its tabd.accept): the next edit may follow from it.
       executeCommand: async (command, args, next) => {
+        if (command === "tabd.accept") {
+          // VS Code runs the item's command on a whole accept (Tab), never for text typed through it.
+          tabPending = vscode.window.activeTextEditor?.document.uri.toString();
+        }
         const result = await next(command, args);
         if (command === "tabd.accept") {
           inlineEdits.afterAccept();
@@ -219,11 +333,15 @@ async function startClient(): Promise<void> {
   try {
     await c.start();
   } catch (err) {
-    const message = `tabd: the daemon failed to start: ${err instanceof Error ? err.message : String(err)}`;
-    output.info(message);
-    statusItem.text = "$(error) tabd";
+    output.info(`tabd: the daemon failed to start: ${err instanceof Error ? err.message : String(err)}`);
+    const exit = exitOf(c);
+    const message = exitMessage(command, exit.code, exit.signal, stderrTail.get());
+    statusItem.text = "$(error) tabd: exited";
     statusItem.tooltip = message;
-    void vscode.window.showErrorMessage(message);
+    sayOnce("exit", "error", message, {
+      "Show Log": () => output.show(true),
+      "Open Settings": openSetting("tabd.path"),
+    });
     return;
   }
   statusItem.text = statusText(undefined);
@@ -250,6 +368,9 @@ async function provideInline(
   if (c === undefined || !toggles.active(document)) {
     return undefined;
   }
+  if (inlineEdits.holdsTab(document, position)) {
+    return undefined; // one suggestion at a time: the next edit drawn here keeps Tab
+  }
   const params = c.code2ProtocolConverter.asInlineCompletionParams(document, position, context);
   let raw: unknown;
   try {
@@ -260,9 +381,35 @@ async function provideInline(
   if (token.isCancellationRequested) {
     return undefined;
   }
-  lastAnswer = { uri: document.uri.toString(), reason: emptyReason(raw) };
+  if (inlineEdits.holdsTab(document, position)) {
+    return undefined; // a next edit was drawn here while this was computed: it keeps Tab
+  }
+  const uri = document.uri.toString();
+  const items = Array.isArray(raw) ? raw : (raw as { items?: unknown } | null)?.items;
+  const count = Array.isArray(items) ? items.length : 0;
+  const same = lastAnswer !== undefined && lastAnswer.uri === uri && lastAnswer.version === document.version &&
+    lastAnswer.line === position.line && lastAnswer.character === position.character;
+  lastAnswer = {
+    uri, reason: emptyReason(raw), rule: excludedRule(raw), version: document.version, line: position.line,
+    character: position.character, count,
+    // VS Code asks again at the same place before it cycles: the item on screen stays the one counted
+    index: same && context.triggerKind === vscode.InlineCompletionTriggerKind.Invoke ? Math.min(lastAnswer!.index, Math.max(count - 1, 0)) : 0,
+  };
+  if (tabPending === uri) {
+    tabPending = undefined;
+    void readTab();
+  }
+  if (count > 0) {
+    inlineEdits.ghostShown(document); // the cursor left the edit: this ghost text wins, one at a time
+  }
   renderStatus();
   return c.protocol2CodeConverter.asInlineCompletionResult(raw as Parameters<typeof c.protocol2CodeConverter.asInlineCompletionResult>[0], token);
+}
+
+/** How the daemon's process ended (code or signal), when it did. */
+function exitOf(c: LanguageClient): { code: number | null; signal: string | null } {
+  const p = (c as unknown as { _serverProcess?: { exitCode: number | null; signalCode: string | null } })._serverProcess;
+  return { code: p?.exitCode ?? null, signal: p?.signalCode ?? null };
 }
 
 /**
@@ -361,7 +508,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand("tabd.toggle", () => toggles.toggle()),
     vscode.commands.registerCommand("tabd.snooze", (minutes?: unknown) => toggles.snooze(minutes)),
     vscode.commands.registerCommand("tabd.toggleLanguage", (language?: unknown) => toggles.toggleLanguage(language)),
-    vscode.commands.registerCommand("tabd.menu", () => toggles.menu()),
+    vscode.commands.registerCommand("tabd.menu", () => {
+      const here = lastAnswer !== undefined && lastAnswer.uri === vscode.window.activeTextEditor?.document.uri.toString()
+        ? lastAnswer : undefined;
+      return toggles.menu(here?.reason === "excluded" ? { rule: here.rule } : undefined);
+    }),
+    vscode.commands.registerCommand("tabd.showNext", () => cycle(1)),
+    vscode.commands.registerCommand("tabd.showPrevious", () => cycle(-1)),
+    vscode.workspace.onDidGrantWorkspaceTrust(() => void startClient()),
     vscode.commands.registerCommand("tabd.checkSync", () => checkSync()),
     vscode.window.onDidChangeActiveTextEditor((editor) => {
       sendFocus(editor);
@@ -379,7 +533,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       if (e.affectsConfiguration("tabd.enable")) {
         toggles.configurationChanged();
       }
-      const restartKeys = ["tabd.path", "tabd.args", "tabd.model", "tabd.depth", "tabd.log", "tabd.exclude"];
+      const restartKeys = ["tabd.path", "tabd.args", "tabd.model", "tabd.depth", "tabd.log", "tabd.exclude", "tabd.include"];
       if (restartKeys.some((k) => e.affectsConfiguration(k))) {
         void restart();
       }

@@ -8,7 +8,12 @@
 //   Esc     -> workspace/executeCommand tabd.rejectInlineEdit [id]
 //   focus   -> textDocument/didFocus {textDocument: {uri}}
 // The context key tabd.inlineEditVisible gates the Tab and Esc keybindings (package.json),
-// and gives way to ghost text and the suggest widget, which keep Tab.
+// and gives way to the suggest widget, which keeps Tab.
+//
+// One suggestion at a time under Tab (#44): an edit, once drawn, wins. Ghost text on screen is hidden
+// when it appears, and none is asked for while the cursor stays where the edit appeared (or where
+// Tab jumped to it): holdsTab(). Typing dismisses the edit and ghost text comes back; so does moving
+// the cursor elsewhere, where a ghost text that arrives hides the edit (ghostShown()).
 
 import * as vscode from "vscode";
 import { ExecuteCommandRequest, LanguageClient, State } from "vscode-languageclient/node";
@@ -24,6 +29,8 @@ interface Shown {
   edit: InlineEdit;
   document: vscode.TextDocument;
   range: vscode.Range;
+  /** where the cursor was when it was drawn (or Tab jumped to it): while it stays there, the edit keeps Tab */
+  anchor?: vscode.Position;
 }
 
 export class InlineEdits implements vscode.Disposable {
@@ -195,7 +202,20 @@ export class InlineEdits implements vscode.Disposable {
       this.hide();
       return;
     }
-    this.show({ edit, document, range });
+    this.show({ edit, document, range, anchor: editor.selection.active });
+  }
+
+  /** Whether the edit on screen keeps Tab from ghost text at `position` in `document` (then none is asked for). */
+  holdsTab(document: vscode.TextDocument, position: vscode.Position): boolean {
+    const shown = this.shown;
+    return shown !== undefined && shown.document === document && shown.anchor !== undefined && shown.anchor.isEqual(position);
+  }
+
+  /** Ghost text is about to show in `document` (the cursor moved away from the edit): the edit goes. */
+  ghostShown(document: vscode.TextDocument): void {
+    if (this.shown !== undefined && this.shown.document === document) {
+      this.hide();
+    }
   }
 
   // -- drawing -----------------------------------------------------------------------------------
@@ -203,6 +223,8 @@ export class InlineEdits implements vscode.Disposable {
   private show(shown: Shown): void {
     this.shown = shown;
     this.redraw();
+    // Ghost text already on screen would take Tab (its keybinding wins over ours): the edit takes its place.
+    void vscode.commands.executeCommand("editor.action.inlineSuggest.hide");
     void vscode.commands.executeCommand("setContext", CONTEXT_KEY, true);
     this.serving()?.sendNotification(DID_SHOW, { item: { command: shown.edit.command } }).catch(() => undefined);
   }
@@ -254,6 +276,7 @@ export class InlineEdits implements vscode.Disposable {
       return;
     }
     if (needsJump(shown.edit, editor.selection.active.line)) {
+      shown.anchor = shown.range.start;
       editor.selection = new vscode.Selection(shown.range.start, shown.range.start);
       editor.revealRange(shown.range, vscode.TextEditorRevealType.InCenterIfOutsideViewport);
       return; // the selection change redraws without the marker

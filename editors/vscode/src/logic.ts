@@ -33,6 +33,8 @@ export interface InitializationOptions {
   log?: string;
   /** globs of files the daemon must never read (content exclusion), on top of its own deny list */
   exclude?: string[];
+  /** globs that let files an exclude glob or git keeps out back in (never one the deny list keeps out) */
+  include?: string[];
 }
 
 export const DEFAULT_STATS_INTERVAL_MS = 2000;
@@ -76,6 +78,7 @@ export function initializationOptions(
   settings: Settings,
   workspaceFolder?: string,
   exclude: string[] = [],
+  include: string[] = [],
 ): InitializationOptions {
   const options: InitializationOptions = {};
   if (settings.model) {
@@ -90,6 +93,9 @@ export function initializationOptions(
   // Only when set: a daemon without content exclusion warns about an option it does not know.
   if (exclude.length > 0) {
     options.exclude = exclude;
+  }
+  if (include.length > 0) {
+    options.include = include;
   }
   return options;
 }
@@ -107,7 +113,8 @@ export interface Stats {
   sources: Record<Source, number>;
   prefetch: { started: number; finished: number; cancelled: number };
   afterAccept: { requests: number; fromCache: number; hitRate: number | null; p50Ms: number | null };
-  last: { source: string; latencyMs: number | null; reason?: string } | null;
+  /** origin: the layer that answered last, even with nothing to show (cache and typed are the daemon's memory) */
+  last: { source: string; latencyMs: number | null; reason?: string; origin?: string } | null;
   /** next-edit suggestions (a daemon that serves them): how many were shown, accepted, rejected, from memory */
   edits?: { requests: number; shown: number; accepted: number; rejected: number; fromMemory: number };
 }
@@ -151,6 +158,7 @@ export function parseStats(raw: unknown): Stats | undefined {
         source: raw.last.source,
         latencyMs: maybeNumber(raw.last.latency_ms),
         ...(typeof raw.last.reason === "string" ? { reason: raw.last.reason } : {}),
+        ...(typeof raw.last.origin === "string" ? { origin: raw.last.origin } : {}),
       }
     : null;
   return {
@@ -199,29 +207,73 @@ export function formatPercent(fraction: number | null): string {
 
 export const STATUS_ICON = "$(sparkle)";
 
-/** Status bar text: after-accept median latency and hit rate, the figures speculation is for. */
-export function statusText(stats: Stats | undefined): string {
+/**
+ * The Tabs pressed in this window on tabd's suggestions (the `tabd.accept` command VS Code runs on a whole accept),
+ * and how the answer right after each came: from the daemon's memory or not, and how long it took there. Typing
+ * through a suggestion is no Tab: the daemon's own after-accept figures count it, so they read "100% hit" before
+ * any Tab was pressed.
+ */
+export interface TabTally {
+  tabs: number;
+  fromMemory: number;
+  latenciesMs: number[];
+}
+
+export function newTabTally(): TabTally {
+  return { tabs: 0, fromMemory: 0, latenciesMs: [] };
+}
+
+/** One Tab, by the daemon's `last` after the answer that followed it: origin cache or typed is its memory. */
+export function recordTab(tally: TabTally, last: Stats["last"] | undefined): void {
+  tally.tabs += 1;
+  const origin = last?.origin ?? last?.source;
+  if (origin === "cache" || origin === "typed") {
+    tally.fromMemory += 1;
+  }
+  if (last?.latencyMs !== null && last?.latencyMs !== undefined) {
+    tally.latenciesMs.push(last.latencyMs);
+    if (tally.latenciesMs.length > 1000) {
+      tally.latenciesMs.shift();
+    }
+  }
+}
+
+function median(values: number[]): number | null {
+  if (values.length === 0) {
+    return null;
+  }
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+/** Status bar text: after Tab, the median latency and the share answered from memory, the figures speculation is
+ * for; counted over Tabs only. */
+export function statusText(stats: Stats | undefined, tally: TabTally = newTabTally()): string {
   if (stats === undefined) {
     return `${STATUS_ICON} tabd`;
   }
-  const aa = stats.afterAccept;
-  if (aa.requests === 0) {
-    return `${STATUS_ICON} tabd: no accepts yet`;
+  if (tally.tabs === 0) {
+    return `${STATUS_ICON} tabd: no Tabs yet`;
   }
-  return `${STATUS_ICON} tabd ${formatMs(aa.p50Ms)} · ${formatPercent(aa.hitRate)} hit`;
+  return `${STATUS_ICON} tabd ${formatMs(median(tally.latenciesMs))} · ${formatPercent(tally.fromMemory / tally.tabs)} hit`;
 }
 
 /** Status bar tooltip, Markdown. */
-export function statusTooltip(stats: Stats | undefined, control?: string): string {
+export function statusTooltip(stats: Stats | undefined, control?: string, tally: TabTally = newTabTally()): string {
   if (stats === undefined) {
     return control ? `tabd: ${control}` : "tabd: no figures from the daemon yet";
   }
   const aa = stats.afterAccept;
+  const tabs = tally.tabs === 1 ? "1 Tab" : `${tally.tabs} Tabs`;
   const lines = [
     `**tabd**${stats.model ? ` — model \`${stats.model}\`` : ""}`,
     "",
     ...(control ? [control, ""] : []),
-    `After Tab: ${aa.requests} requests, ${aa.fromCache} from cache (${formatPercent(aa.hitRate)}), median ${formatMs(aa.p50Ms)}`,
+    `After Tab: ${tabs}, ${tally.fromMemory} next suggestions from memory` +
+      (tally.tabs ? ` (${formatPercent(tally.fromMemory / tally.tabs)}), median ${formatMs(median(tally.latenciesMs))}` : ""),
+    "",
+    `After any accept (the daemon's count, typing through a suggestion included): ${aa.requests} requests, ${aa.fromCache} from cache (${formatPercent(aa.hitRate)}), median ${formatMs(aa.p50Ms)}`,
     "",
     `Sources: ${SOURCES.map((s) => `${s} ${stats.sources[s]}`).join(", ")}`,
     "",
@@ -284,7 +336,50 @@ export function resolveExecutable(
 export function notFoundMessage(command: string): string {
   return (
     `tabd: cannot find the tabd executable "${command}". ` +
-    `Install tabd (pip install -e . in the tabd repository) and set "tabd.path" ` +
+    `Install tabd (pipx install /path/to/tabd, or make venv in the tabd repository) and set "tabd.path" ` +
     `to its full path, e.g. /path/to/tabd/.venv/bin/tabd.`
   );
+}
+
+/**
+ * What to say when the daemon started but exited before it answered (a broken install, a bad argument): how it
+ * ended, the last line it wrote (the error), and the fix.
+ */
+export function exitMessage(command: string, code: number | null, signal: string | null, lastLines: string[]): string {
+  const how = signal ? `was killed by ${signal}` : code !== null ? `exited with code ${code}` : "stopped";
+  const said = lastLines.filter((l) => l.trim()).slice(-1)[0]?.trim();
+  return (
+    `tabd: the daemon (${command} serve) ${how} before it could answer` +
+    (said ? `: ${said.length > 300 ? `${said.slice(0, 299)}…` : said}` : "") +
+    `. Fix: run "${command} doctor" in a terminal, which names what is missing; reinstall tabd ` +
+    `(pipx install --force /path/to/tabd) or set "tabd.path" to a tabd that runs; check "tabd.args". ` +
+    `Then run "tabd: Restart the daemon".`
+  );
+}
+
+/** The last `keep` lines a stream wrote, for exitMessage. */
+export class LineTail {
+  private readonly lines: string[] = [];
+
+  constructor(private readonly keep = 20) {}
+
+  push(line: string): void {
+    this.lines.push(line);
+    if (this.lines.length > this.keep) {
+      this.lines.shift();
+    }
+  }
+
+  clear(): void {
+    this.lines.length = 0;
+  }
+
+  get(): string[] {
+    return [...this.lines];
+  }
+}
+
+/** "suggestion 2 of 3" after Alt+] / Alt+[; "no other suggestion" when the answer on screen has one item or none. */
+export function cycleNote(index: number, count: number): string {
+  return count < 2 ? "no other suggestion" : `suggestion ${index + 1} of ${count}`;
 }

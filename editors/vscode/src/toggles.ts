@@ -8,7 +8,9 @@ import * as vscode from "vscode";
 import {
   ControlState,
   EnableMap,
+  LanguageContribution,
   languageEnabled,
+  languageNamedByExtension,
   parseSnoozeMinutes,
   readEnableMap,
   DEFAULT_SNOOZE_MINUTES,
@@ -53,13 +55,14 @@ export class Toggles implements vscode.Disposable {
     return this.globallyOn() && languageEnabled(this.map, document.languageId);
   }
 
-  state(document: vscode.TextDocument | undefined, reason?: string): ControlState {
+  state(document: vscode.TextDocument | undefined, reason?: string, rule?: string): ControlState {
     return {
       enabled: this.enabled,
       snoozedUntil: this.snoozedUntil,
       language: document?.languageId,
       languageOn: document === undefined || languageEnabled(this.map, document.languageId),
       reason,
+      rule,
     };
   }
 
@@ -195,10 +198,11 @@ export class Toggles implements vscode.Disposable {
     await vscode.workspace.getConfiguration("tabd").update("enable", updated, vscode.ConfigurationTarget.Global);
   }
 
-  /** The status item's menu. */
-  async menu(): Promise<void> {
+  /** The status item's menu. `excluded`: the rule that keeps the active document out, when its answer said so. */
+  async menu(excluded?: { rule?: string }): Promise<void> {
     const editor = vscode.window.activeTextEditor;
-    const language = editor?.document.languageId;
+    const document = editor?.document;
+    const language = document?.languageId;
     type Item = vscode.QuickPickItem & { run: () => unknown };
     const items: Item[] = [
       this.globallyOn()
@@ -206,13 +210,26 @@ export class Toggles implements vscode.Disposable {
         : { label: "$(check) Enable suggestions", run: () => this.setEnabled(true) },
       { label: "$(clock) Snooze…", description: `${DEFAULT_SNOOZE_MINUTES} min by default`, run: () => this.snooze() },
     ];
-    if (language !== undefined) {
+    if (document !== undefined && language !== undefined) {
       const on = languageEnabled(this.map, language);
-      items.push({
-        label: `${on ? "$(circle-slash) Disable" : "$(check) Enable"} for ${language}`,
-        description: "tabd.enable",
-        run: () => this.toggleLanguage(language),
-      });
+      if (!on || languageNamedByExtension(document.fileName, language, declaredLanguages())) {
+        items.push({
+          label: `${on ? "$(circle-slash) Disable" : "$(check) Enable"} for ${language}`,
+          description: "tabd.enable",
+          run: () => this.toggleLanguage(language),
+        });
+      } else if (document.uri.scheme === "file") {
+        // VS Code took the language from the file's name or a guess (`.env` is "properties"): a switch for that
+        // "language" would mean nothing to the user. This file, or its folder, is what they mean.
+        items.push(...this.fileItems(document.uri, excluded));
+      }
+      if (excluded !== undefined && excluded.rule !== undefined && !excluded.rule.endsWith("(the default deny list)")) {
+        items.push({
+          label: "$(check) Let this file back in",
+          description: `tabd.include (excluded: ${excluded.rule})`,
+          run: () => this.addGlob("include", vscode.workspace.asRelativePath(document.uri, false)),
+        });
+      }
     }
     items.push(
       { label: "$(output) Show log output", run: () => vscode.commands.executeCommand("tabd.showOutput") },
@@ -221,4 +238,46 @@ export class Toggles implements vscode.Disposable {
     const picked = await vscode.window.showQuickPick(items, { title: "tabd" });
     await picked?.run();
   }
+
+  /** "Exclude this file" / "Exclude this folder" (tabd.exclude: never read, no suggestions there). */
+  private fileItems(uri: vscode.Uri, excluded?: { rule?: string }): (vscode.QuickPickItem & { run: () => unknown })[] {
+    if (excluded !== undefined) {
+      return []; // already kept out
+    }
+    const file = vscode.workspace.asRelativePath(uri, false);
+    const slash = file.lastIndexOf("/");
+    const items = [{ label: "$(circle-slash) Exclude this file", description: `tabd.exclude: ${file}`,
+      run: () => this.addGlob("exclude", file) }];
+    if (slash > 0) {
+      const folder = `${file.slice(0, slash)}/**`;
+      items.push({ label: "$(circle-slash) Exclude this folder", description: `tabd.exclude: ${folder}`,
+        run: () => this.addGlob("exclude", folder) });
+    }
+    return items;
+  }
+
+  /** Adds a glob to tabd.exclude or tabd.include (the workspace's setting when a folder is open); the daemon
+   * restarts with it. */
+  private async addGlob(setting: "exclude" | "include", glob: string): Promise<void> {
+    const config = vscode.workspace.getConfiguration("tabd");
+    const target = vscode.workspace.workspaceFolders?.length ? vscode.ConfigurationTarget.Workspace : vscode.ConfigurationTarget.Global;
+    const current = config.get<unknown>(setting);
+    const list = Array.isArray(current) ? current.filter((g): g is string => typeof g === "string") : [];
+    if (!list.includes(glob)) {
+      await config.update(setting, [...list, glob], target);
+    }
+    void vscode.window.showInformationMessage(`tabd: added ${glob} to tabd.${setting}`);
+  }
+}
+
+/** Every language the installed extensions declare, with its file extensions. */
+function declaredLanguages(): LanguageContribution[] {
+  const out: LanguageContribution[] = [];
+  for (const extension of vscode.extensions.all) {
+    const languages = (extension.packageJSON as { contributes?: { languages?: unknown } } | undefined)?.contributes?.languages;
+    if (Array.isArray(languages)) {
+      out.push(...(languages as LanguageContribution[]));
+    }
+  }
+  return out;
 }

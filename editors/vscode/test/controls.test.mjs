@@ -11,6 +11,9 @@ import {
   emptyReason,
   reasonInWords,
   controlStatus,
+  excludedRule,
+  excludedHelp,
+  languageNamedByExtension,
 } from "../out/controls.js";
 import { initializationOptions, readSettings, parseStats, statusTooltip } from "../out/logic.js";
 
@@ -106,4 +109,39 @@ test("status: next-edit figures in the tooltip when the daemon has them", () => 
   assert.match(statusTooltip(stats), /Next edits: 3 shown, 2 accepted, 1 dismissed, 2 of 4 answered from memory/);
   assert.equal(parseStats({}).edits, undefined);
   assert.doesNotMatch(statusTooltip(parseStats({})), /Next edits/);
+});
+
+test("excluded: the rule the daemon names, and how to change it", () => {
+  assert.equal(excludedRule({ items: [], tabd: { reason: "excluded", rule: ".env* (the default deny list)" } }),
+    ".env* (the default deny list)");
+  assert.equal(excludedRule({ items: [], tabd: { reason: "excluded" } }), undefined); // a daemon that does not say
+  assert.equal(excludedRule({ items: [], tabd: { reason: "unsure", rule: "x" } }), undefined);
+  assert.equal(excludedRule(null), undefined);
+  const now = 1_000_000;
+  const base = { enabled: true, snoozedUntil: null, languageOn: true, reason: "excluded" };
+  const own = controlStatus({ ...base, rule: "**/private_*.py (exclude)" }, now);
+  assert.equal(own.text, "$(circle-slash) tabd: excluded file (**/private_*.py (exclude))");
+  assert.match(own.line, /^Last empty answer: excluded file: \*\*\/private_\*\.py \(exclude\)\. To change it: remove the glob from the tabd\.exclude setting/);
+  assert.match(controlStatus({ ...base, rule: "git ignores it" }, now).line, /tabd\.include/);
+  assert.match(controlStatus({ ...base, rule: ".env* (the default deny list)" }, now).line, /deny list keeps secrets out/);
+  // no rule from the daemon: the status still says excluded, and the settings that decide it
+  const older = controlStatus(base, now);
+  assert.equal(older.text, "$(circle-slash) tabd: excluded file");
+  assert.match(older.line, /tabd\.exclude/);
+  assert.match(excludedHelp(undefined), /tabd\.include/);
+});
+
+test("menu: a language the file's extension names, not one VS Code took from the name or guessed", () => {
+  const languages = [
+    { id: "python", extensions: [".py", ".pyi"] },
+    { id: "properties", extensions: [".conf", ".properties", ".gitconfig"], filenames: [".env"] },
+    { id: "properties", extensions: [".npmrc"] },
+  ];
+  assert.equal(languageNamedByExtension("/w/app/main.py", "python", languages), true);
+  assert.equal(languageNamedByExtension("/w/app/.env", "properties", languages), false); // by its whole name
+  assert.equal(languageNamedByExtension("/w/.gitconfig", "properties", languages), false); // the name is the extension
+  assert.equal(languageNamedByExtension("/w/app.conf", "properties", languages), true);
+  assert.equal(languageNamedByExtension("/w/notes", "python", languages), false); // no extension: a guess
+  assert.equal(languageNamedByExtension("C:\\w\\MAIN.PY", "python", languages), true);
+  assert.equal(languageNamedByExtension("/w/x.py", "python", [{ id: "python", extensions: "bad" }]), false);
 });

@@ -18,6 +18,11 @@ import {
   statusTooltip,
   resolveExecutable,
   notFoundMessage,
+  exitMessage,
+  LineTail,
+  newTabTally,
+  recordTab,
+  cycleNote,
 } from "../out/logic.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -74,10 +79,19 @@ test("stats: full answer", () => {
   assert.deepEqual(s.prefetch, FULL.prefetch);
   assert.deepEqual(s.afterAccept, { requests: 12, fromCache: 11, hitRate: 0.9166, p50Ms: 0.31 });
   assert.deepEqual(s.last, { source: "cache", latencyMs: 0.27 });
-  assert.equal(statusText(s), "$(sparkle) tabd 0.31 ms · 92% hit");
-  const tip = statusTooltip(s);
+  // The daemon's after-accept figures count text typed through a suggestion: the status counts Tabs only.
+  assert.equal(statusText(s), "$(sparkle) tabd: no Tabs yet");
+  const tally = newTabTally();
+  recordTab(tally, { source: "cache", origin: "cache", latencyMs: 0.31 });
+  recordTab(tally, { source: "none", origin: "typed", latencyMs: 0.2 });
+  recordTab(tally, { source: "model", origin: "model", latencyMs: 90 });
+  recordTab(tally, { source: "cache", origin: "cache", latencyMs: 0.4 });
+  assert.equal(statusText(s, tally), "$(sparkle) tabd 0.35 ms · 75% hit");
+  const tip = statusTooltip(s, undefined, tally);
   assert.match(tip, /tabd-tiny/);
-  assert.match(tip, /12 requests, 11 from cache \(92%\), median 0\.31 ms/);
+  assert.match(tip, /After Tab: 4 Tabs, 3 next suggestions from memory \(75%\), median 0\.35 ms/);
+  assert.match(tip, /typing through a suggestion included\): 12 requests, 11 from cache \(92%\), median 0\.31 ms/);
+  assert.match(statusTooltip(s), /After Tab: 0 Tabs, 0 next suggestions from memory\n/);
   assert.match(tip, /cache 30, typed 5, inflight 2, model 10, none 1/);
   assert.match(tip, /40 started, 35 finished, 5 cancelled/);
   assert.match(tip, /Last: cache, 0\.27 ms/);
@@ -92,13 +106,16 @@ test("stats: empty, partial and malformed answers", () => {
   assert.deepEqual(empty.sources, { cache: 0, typed: 0, inflight: 0, model: 0, none: 0 });
   assert.deepEqual(empty.afterAccept, { requests: 0, fromCache: 0, hitRate: null, p50Ms: null });
   assert.equal(empty.last, null);
-  assert.equal(statusText(empty), "$(sparkle) tabd: no accepts yet");
+  assert.equal(statusText(empty), "$(sparkle) tabd: no Tabs yet");
   const odd = parseStats({ sources: { cache: "7", model: -1 }, after_accept: { requests: 4, from_cache: 3, p50_ms: null }, last: { source: 5 } });
   assert.equal(odd.sources.cache, 0);
   assert.equal(odd.sources.model, 0);
   assert.equal(odd.afterAccept.hitRate, 0.75); // derived when hit_rate is missing
   assert.equal(odd.last, null);
-  assert.equal(statusText(odd), "$(sparkle) tabd – · 75% hit");
+  assert.equal(statusText(odd), "$(sparkle) tabd: no Tabs yet"); // 75% after accepts, but no Tab yet
+  const unknown = newTabTally();
+  recordTab(unknown, undefined);
+  assert.equal(statusText(odd, unknown), "$(sparkle) tabd – · 0% hit");
   assert.equal(parseStats({ after_accept: { requests: 2, from_cache: 1, hit_rate: 50 } }).afterAccept.hitRate, 0.5);
 });
 
@@ -172,10 +189,38 @@ test("manifest: every language from startup, the #27 settings' defaults, Tab and
       // VS Code 1.100 binds no key to "Trigger Inline Suggestion" (Copilot brings its own Alt+\\): ask now,
       // an invoked request, which may bring alternatives.
       ["alt+\\", "editor.action.inlineSuggest.trigger", "editorTextFocus && !editorReadonly"],
+      // Alt+] / Alt+[: VS Code's showNext / showPrevious, through the extension, which says which item is on
+      // screen (n of m) or that there is no other.
+      ["alt+]", "tabd.showNext", "editorTextFocus && !editorReadonly"],
+      ["alt+[", "tabd.showPrevious", "editorTextFocus && !editorReadonly"],
     ],
   );
-  // Alt+] / Alt+[ stay VS Code's own (showNext / showPrevious: cycle through the items).
-  for (const key of ["alt+]", "alt+["]) {
-    assert.ok(!pkg.contributes.keybindings.some((k) => k.key === key || k.mac === key), `${key} taken`);
+  // Restricted Mode: declared (the daemon does not start there), the settings that name programs or files restricted.
+  const trust = pkg.capabilities.untrustedWorkspaces;
+  assert.equal(trust.supported, "limited");
+  assert.match(trust.description, /Restricted Mode/);
+  for (const name of ["tabd.path", "tabd.args", "tabd.model", "tabd.log", "tabd.exclude", "tabd.include"]) {
+    assert.ok(trust.restrictedConfigurations.includes(name), name);
   }
+  assert.deepEqual(props["tabd.include"].default, []);
+});
+
+test("cycling: which item is on screen, or that there is no other", () => {
+  assert.equal(cycleNote(1, 3), "suggestion 2 of 3");
+  assert.equal(cycleNote(0, 2), "suggestion 1 of 2");
+  assert.equal(cycleNote(0, 1), "no other suggestion");
+  assert.equal(cycleNote(0, 0), "no other suggestion");
+});
+
+test("a daemon that exits before it answers: how, what it said last, and the fix", () => {
+  const tail = new LineTail(3);
+  for (const line of ["Traceback (most recent call last):", "  File x", "ModuleNotFoundError: No module named 'tabd.daemon.edits'", ""]) {
+    tail.push(line);
+  }
+  assert.equal(tail.get().length, 3);
+  const m = exitMessage("/opt/tabd", 1, null, tail.get());
+  assert.match(m, /^tabd: the daemon \(\/opt\/tabd serve\) exited with code 1 before it could answer: ModuleNotFoundError: No module named 'tabd\.daemon\.edits'\./);
+  assert.match(m, /Fix: run "\/opt\/tabd doctor"/);
+  assert.match(m, /tabd\.path/);
+  assert.match(exitMessage("tabd", null, "SIGKILL", []), /was killed by SIGKILL before it could answer\. Fix/);
 });
