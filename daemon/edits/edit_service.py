@@ -105,7 +105,8 @@ class EditService:
         self.active: dict[str, Transformation] = {}  # doc -> the transformation being walked (its last edit taken)
         self.rejected: dict[str, set[tuple[object, ...]]] = {}  # doc -> transformations the user turned down
         self.issued: LRUCache[str, EditSuggestion] = LRUCache(SHOWN_KEPT)
-        self.made: LRUCache[str, Proposal] = LRUCache(SHOWN_KEPT)  # id -> the proposal (its substitution) behind it
+        self.made: LRUCache[str, Proposal] = LRUCache(SHOWN_KEPT)  # id -> the proposal (its transformation) behind it
+        self.taken: LRUCache[str, bool] = LRUCache(SHOWN_KEPT)  # ids seen applied before their accept command came
         self.showing: dict[str, EditSuggestion] = {}  # doc -> the edit last answered there
         self.stats = EditStats()
         self.last: dict[str, str] = {}  # for tabd/stats: the last answer's origin
@@ -138,9 +139,10 @@ class EditService:
             history.mark_done()
         self.showing.pop(doc, None)
         self.expected.pop(doc, None)
-        if self.issued.pop(edit.id, None) is not None:  # no tabd.acceptInlineEdit came (copilot-lsp runs none)
+        if self.issued.pop(edit.id, None) is not None:  # seen before any tabd.acceptInlineEdit (copilot-lsp runs none)
             self.stats.accepted += 1
             self.stats.accepted_unreported += 1
+            self.taken[edit.id] = True
         made = self.made.get(edit.id)
         if made is not None and made.transformation is not None:
             self.active[doc] = made.transformation
@@ -162,6 +164,9 @@ class EditService:
             del self.chain[ckey]
 
     def accept(self, edit_id: str) -> bool:
+        if self.taken.pop(edit_id, None):  # the document showed it taken first: counted then
+            self.stats.accepted_unreported -= 1
+            return True
         edit = self.issued.pop(edit_id, None)
         if edit is None:
             return False

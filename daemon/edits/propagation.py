@@ -5,7 +5,8 @@ Which example to learn from, in order:
   `(f: "F") -> "F"` is an insertion after `f` and one after `)`);
 - the last two edits, when they are two examples of one change (synthesis.generalised): the names that differ from
   place to place become holes;
-- the last edit alone.
+- the last edit alone;
+- the edit before it alone (the user fixed something the change does not reach, a word in a docstring, and goes on).
 The first that applies somewhere other than where it was made is proposed, at the first place after the cursor (the
 walk wraps to the top). A transformation the user rejected in this document is not proposed again.
 It is not proposed while the user may still be typing at the end of the change (still_typing): the request is held
@@ -68,6 +69,13 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[t
                 out.append((general, (last.start, last.end)))
     if single is not None:
         out.append((single, (last.start, last.end)))
+    if len(live) >= 2 and not _one_line(text, live[-2], last):
+        # the change before the last, when the last applies nowhere (a rename, then the same word fixed by hand in a
+        # docstring it does not reach): the walk goes on
+        prev = live[-2]
+        earlier = learn(undone(text, [prev]), text, filename)
+        if earlier is not None and earlier != single:
+            out.append((earlier, (prev.start, prev.end)))
     return out
 
 

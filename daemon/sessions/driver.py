@@ -326,7 +326,7 @@ class Driver:
             if self.died():
                 raise DaemonDied(self.death_message())
             self.client.cancel(self._next_id)  # the user typed on
-            self.m.cancelled += 1
+            self.m.edits_cancelled += 1
             return None
         try:
             result = future.result()

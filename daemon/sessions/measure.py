@@ -85,6 +85,7 @@ class Measurements:
     edits_offered: int = 0             # servers that advertised copilotInlineEdit and were asked
     edit_requests: int = 0
     edits_answered: int = 0
+    edits_cancelled: int = 0           # asked while the person typed on: cancelled at the next key, as a client does
     edits_shown: int = 0               # answers with an edit
     edits_accepted: int = 0            # ...that were exactly the person's next edit, taken with Tab
     edit_jumps: int = 0                # of those, a jump first (the edit more than a line from the cursor): one key more
@@ -203,6 +204,7 @@ class Measurements:
             "offered": self.edits_offered > 0,
             "requests": self.edit_requests,
             "answered": self.edits_answered,
+            "cancelled": self.edits_cancelled,
             "shown": shown,
             "distinct_shown": len(self.edit_ids_shown),
             "accepted": self.edits_accepted,

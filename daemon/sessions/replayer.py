@@ -158,6 +158,9 @@ def acceptable(suggestion: str, ahead: str, boundaries: dict[int, int], min_char
     return (best, True) if best >= min_chars else (0, False)
 
 
+
+FAST_TYPING_S = 0.05  # fast mode: how long a person typing on waits for a next edit before the next key
+
 class Replayer(Driver):
     """One server child, any number of sessions replayed through it in turn."""
 
@@ -287,7 +290,11 @@ class Replayer(Driver):
         once more after the person's pause when the recording pauses there (a rename is proposed elsewhere once the
         user stops typing the name); the index of the next event when an edit was taken, else None."""
         opts = self.options
-        edit = await self._ask_edit(p.uri, p.cursor, False, None if opts.fast else due)
+        # fast mode: a person typing on does not wait for an answer the server holds until their pause (it comes to
+        # them only if it is already there); a recorded pause is asked about again below, after waiting it for real
+        typing_on = opts.fast and (opts.edit_pause_s <= 0 or gap < opts.edit_pause_s)
+        deadline = time.monotonic() + FAST_TYPING_S if typing_on else None if opts.fast else due
+        edit = await self._ask_edit(p.uri, p.cursor, False, deadline)
         if edit is not None:
             taken = await self._take_edits(edit, events, i, p.uri, p.cursor, edits_marked, cursors)
             if taken is not None:

@@ -234,8 +234,9 @@ def test_a_from_diff_session_through_tabd_serve_stays_in_sync(tmp_path, diff_fil
 @pytest.mark.parametrize("editor", ["plain", "vscode"])
 def test_a_rename_in_a_real_diff_is_taken_with_tab_from_tabd_serve(tmp_path, diff_files, editor):
     # The person renames `count` to `total` at six places (and changes `x + 1`). Through a real `tabd serve` (the copy
-    # backend: no model; propagation needs none), the edit user types the first rename by hand and takes the other
-    # five as edits the server proposes, each after the first answered from memory; the document stays in sync.
+    # backend: no model; propagation needs none), the edit user types the first rename and the docstring's by hand
+    # and takes the other four as edits the server proposes, each after the first answered from memory; the document
+    # stays in sync.
     old, new = diff_files
     proc = subprocess.run([sys.executable, "-m", "tabd.daemon", "replay", str(_session(tmp_path, new, editor)), "--json",
                            "--speed", "0", "--check-sync", "--no-progress", "--accept", "tab", "--backend", "copy",
@@ -245,8 +246,10 @@ def test_a_rename_in_a_real_diff_is_taken_with_tab_from_tabd_serve(tmp_path, dif
     edits = s["edits"]
     assert s["sync"] == {"checked": 1, "mismatches": 0}
     assert edits["offered"] is True
-    assert edits["accepted"] == 5, edits  # every rename after the first
-    assert edits["shown_not_next"] == edits["shown"] - 5
-    assert edits["after_accept"]["requests"] == 5 and edits["after_accept"]["hit_rate"] >= 0.8, edits["after_accept"]
+    # every rename after the first in code: the docstring's `count` is the person's own (a rename in code is never
+    # proposed inside a string), and the walk goes on after it
+    assert edits["accepted"] == 4, edits
+    assert edits["shown_not_next"] == edits["shown"] - 4
+    assert edits["after_accept"]["requests"] == 4 and edits["after_accept"]["hit_rate"] >= 0.75, edits["after_accept"]
     assert edits["keys_saved"] > 0 and edits["keystrokes_saved_share"] > s["keystrokes_saved_share"]
-    assert s["server"]["edits"]["accepted"] == 5  # each accept ran tabd.acceptInlineEdit with a known id
+    assert s["server"]["edits"]["accepted"] == 4  # each accept ran tabd.acceptInlineEdit with a known id

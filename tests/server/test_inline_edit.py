@@ -93,11 +93,20 @@ def test_a_rename_propagates_site_by_site_and_each_next_edit_comes_from_memory(s
 
 
 def test_a_name_still_being_typed_is_not_propagated(server: RawServer):
+    """A request while the user types `tot` (for `total`) is held; the next keystroke answers it empty, and `tot` is
+    never proposed."""
     server.open(URI, CODE)
     server.change(URI, 2, [{"range": rng(0, 12, 17), "text": "t"}])
     server.change(URI, 3, [{"range": rng(0, 13, 13), "text": "o"}])
     server.change(URI, 4, [{"range": rng(0, 14, 14), "text": "t"}])
-    assert inline_edit(server, 0, 15)["result"] == {"edits": []}  # `tot` at the cursor: not a name yet
+    held = server.request("textDocument/copilotInlineEdit", {"textDocument": {"uri": URI, "version": 4},
+                                                             "position": {"line": 0, "character": 15}})
+    time.sleep(0.3)
+    server.change(URI, 5, [{"range": rng(0, 15, 15), "text": "a"}])  # the user types on
+    assert server.response(held)["result"] == {"edits": []}
+    server.change(URI, 6, [{"range": rng(0, 16, 16), "text": "l"}])
+    edit = inline_edit(server, 0, 17)["result"]["edits"][0]  # held until the pause: then the whole name
+    assert edit["text"] == "total" and edit["range"] == rng(1, 14, 19)
 
 
 def test_bad_requests_get_an_error_or_no_edit_and_the_server_goes_on(server: RawServer):
