@@ -69,6 +69,7 @@ class AcceptanceModel:
             self.docs.popitem(last=False)
 
     def rate(self, doc: str, kind: str) -> float:
+        kind = _as_accept(kind)
         rates = self.docs.get(doc)
         if rates is None:
             return self.user.p[kind]
@@ -81,12 +82,12 @@ class AcceptanceModel:
             return False
         further = 1.0
         for kind in kinds[1:]:  # after an accept: a whole one by the streak rate, a partial one by its own
-            further *= self.rate(doc, "streak" if kind == "all" else kind)
+            further *= self.rate(doc, "streak" if _as_accept(kind) == "all" else kind)
         return further >= self.further
 
     def bar(self, kind: str) -> float:
         """The rate a first step taken by `kind` needs: lower for the Tab's own (a whole accept)."""
-        return self.first_all if kind == "all" else self.first
+        return self.first_all if _as_accept(kind) == "all" else self.first
 
     def depth(self, doc: str) -> int:
         """How deep the chain of whole accepts runs for this document now."""
@@ -114,3 +115,9 @@ class AcceptanceModel:
                 "further": self.further,
                 "user_rates": {k: round(v, 3) for k, v in self.user.p.items()}, "user_depth": self.depth(""),
                 "outcomes": dict(self.outcomes)}
+
+
+def _as_accept(kind: str) -> str:
+    """A step the model has no rate of its own for counts as a whole accept: "edit", a next edit taken (its
+    completion is prefetched where the edit leaves the cursor; a KeyError here once broke the chain of Tabs)."""
+    return kind if kind in KINDS or kind == "streak" else "all"

@@ -76,3 +76,14 @@ def test_a_new_document_leans_on_the_users_rates():
     assert m.depth("fresh") == m.depth("a") == 4
     m.record("fresh", "none")
     assert m.rate("fresh", "all") > 0.5  # one outcome of its own barely moves it
+
+
+def test_the_completion_after_a_taken_next_edit_is_planned_like_a_tab_s():
+    from tabd.daemon.speculation.planner import plan_after
+
+    model = AcceptanceModel(3)
+    for _ in range(20):
+        model.record("d", "all", after_accept=True)  # a user who takes what is shown
+    after_edit = plan_after(S, "compute(1)", 1, model, doc="d", kinds=("edit",))  # raised KeyError: 'edit'
+    after_tab = plan_after(S, "compute(1)", 1, model, doc="d", kinds=("all",))
+    assert after_edit and [p.state for p in after_edit] == [p.state for p in after_tab]
