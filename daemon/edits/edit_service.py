@@ -74,7 +74,8 @@ class EditStats:
     accepted_unreported: int = 0  # of the accepted, those seen in the document only (clients that run no command)
 
     def as_dict(self) -> dict[str, int]:
-        return dict(self.__dict__)
+        # pause_ms: how long after the user's last edit a request held for the pause is answered
+        return {**self.__dict__, "pause_ms": int(PAUSE_S * 1000)}
 
 
 def digest(text: str) -> bytes:
