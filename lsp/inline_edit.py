@@ -47,6 +47,16 @@ REJECT_EDIT = "tabd.rejectInlineEdit"
 NES_ENCODING = "utf-16"  # what Copilot's clients assume for copilotInlineEdit, whatever was negotiated
 
 
+# clients that hold didChange back to batch keystrokes, by clientInfo.name: how long (Neovim's debounce_text_changes)
+BATCHING_CLIENTS = {"Neovim": 0.15}
+
+
+def client_lag(client_info: Any) -> float:
+    """Seconds between a keystroke and its didChange for this client (0 for those that send at once)."""
+    name = field(client_info, "name") if client_info is not None else None
+    return BATCHING_CLIENTS.get(name, 0.0) if isinstance(name, str) else 0.0
+
+
 def field(obj: Any, name: str) -> Any:
     """A field of params as pygls hands them over (attribute objects) or as plain JSON (dicts)."""
     if isinstance(obj, dict):

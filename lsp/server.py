@@ -413,7 +413,8 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
         ls.edits = EditService(ls.service.score, ls.config.edit_min_confidence,
                                writer=ls.service.edit_writer() if ls.config.edit_sources != "propagation" else None,
                                model_min_confidence=ls.config.edit_model_min_confidence,
-                               propagate=ls.config.edit_sources != "model") if ls.config.inline_edits else None
+                               propagate=ls.config.edit_sources != "model",
+                               lag=inline_edit.client_lag(params.client_info)) if ls.config.inline_edits else None
         ls.roots = workspace_roots(params)
         ls.parent_watch = start_parent_watch(params.process_id, lambda: ls.protocol.request_exit(1))
 

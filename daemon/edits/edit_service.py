@@ -89,7 +89,8 @@ def state_key(doc: str, text: str, cursor: int) -> tuple[str, bytes, int]:
 class EditService:
     def __init__(self, scorer: Scorer | None = None, min_confidence: float = 0.0,
                  clock: Callable[[], float] = time.monotonic, writer: Writer | None = None,
-                 model_min_confidence: float = 0.5, propagate: bool = True, sleep: Sleeper = asyncio.sleep) -> None:
+                 model_min_confidence: float = 0.5, propagate: bool = True, sleep: Sleeper = asyncio.sleep,
+                 lag: float = 0.0) -> None:
         self.scorer = scorer
         self.min_confidence = min_confidence
         self.writer = writer  # the model edit source; None: propagation alone
@@ -97,6 +98,9 @@ class EditService:
         self.propagate = propagate  # False: the model alone proposes (a baseline `tabd bench edits` measures)
         self.clock = clock
         self.sleep = sleep
+        # how long the client holds a keystroke before its didChange goes out (Neovim batches them for 150 ms): the
+        # user's pause is measured from the keystroke, as well as the server can tell it
+        self.lag = lag
         self.histories: dict[str, DocHistory] = {}
         # state -> what to show there (None: nothing), with the substitution that made it
         self.memory: LRUCache[tuple[str, bytes, int], tuple[Proposal, float | None] | None] = LRUCache(CACHED)
@@ -119,7 +123,7 @@ class EditService:
     def edited(self, doc: str, start: int, removed: str, inserted: str) -> None:
         """One didChange edit, in the text before it."""
         history = self.histories.setdefault(doc, DocHistory())
-        history.edited(start, removed, inserted, self.clock())
+        history.edited(start, removed, inserted, self.clock() - self.lag)
         shown = self.showing.get(doc)
         if shown is None:
             self.active.pop(doc, None)  # the user's own edit: what they do next is learned from it

@@ -236,3 +236,17 @@ def test_tokens_come_from_the_file_s_language():
     assert [t.kind for t in js if t.text == "count"] == ["comment", "name"]
     unknown = tokens_of("count = 'x'\n", "notes.unknownext")
     assert [(t.text, t.kind) for t in unknown][:2] == [("count", "name"), ("=", "mark")]
+
+
+def test_the_pause_is_measured_from_the_keystroke_of_a_client_that_batches_its_changes():
+    from tabd.lsp.inline_edit import client_lag
+
+    async def run() -> None:
+        clock = Clock()
+        svc = EditService(clock=clock, sleep=clock.sleep, lag=client_lag({"name": "Neovim", "version": "0.11.4"}))
+        svc.edited("d", 4, "count", "total")  # arrives 150 ms after the key was pressed
+        await svc.suggest("d", 2, "a = total\nb = count\n", 9)
+        assert abs(clock.t - (10.0 + propagation.PAUSE_S - 0.15)) < 1e-9
+        assert client_lag({"name": "Visual Studio Code"}) == 0.0 and client_lag(None) == 0.0
+
+    asyncio.run(run())
