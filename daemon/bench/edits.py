@@ -264,7 +264,9 @@ def case_figures(results: list[Any]) -> dict[str, Any]:
                            "answer_ms": _quantiles([a["answer_ms"] for a in taken if a["answer_ms"] is not None])}
     answered = [r for r in results if r.error is None]
     out["latency_ms"] = {"answer": _quantiles([r.answer_ms for r in answered]),
-                         "after_pause": _quantiles([r.after_pause_ms for r in answered])}
+                         "after_pause": _quantiles([r.after_pause_ms for r in answered]),
+                         "since_keystroke": _quantiles([r.since_key_ms for r in answered]),
+                         "pause_ms": max((r.pause_ms for r in answered), default=None)}
     out["errors"] = len(results) - len(answered) + sum(1 for a in taken if a.get("error"))
     out["sync_mismatches"] = sum(1 for r in results if not r.sync)
     return out

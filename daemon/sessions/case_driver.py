@@ -68,6 +68,8 @@ class CaseResult:
     edit: dict[str, Any] | None = None  # the edit shown (range, text): for the tune repositories' failures
     after_accept: dict[str, Any] | None = None  # {verdict, origin, answer_ms} of the request after taking the edit
     sync: bool = True  # the server's document was ours when the request was sent
+    since_key_ms: float = 0.0  # from the last keystroke to the answer
+    pause_ms: float = 0.0  # the server's pause after_pause_ms counts from
     error: str | None = None  # the request timed out or was answered with an error (counted as no edit shown)
 
 
@@ -210,20 +212,21 @@ class CaseRunner:
         assert text == case.doc(), "the typed document is not the case's (a case driver bug)"
         await self._sleep_until(last_key + o.debounce_s)
         box.flush()
-        sync = await self._in_sync(uri, text)
         try:
             edit, sent, answered = await self._ask(uri, box, text, cursor)
         except (TimeoutError, ResponseError) as exc:  # one case's failure is counted, the others still run
             self.client.close(uri)
             return CaseResult(case.repo, case.commit, case.path, case.k, len(case.places), case.due, "none",
-                              judge(case, baseline(case)), 0.0, 0.0, None, sync=sync, error=str(exc)[:200])
+                              judge(case, baseline(case)), 0.0, 0.0, None, error=str(exc)[:200])
         origin = await self._origin()
+        sync = await self._in_sync(uri, text)  # nothing was sent since the request: its document is this one
         result_doc = _applied(text, edit)
         verdict = judge(case, result_doc)
         out = CaseResult(case.repo, case.commit, case.path, case.k, len(case.places), case.due, verdict,
                          judge(case, baseline(case)), round((answered - sent) * 1000, 2),
                          round(max(0.0, answered - max(sent, last_key + self.pause_s)) * 1000, 2), origin,
-                         None if edit is None else {"range": edit.range, "text": edit.text}, sync=sync)
+                         None if edit is None else {"range": edit.range, "text": edit.text}, sync=sync,
+                         since_key_ms=round((answered - last_key) * 1000, 2), pause_ms=round(self.pause_s * 1000))
         if edit is not None and edit.command is not None:
             self.client.did_show_inline_edit(edit.command)
         if verdict == "exact" and result_doc is not None:
