@@ -20,9 +20,9 @@ from pygls.exceptions import FeatureNotificationError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from tabd.cache.state import DocState
-from tabd.daemon.runtime.exclusion import Exclusion
+from tabd.daemon.runtime.exclusion import Exclusion, compile_globs
 from tabd.daemon.runtime.answer import DISABLED, EXCLUDED, LOADING, refusal
-from tabd.daemon.runtime.config import Config, apply_client_options
+from tabd.daemon.runtime.config import CLIENT_OPTIONS, Config, apply_client_options
 from tabd.daemon.runtime.controls import Controls, read_switch
 from tabd.daemon.runtime.events import EventLog, LogFile
 from tabd.daemon.runtime.lifecycle import start_parent_watch
@@ -82,6 +82,7 @@ class TabdServer(LanguageServer):
         self.serving: set[str] = set()  # open documents the service knows: neither excluded nor switched off
         self.popups = 0  # window/showMessage sent (show)
         self.notification_error_shown = False
+        self.restart_said = False  # didChangeConfiguration's "at the next start", said once
         self.streams: set[tuple[int, int]] = set()  # (device, inode) of the LSP input and output: never a log
 
     def start_io(self, stdin=None, stdout=None) -> int:  # type: ignore[override]
@@ -424,6 +425,33 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
             ls.show(types.MessageType.Warning, message)
         ls.pending_messages.clear()
         asyncio.ensure_future(ls.report_model())
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def did_change_configuration(ls: TabdServer, params: types.DidChangeConfigurationParams) -> None:
+        """Settings sent after initialize (VS Code sends its sections on every change): tabd's section checked
+        through the settings table as initializationOptions are, each bad value reported and ignored. The model,
+        caches and workers were built from the settings at initialize, so good values take effect at the next
+        start, which is said once."""
+        settings = _plain(params.settings)
+        if not isinstance(settings, dict):
+            return
+        section = settings.get("tabd") if "tabd" in settings else settings if set(settings) & set(CLIENT_OPTIONS) \
+            else None
+        if section is None:
+            return  # other extensions' settings: nothing of tabd's
+        updated, problems = apply_client_options(ls.config, section)
+        for name in ("exclude", "include"):  # globs are checked where they compile: keep the ones that do
+            added = getattr(updated, name)[len(getattr(ls.config, name)):]
+            good, bad = compile_globs(added, name)
+            problems += bad
+            setattr(updated, name, getattr(ls.config, name) + tuple(g.text for g in good))
+        for problem in problems:
+            ls.show(types.MessageType.Warning, problem)
+        changed = sorted(key for key, row in CLIENT_OPTIONS.items()
+                         if getattr(updated, row.name) != getattr(ls.config, row.name))
+        if changed and not ls.restart_said:
+            ls.restart_said = True
+            ls.show(types.MessageType.Info, f"changed settings take effect when the server restarts: {', '.join(changed[:10])}")
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: TabdServer, params: Any) -> None:

@@ -7,10 +7,9 @@ in size: it may quote what was sent), unknown keys are one message together, and
 from __future__ import annotations
 
 import dataclasses
-import reprlib
 from typing import Any
 
-from tabd.daemon.runtime.settings import SETTINGS, Config, ConfigError, Setting
+from tabd.daemon.runtime.settings import SETTINGS, Config, ConfigError, Setting, shown
 
 __all__ = ["CLIENT_OPTIONS", "Config", "ConfigError", "apply_client_options", "shown"]
 
@@ -22,20 +21,6 @@ FOREIGN_OPTIONS = frozenset({"editorInfo", "editorPluginInfo"})
 MAX_MESSAGE_CHARS = 300  # one problem's message
 MAX_LISTED_KEYS = 5  # unknown keys named in their one message
 MAX_LIST_ITEMS = 1000  # strings in a list option (globs): more is no configuration anyone wrote
-
-_repr = reprlib.Repr()
-_repr.maxstring = _repr.maxother = 60
-_repr.maxlist = _repr.maxtuple = _repr.maxdict = 4
-_repr.maxlevel = 2
-
-
-def shown(value: Any) -> str:
-    """A value as a message quotes it: bounded however big or deep it is."""
-    try:
-        return _repr.repr(value)
-    except Exception:  # a value whose repr fails: its type says enough
-        return f"<{type(value).__name__}>"
-
 
 def accepted_types(row: Setting) -> tuple[type, ...]:
     """The JSON types a client may send for a row: a number where a float goes, else exactly the row's type."""

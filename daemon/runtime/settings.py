@@ -9,6 +9,7 @@ README's tables (runtime/readme_tables.py). No torch here: `tabd --help` reads i
 from __future__ import annotations
 
 import dataclasses
+import reprlib
 import typing
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -297,26 +298,40 @@ class Setting:
             return None
         if self.type is tuple:
             if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
-                return f"{name} must be a list of strings, got {value!r}"
+                return f"{name} must be a list of strings, got {shown(value)}"
             return None
         if spec.choices is not None and value not in spec.choices:
-            return f"{name} must be {either(spec.choices)}, got {value!r}"
+            return f"{name} must be {either(spec.choices)}, got {shown(value)}"
         if spec.bounds is None:
             return None
         lo, hi = spec.bounds
         if self.type is int:
             if isinstance(value, bool) or not isinstance(value, int):
-                return f"{name} must be an integer, got {type(value).__name__} {value!r}"
+                return f"{name} must be an integer, got {type(value).__name__} {shown(value)}"
             if not lo <= value <= hi:
                 kind = "an integer " if self.optional else ""  # None is valid too: say what else is
-                return f"{name} must be {kind}between {lo:g} and {hi:g}, got {value}"
+                return f"{name} must be {kind}between {lo:g} and {hi:g}, got {shown(value)}"
             return None
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if not number or not (lo < value if spec.above_low else lo <= value) or not value <= hi:
             what = f"a number of {spec.unit}" if spec.unit else "a number"
             span = f"above {lo:g} and at most {hi:g}" if spec.above_low else f"between {lo:g} and {hi:g}"
-            return f"{name} must be {what} {span}, got {value!r}"
+            return f"{name} must be {what} {span}, got {shown(value)}"
         return None
+
+
+_repr = reprlib.Repr()
+_repr.maxstring = _repr.maxother = _repr.maxlong = 60
+_repr.maxlist = _repr.maxtuple = _repr.maxdict = 4
+_repr.maxlevel = 2
+
+
+def shown(value: Any) -> str:
+    """A value as a message quotes it: bounded however big or deep it is (a client may send 10 MB, or 10^400)."""
+    try:
+        return _repr.repr(value)
+    except Exception:  # a value whose repr fails: its type says enough
+        return f"<{type(value).__name__}>"
 
 
 def flag_dest(flag: str) -> str:

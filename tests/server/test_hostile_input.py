@@ -173,3 +173,19 @@ def test_smaller_cases_are_bounded(server):
     assert len([m for m in messages if m["type"] == 1]) <= 1  # errors: at most the one for a bad notification
     assert all(len(m["message"]) < 600 for m in messages)
     finish(s)
+
+
+def test_settings_changed_later_are_checked_like_initialization_options(server):
+    s = server
+    s.initialize()
+    s.notify("workspace/didChangeConfiguration", {"settings": {"tabd": {"depth": "deep", "exclude": ["[z-a]"],
+                                                                        "editorInfo": {}, "maxNewTokens": 8}}})
+    s.notify("workspace/didChangeConfiguration", {"settings": {"python": {"analysis": 1}}})  # not tabd's: quiet
+    s.notify("workspace/didChangeConfiguration", {"settings": None})
+    s.alive()
+    messages = [m["message"] for m in shown(s)]
+    assert any("'depth' must be int" in m for m in messages), messages
+    assert any("restarts: maxNewTokens" in m for m in messages), messages
+    assert any("exclude glob ignored: '[z-a]'" in m for m in messages), messages
+    assert len(messages) == 3, messages
+    finish(s)
