@@ -297,6 +297,12 @@ def run_git_section(args: argparse.Namespace) -> dict[str, Any]:
         groups.extend(mine)
         repos.append({"name": name, "rev": head, "commits": len(found), "files": sum(len(c.files) for c in found),
                       "files_with_cases": len(mine), "cases": sum(len(g) for g in mine)})
+    if not args.json or sys.stderr.isatty():
+        # about a second per place made before each request, and about 4 s per case around it (tune run, 2026-12-06)
+        made = sum(c.k for g in groups for c in g)
+        minutes = (made * 1.05 + sum(len(g) for g in groups) * 3.7) / args.edits_servers / 60
+        print(f"tabd bench edits: {sum(len(g) for g in groups)} cases in {len(groups)} commit-files, about "
+              f"{minutes:.0f} min with {args.edits_servers} server(s)", file=sys.stderr)
     options = CaseOptions(server_args=server_flags(args), seed=args.edits_seed, servers=args.edits_servers,
                           pause_s=None if args.edits_pause_ms is None else args.edits_pause_ms / 1000.0,
                           progress=not args.json)
