@@ -120,6 +120,7 @@ def _typing(command: list[str], text: str, keys: int) -> dict[str, Any]:
     return {"cold_ms": round(cold_ms, 1), "cold_prompt_chars": prompt_chars,
             "keystroke_ms_p50": round(statistics.median(model_ms), 1) if model_ms else None,
             "keystroke_ms_max": round(max(model_ms), 1) if model_ms else None,
+            "keystroke_ms": [round(ms, 1) for ms in model_ms],
             "keystrokes": min(keys, len(typed)), "keystroke_sources": sources_seen}
 
 
@@ -152,6 +153,7 @@ def measure(name: str, model: str | None, args: argparse.Namespace, gguf: Path |
     sample = (Path(SAMPLES) / "inventory.py").read_text()
     first = one_start(command, sample)
     row["first_suggestion_ms"] = round(first["first_suggestion_ms"], 1)
+    row["first_suggestion_tries"] = first["tries"]  # requests until one was answered with text
     # a file of about 6,000 characters: both samples, cut in the second
     two = (Path(SAMPLES) / "inventory.py").read_text() + "\n\n" + (Path(SAMPLES) / "textstats.py").read_text()
     row.update(_typing(command, two, args.realmodel_keys))
