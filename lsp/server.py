@@ -20,7 +20,7 @@ from pygls.exceptions import FeatureNotificationError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from tabd.cache.state import DocState
-from tabd.daemon.runtime.exclusion import Exclusion, compile_globs
+from tabd.daemon.runtime.exclusion import Exclusion, compile_globs, git_ignores_later, git_work_tree
 from tabd.daemon.runtime.answer import DISABLED, EXCLUDED, LOADING, refusal
 from tabd.daemon.runtime.config import CLIENT_OPTIONS, Config, apply_client_options
 from tabd.daemon.runtime.controls import Controls, read_switch
@@ -78,6 +78,7 @@ class TabdServer(LanguageServer):
         self.cursors: dict[str, int] = {}  # uri -> where its last edit (or request) left the cursor, for --record
         self.exclusion = Exclusion(config.exclude, include=config.include)
         self.excluded: dict[str, str] = {}  # uri -> why: open documents kept from the service, the log and --record
+        self.checking: dict[str, asyncio.Task] = {}  # uri -> its git check-ignore still running (opened)
         self.controls = Controls(self.switched)
         self.serving: set[str] = set()  # open documents the service knows: neither excluded nor switched off
         self.popups = 0  # window/showMessage sent (show)
@@ -244,19 +245,51 @@ class TabdServer(LanguageServer):
         return refusal(why)
 
     def opened(self, uri: str, text: str, version: int, language: str) -> None:
-        """didOpen: the document, excluded or not (asked once per open), and what the service and --record get."""
+        """didOpen: the document, excluded or not (asked once per open), and what the service and --record get.
+        Where git must be asked, the document counts as excluded until it answers, and the loop serves other
+        requests meanwhile (git_check); a request for the document itself waits for the answer."""
         if uri in self.serving and self.service is not None:  # opened again: the service takes the new text
             self.serving.discard(uri)
             self.service.document_closed(doc_id(uri))
+        self.forget_check(uri)
         self.documents.open(uri, text, version, language)
-        why = self.exclusion.why(_fs_path(uri) or uri, self.roots)
+        path = _fs_path(uri) or uri
+        rule = self.exclusion.rule(path, self.roots, git=False)
+        top = git_work_tree(path) if rule is None and self.exclusion.use_git and path.startswith("/") and \
+            not self.exclusion.included(path, self.roots) else None
+        if top is not None:
+            try:
+                self.checking[uri] = asyncio.get_running_loop().create_task(self.git_check(uri, path, top, language))
+                self.excluded[uri] = "waiting for git check-ignore"
+                return
+            except RuntimeError:  # no loop (a plain call): ask git here
+                rule = self.exclusion.rule(path, self.roots)
+        self.decided(uri, str(rule) if rule is not None else "", language)
+
+    async def git_check(self, uri: str, path: str, top: str, language: str) -> None:
+        ignored = await git_ignores_later(path, top)
+        if self.checking.get(uri) is asyncio.current_task():
+            del self.checking[uri]
+            self.decided(uri, "git ignores it" if ignored else "", language)
+
+    def forget_check(self, uri: str) -> None:
+        """A git check no longer wanted (the document was closed or opened again)."""
+        task = self.checking.pop(uri, None)
+        if task is not None:
+            task.cancel()
+
+    def decided(self, uri: str, why: str, language: str) -> None:
+        """An open document's exclusion is known: record it, and serve it or keep it away from the service."""
+        doc = self.documents.docs.get(uri)
+        if doc is None:
+            return
         if why:
             self.excluded[uri] = why
             self.record("open", uri=uri, language=language, excluded=True)  # that it was there, never its text
             logger.info("%s excluded: %s", doc_id(uri), why)
         else:
             self.excluded.pop(uri, None)
-            self.record("open", uri=uri, language=language, text=text)
+            self.record("open", uri=uri, language=language, text=doc.text)
         self.serve(uri)
 
     def serve(self, uri: str) -> None:
@@ -367,6 +400,9 @@ class TabdServer(LanguageServer):
             raise JsonRpcInvalidParams(str(exc)) from None
         if self.service is None:
             raise JsonRpcInvalidParams("the server is not initialized")
+        check = self.checking.get(uri)
+        if check is not None:  # whether git ignores the document: known in a few ms (bounded by its timeout)
+            await asyncio.wait({check})
         why = self.blocked(uri)
         if why != EXCLUDED:  # a recording keeps nothing of an excluded document but its open
             self.moved_to(uri, offset, {"line": position.line, "character": position.character})
@@ -482,6 +518,7 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
         ls.serve(uri)
         ls.excluded.pop(uri, None)
         ls.controls.forget(uri)  # its own switch goes with it (the clients send it again at the next open)
+        ls.forget_check(uri)
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(ls: TabdServer, params: types.InlineCompletionParams) -> dict:

@@ -12,6 +12,7 @@ no LSP.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import subprocess
@@ -21,7 +22,7 @@ from typing import Iterable, Sequence
 from tabd.daemon.runtime.globs import (CLASS, LIT, MAX_CLASSES, MAX_POSITIONS, STAR, Automaton, GlobError,
                                        Token, parse_glob)
 
-__all__ = ["DEFAULT_GLOBS", "Exclusion", "GlobError", "Rule", "compile_globs", "excluding_rule", "git_ignores",
+__all__ = ["DEFAULT_GLOBS", "Exclusion", "GlobError", "Rule", "compile_globs", "excluding_rule", "git_ignores", "git_ignores_later", "git_work_tree",
            "parse_glob", "relative_path"]
 
 logger = logging.getLogger(__name__)
@@ -178,6 +179,27 @@ def git_ignores(path: str, timeout: float = GIT_TIMEOUT_S) -> bool:
     return done.returncode == 0
 
 
+async def git_ignores_later(path: str, top: str, timeout: float = GIT_TIMEOUT_S) -> bool:
+    """git_ignores without blocking the event loop (the server answers other requests meanwhile); `top` is the
+    work tree git_work_tree found."""
+    try:
+        proc = await asyncio.create_subprocess_exec("git", "-C", top, "check-ignore", "-q", "--", path,
+                                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                                    stderr=subprocess.DEVNULL)
+    except (OSError, ValueError) as exc:
+        logger.info("git check-ignore not started (%s): the file counts as not ignored", exc)
+        return False
+    try:
+        return await asyncio.wait_for(proc.wait(), timeout) == 0
+    except asyncio.TimeoutError:
+        logger.info("git check-ignore took over %.1f s: the file counts as not ignored", timeout)
+        return False
+    finally:
+        if proc.returncode is None:  # timed out, or the document closed meanwhile
+            proc.kill()
+            await asyncio.shield(proc.wait())
+
+
 class Exclusion:
     """The deny list, the user's exclude and include globs, and git, asked once per document."""
 
@@ -189,9 +211,10 @@ class Exclusion:
         self.problems = problems + more + self.user.problems + self.include.problems
         self.use_git = use_git
 
-    def rule(self, path: str, roots: Sequence[str] = ()) -> Rule | None:
+    def rule(self, path: str, roots: Sequence[str] = (), git: bool = True) -> Rule | None:
         """The rule that excludes the file at `path` (absolute, or a bare name for a document not on disk), or None
-        when it is not excluded: the deny list first (include cannot undo it), then include, exclude and git."""
+        when it is not excluded: the deny list first (include cannot undo it), then include, exclude and git (not
+        asked when `git` is false: the caller asks it, see git_ignores_later)."""
         if len(path) > MAX_PATH_CHARS:  # no file has such a path: kept out, as a secret in it might be
             return Rule("length")
         relative = relative_path(path, roots)
@@ -203,9 +226,13 @@ class Exclusion:
         glob = self.user.first(relative, path)
         if glob is not None:
             return Rule("exclude", glob.text)
-        if self.use_git and git_ignores(path):
+        if git and self.use_git and git_ignores(path):
             return Rule("git")
         return None
+
+    def included(self, path: str, roots: Sequence[str] = ()) -> bool:
+        """Whether an include glob gives the file back (then git is not asked)."""
+        return self.include.first(relative_path(path, roots), path) is not None
 
     def why(self, path: str, roots: Sequence[str] = ()) -> str:
         """Why the file at `path` is excluded, in words; "" if it is not."""

@@ -189,3 +189,28 @@ def test_settings_changed_later_are_checked_like_initialization_options(server):
     assert any("exclude glob ignored: '[z-a]'" in m for m in messages), messages
     assert len(messages) == 3, messages
     finish(s)
+
+
+def test_other_requests_are_answered_while_git_is_asked_about_a_document(tmp_path):
+    """`git check-ignore` ran on the event loop, up to its 1 s timeout per opened document; a git that takes its
+    time (a big repository, a network file system) held every request behind it."""
+    bin_dir, repo = tmp_path / "bin", tmp_path / "repo"
+    bin_dir.mkdir()
+    (repo / ".git").mkdir(parents=True)
+    done = tmp_path / "git-done"
+    git = bin_dir / "git"
+    git.write_text(f"#!/bin/sh\nsleep 0.6\ntouch {done}\nexit 0\n")  # slow, and it says: ignored
+    git.chmod(0o755)
+    s = StrictServer(*ARGS, stderr=tmp_path / "stderr.txt",
+                     env={"PATH": f"{bin_dir}:{__import__('os').environ['PATH']}"})
+    try:
+        s.initialize()
+        uri = (repo / "build.py").as_uri()
+        s.open(uri, "x = 1\n")
+        s.alive()
+        assert not done.exists()  # answered while git still ran (before: once it was done)
+        reply = s.inline(uri, 0, 5)
+        assert reply["result"]["tabd"]["reason"] == "excluded" and done.exists()  # the document waited for git
+        finish(s)
+    finally:
+        s.close()
