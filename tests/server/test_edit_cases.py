@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
-
 OLD = """def restock(count, shelf):
     shelf.add(count)
     if count > 10:
@@ -48,6 +46,7 @@ def bench(*args: str) -> tuple[dict, subprocess.CompletedProcess]:
     return json.loads(proc.stdout.strip().splitlines()[-1]), proc
 
 
+@pytest.mark.slow
 def test_a_rename_is_walked_site_by_site_as_copilot_lsp_asks(repo: Path, tmp_path: Path):
     cases = tmp_path / "cases.jsonl"
     report, _ = bench("--edits-git", str(repo), "--edits-cases-out", str(cases))
@@ -75,6 +74,7 @@ def test_a_path_that_is_no_repository_is_said(tmp_path: Path):
     assert proc.returncode == 1 and "not a git repository" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_from_git_session_replays_through_the_server(repo: Path, tmp_path: Path):
     session = tmp_path / "s.jsonl"
     made = subprocess.run([sys.executable, "-m", "tabd.daemon", "session", "from-git", str(repo), "-o", str(session)],
