@@ -78,7 +78,8 @@ class DocumentStore:
     def get(self, uri: str) -> Document:
         doc = self.docs.get(uri)
         if doc is None:
-            raise DocumentError(f"document {uri} is not open (send textDocument/didOpen first)")
+            shown = uri if len(uri) <= 200 else uri[:200] + "..."  # the message goes into answers and the log
+            raise DocumentError(f"document {shown} is not open (send textDocument/didOpen first)")
         return doc
 
     def close(self, uri: str) -> None:
