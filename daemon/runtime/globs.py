@@ -200,7 +200,11 @@ class Automaton:
             self.finals.append(final)
         self.width = bit
         self.entries, self.ends = _runs(kinds)
-        self._compiled = {regex: re.compile(regex, re.IGNORECASE | re.DOTALL) for regex in self.classes}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self._compiled = {regex: re.compile(regex, re.IGNORECASE | re.DOTALL) for regex in self.classes}
+            # one test says whether a character is in any class at all: most characters of a path are in none
+            self._any_class = re.compile("|".join(self.classes), re.IGNORECASE | re.DOTALL) if self.classes else None
         self._masks: dict[str, int] = {}
         self.begin = self._skip(self.starts, self.starts)
 
@@ -227,8 +231,7 @@ class Automaton:
         found = self._masks.get(ch)
         if found is None:
             found = self.lit.get(ch, 0) | self.any | (self.non_slash if ch != "/" else 0)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
+            if self._any_class is not None and self._any_class.match(ch):
                 for regex, bits in self.classes.items():
                     if self._compiled[regex].match(ch):
                         found |= bits
