@@ -226,7 +226,7 @@ def deeper_than(value: Any, limit: int) -> bool:
 
 def checked(value: Any, body: bytes, note: str = "") -> Frame:
     """A decoded message's frame: `deep` (with the id it carries, if any) when it nests beyond MAX_DEPTH."""
-    if not deeper_than(value, MAX_DEPTH):
+    if body.count(b"[") + body.count(b"{") <= MAX_DEPTH or not deeper_than(value, MAX_DEPTH):  # counts: in C
         return Frame("message", value, note=note)
     msg_id = value.get("id") if type(value) is dict else None
     return Frame("deep", msg_id if _valid_id(msg_id) else None, head=body[:4096],
