@@ -45,6 +45,7 @@ from pygls.exceptions import (
 )
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
+from tabd.daemon.runtime.settings import shown
 from tabd.lsp.outbox import Outbox
 
 logger = logging.getLogger(__name__)
@@ -399,14 +400,14 @@ class TabdProtocol(LanguageServerProtocol):
             if has_id and value.get("jsonrpc") == "2.0" and ("result" in value or "error" in value):
                 self.dispatch(value, None)  # a response to one of our requests
             else:
-                logger.warning("invalid message without method dropped (keys %s)", sorted(value)[:10])
+                logger.warning("invalid message without method dropped (keys %s)", shown(list(value)))
             return
         method = value["method"]
         problem = None
         if not isinstance(method, str):
             problem = f"method must be a string, got {type(method).__name__}"
         elif value.get("jsonrpc") != "2.0":
-            problem = f'jsonrpc must be "2.0", got {value.get("jsonrpc")!r}'
+            problem = f'jsonrpc must be "2.0", got {shown(value.get("jsonrpc"))}'
         elif has_id and not _valid_id(msg_id):
             problem = f"id must be an integer or a string, got {type(msg_id).__name__}"
         elif value.get("params") is not None and not isinstance(value["params"], (dict, list)):
