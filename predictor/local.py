@@ -100,6 +100,7 @@ class LocalBackend(CopyVerification, Backend):
         self.memory_bound = 4 * self.parameters > AUTO_FP32_BYTES  # decode streams more than it computes
         self.prefill_chunk = max(1, settings.prefill_chunk or generate.chunk_for(self.parameters))
         self.prefill_speed = PrefillSpeed(self.parameters)  # what the prefill budget is judged by
+        self._per_pass: tuple[object, bool] = (None, False)  # (runner, whether its prefill passes convert weights)
         # requests pre-empted mid-prefill, by slot: (prefix, suffix) asked, and the short window they ran on (or None)
         self._paused: dict[str, tuple[str, str, tuple[str, str, PromptLayout] | None]] = {}
         self.context = int(getattr(self.model.config, "max_position_embeddings", 2048) or 2048)
@@ -419,9 +420,16 @@ class LocalBackend(CopyVerification, Backend):
     def _chunk(self) -> int:
         """Tokens per prefill chunk now: the size's (or the setting's), shortened to what this machine runs in
         chunking.CHUNK_MS at the speed measured, so that a request coming during a prefill waits that long at most."""
-        if self.settings.prefill_chunk:
-            return self.prefill_chunk
+        if self.settings.prefill_chunk or self._converts_per_pass():
+            return self.prefill_chunk  # set, or an engine whose every pass has a fixed cost: shorter costs more
         return chunking.chunk_within(self.prefill_chunk, self.prefill_speed.ms_per_token)
+
+    def _converts_per_pass(self) -> bool:
+        runner = self.runner
+        if self._per_pass[0] is not runner:  # asked once per runner (a hand-over swaps it)
+            ask = getattr(runner, "converts_per_pass", None)
+            self._per_pass = (runner, bool(ask()) if callable(ask) else False)
+        return self._per_pass[1]
 
     def _short_window(self, slot_id: str, prefix: str, suffix: str, layout: PromptLayout,
                       settings: GenSettings) -> tuple[str, str, PromptLayout] | None:
