@@ -214,3 +214,18 @@ def test_other_requests_are_answered_while_git_is_asked_about_a_document(tmp_pat
         finish(s)
     finally:
         s.close()
+
+
+def test_include_gives_an_excluded_folder_back_but_never_a_secret(server):
+    s = server
+    s.result("initialize", {"processId": None, "rootUri": "file:///w", "capabilities": {},
+                            "initializationOptions": {"exclude": ["vendor"], "include": ["vendor/mine/**"]}})
+    s.notify("initialized", {})
+    reasons = {}
+    for name in ("vendor/theirs/lib.py", "vendor/mine/lib.py", "vendor/mine/.env.local"):
+        uri = f"file:///w/{name}"
+        s.open(uri, "x = 1\n")
+        reasons[name] = s.inline(uri, 0, 5)["result"].get("tabd", {}).get("reason")
+    assert reasons == {"vendor/theirs/lib.py": "excluded", "vendor/mine/lib.py": reasons["vendor/mine/lib.py"],
+                       "vendor/mine/.env.local": "excluded"} and reasons["vendor/mine/lib.py"] != "excluded", reasons
+    finish(s)
