@@ -4,7 +4,7 @@ A slot id is a document, or one speculation branch of it ("doc#all.word"). A
 request takes its slot and learns how much of its prompt the slot's cache
 already holds; a new branch is first given a copy of its parent's shared
 prefix (copy-on-write), and least recently used slots go to stay within
-max_slots and max_kv_bytes. LocalBackend (predictor/local.py) owns one.
+max_slots and max_kv_bytes, branches before documents. LocalBackend (predictor/local.py) owns one.
 """
 from __future__ import annotations
 
@@ -108,7 +108,10 @@ class SlotPool:
             victims = [k for k, v in self.slots.items() if id(v) not in keep and k not in self.pinned]
             if not over or not victims:
                 return
-            del self.slots[min(victims, key=lambda k: self.slots[k].used)]
+            # a branch ("doc#all", a short window "doc#short") goes before any document's own slot: it is rebuilt
+            # from its document's by a copy, while a document's is a whole prefill (with 4 documents edited in turn,
+            # their branches took the 8 slots and each document came back to a cold prompt)
+            del self.slots[min(victims, key=lambda k: ("#" not in k, self.slots[k].used))]
 
     def kv_bytes(self) -> int:
         """Bytes the slots' caches hold (allocated, not just used): what max_kv_bytes bounds."""
