@@ -134,6 +134,7 @@ class ModelJobs:
                 self.events.emit("warmup", doc=call.slot, whole=True, **warmup_fields(p))
             return p
 
+        self._warming = {slot: job for slot, job in self._warming.items() if not job.done()}
         self._warming[call.slot] = self.scheduler.submit(run, WHOLE_WARMUP_PRIORITY, f"warm-whole:{call.slot}")
 
     def cancel(self, job: Job) -> None:
