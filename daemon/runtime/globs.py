@@ -262,14 +262,19 @@ class Automaton:
         """(exits, state) after the characters of `text`: the hot loop, a dozen integer operations a character."""
         get, mask = self._masks.get, self.mask
         repeat, stay, optional, entries, ends = self.repeat, ~self.folders, self.optional, self.entries, self.ends
+        last, settled = -1, False  # the previous character's mask, and whether it left the states as they were
         for ch in text:
-            took = ((exits << 1) | (state & repeat)) & (get(ch) or mask(ch))
+            bits = get(ch) or mask(ch)
+            if settled and bits == last and ch != "/":
+                continue  # the same step from the same states: the same states (a run of * over like characters)
+            took = ((exits << 1) | (state & repeat)) & bits
             if not took:
                 return 0, 0
             leaving = took if ch == "/" else took & stay
             with_ends = leaving | ends
-            exits = leaving | (optional & ~((with_ends - entries) ^ with_ends))
-            state = took | exits
+            now = leaving | (optional & ~((with_ends - entries) ^ with_ends))
+            settled = now == exits and (took | now) == state
+            exits, state, last = now, took | now, bits if ch != "/" else -1  # a / step leaves by its own rule
         return exits, state
 
     def run_parts(self, text: str) -> list[int]:

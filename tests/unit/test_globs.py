@@ -77,6 +77,18 @@ def test_random_globs_agree_with_the_regular_expressions_they_replace():
     assert checked == 18000
 
 
+def test_runs_of_like_characters_agree_with_the_regular_expressions():
+    """The automaton skips a character whose step would change nothing; runs of one character test the skip."""
+    rng = random.Random(4141)
+    for _ in range(1500):
+        glob = "".join(rng.choice(PIECES) for _ in range(rng.randint(1, 7)))
+        regex = re.compile(reference_regex(glob), re.IGNORECASE | re.DOTALL)
+        automaton = Automaton([parse_glob(glob)])
+        for _ in range(8):
+            text = "".join(rng.choice("aab//.*A") * rng.randint(1, 4) for _ in range(rng.randint(0, 8)))
+            assert bool(automaton.run(text.lower())[0]) == bool(regex.fullmatch(text)), (glob, text)
+
+
 def test_a_suffix_run_in_the_same_pass_agrees_with_a_run_of_its_own():
     rng = random.Random(7)
     for _ in range(500):
