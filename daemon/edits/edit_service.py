@@ -154,7 +154,7 @@ class EditService:
 
     def closed(self, doc: str) -> None:
         for kept in (self.histories, self.showing, self.names, self.expected, self.active, self.rejected):
-            kept.pop(doc, None)  # type: ignore[attr-defined]
+            kept.pop(doc, None)
         self._forget(doc)
 
     def _forget(self, doc: str, signature: tuple[object, ...] | None = None) -> None:
@@ -278,8 +278,8 @@ class EditService:
             if history is None or history.last is not last:
                 self.stats.superseded += 1
                 return None
-            if found is None:
-                found = await self._compute(doc, text, cursor, background=False)
+            if found is None and self.writer is not None:  # propagation's answer stands: only the model is left
+                found = await self._compute(doc, text, cursor, background=False, propagate=False)
         self.memory[state_key(doc, text, cursor)] = found
         return self._issue(doc, version, text, found, "computed")
 
@@ -360,12 +360,12 @@ class EditService:
         return group is not None and group.end <= len(text) and still_typing(text, group, cursor, self.clock())
 
     async def _compute(self, doc: str, text: str, cursor: int, background: bool, at: float | None = None,
-                       model: bool = True) -> tuple[Proposal, float | None] | None:
+                       model: bool = True, propagate: bool = True) -> tuple[Proposal, float | None] | None:
         """What to show at this state, as it will be at time `at` (a held request: once the pause has come); the
-        model is asked only when `model`."""
+        model is asked only when `model`, propagation only when `propagate`."""
         history = self.histories.get(doc)
         found = None
-        if self.propagate and history is not None:
+        if self.propagate and propagate and history is not None:
             proposal = propose(text, list(history.groups), cursor, self.clock() if at is None else at,
                                self.names.get(doc, ""), self.rejected.get(doc, ()), self.active.get(doc))
             found = await self._gate(doc, text, proposal, background)

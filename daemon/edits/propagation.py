@@ -49,7 +49,9 @@ def still_typing(text: str, group: Group, cursor: int, now: float) -> bool:
 
 
 def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[tuple[Transformation, tuple[int, int]]]:
-    """The transformations the recent edits teach, most specific first, each with the range it was made in."""
+    """The transformations the recent edits teach, most specific first, each with the range it was made in. A change
+    made once is repeated only when it is small (Transformation.small); a larger one, a line or a block, once the
+    user has made it twice."""
     live = [g for g in groups if g.end <= len(text)]
     if not live:
         return []
@@ -60,21 +62,20 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[t
         prev = live[-2]
         if _one_line(text, prev, last) and last.first_t - prev.last_t <= COMPOUND_S:
             both = learn(undone(text, [prev, last]), text, filename)
-            if both is not None:
+            if both is not None and _once(both):
                 out.append((both, (min(prev.start, last.start), max(prev.end, last.end))))
         elif single is not None:
-            other = learn(undone(text, [prev]), text, filename)
-            general = generalised(single, other) if other is not None else None
-            if general is not None and general != single:
+            general = _made_twice(text, live, single, filename)
+            if general is not None:  # made twice: whatever its size
                 out.append((general, (last.start, last.end)))
-    if single is not None:
+    if single is not None and _once(single):
         out.append((single, (last.start, last.end)))
     if len(live) >= 2 and not _one_line(text, live[-2], last):
-        # the change before the last, when the last applies nowhere (a rename, then the same word fixed by hand in a
-        # docstring it does not reach): the walk goes on
+        # the rename before the last change, when the last applies nowhere (a rename, then the same word fixed by hand
+        # in a docstring it does not reach): the walk goes on
         prev = live[-2]
         earlier = learn(undone(text, [prev]), text, filename)
-        if earlier is not None and earlier != single:
+        if earlier is not None and earlier != single and earlier.rename:
             out.append((earlier, (prev.start, prev.end)))
     return out
 
@@ -92,6 +93,25 @@ def propose(text: str, groups: Sequence[Group], cursor: int, now: float, filenam
         site = next_site(text, t, cursor, filename, made)
         if site is not None:
             return Proposal(site.start, site.end, site.text, t)
+    return None
+
+
+def _once(t: Transformation) -> bool:
+    """Whether a change made once may be proposed at all: a small one (its places are then gated on their context
+    more strictly than a change made twice, synthesis._score)."""
+    return t.small
+
+
+def _made_twice(text: str, live: Sequence[Group], single: Transformation, filename: str) -> Transformation | None:
+    """The last change generalised with the latest earlier edit that is the same change (the user made it twice,
+    with other edits between), or None."""
+    for g in reversed(live[:-1]):
+        if _one_line(text, g, live[-1]):
+            continue
+        other = learn(undone(text, [g]), text, filename)
+        general = generalised(single, other) if other is not None else None
+        if general is not None:
+            return general
     return None
 
 

@@ -36,6 +36,10 @@ GENERIC = 0.6  # ... when the core is marks, keywords or nothing (an insertion)
 MAX_CORE = 400  # characters: a larger edit is not a repeatable change
 MAX_SITES = 200  # places examined for one transformation
 HOLE = None
+ONCE_SHARE = 0.9  # a change made once whose old core has no word: the share of its context a place must match
+ONCE_EXACT = 3  # ... and how many of its context tokens (not the line's ends) exactly
+SMALL_CHARS = 60  # a change that writes more, or spans lines, is repeated only once the user has made it twice
+SMALL_TOKENS = 12
 
 
 @dataclass(frozen=True)
@@ -44,18 +48,30 @@ class Transformation:
     new: tuple[str | int, ...]  # the new text: pieces of text, and core indexes whose token is copied there
     left: tuple[str | None, ...]  # context, nearest first; "^" the line's start
     right: tuple[str | None, ...]  # "$" the line's end
-    where: str  # "code", "string" or "comment": where the core stands
+    where: str  # "code", "string" or "comment": where the core stands (its first token, or the insertion's neighbour)
     rename: bool = False  # one whole name for another: every occurrence, context-free
     lead: str = ""  # whitespace the old core began with (a removed `  # comment` takes its spaces)
     trail: str = ""
     gap: int = -1  # an insertion: characters after the left token where it went (-1: right before the right one)
     old_text: str = ""  # the old core as the example had it (for "already applied" and the signature)
     callee: str = ""  # an argument added at the end of a call: the function whose calls take it (context-free)
+    places: tuple[str, ...] = ()  # where each core token stands: a place's tokens must stand in the same places
+    once: bool = True  # learned from one example (generalised() clears it): the gate is stricter
+    worded: bool = False  # its old core holds a word that is not a keyword: the core itself picks the places
 
     @property
     def signature(self) -> tuple[object, ...]:
         """What identifies the change whatever its place: a rejected one is not proposed again."""
         return (self.core, self.new, self.where)
+
+
+    @property
+    def small(self) -> bool:
+        """Small enough to repeat on one example's word: within a line, a few tokens (a larger change, a line or a
+        block added, needs the user to have made it twice)."""
+        new = _joined(self.new)
+        return ("\n" not in new and "\n" not in self.old_text and len(new) <= SMALL_CHARS
+                and len(self.core) <= SMALL_TOKENS)
 
 
 @dataclass(frozen=True)
@@ -82,7 +98,8 @@ def learn(before: str, after: str, filename: str = "") -> Transformation | None:
     """The change from `before` to `after` (one place: what differs between them) as a transformation; None when it
     is empty, only whitespace, or too large to repeat."""
     p, s = _common(before, after)
-    old_tokens, new_tokens = tokens_of(before, filename), tokens_of(after, filename)
+    new_tokens = tokens_of(after, filename)
+    old_tokens = _lines_lexed(before, p, len(before) - s, new_tokens, filename)
     a, b_old, b_new = p, len(before) - s, len(after) - s
     # whole tokens: a change inside a word or a string piece takes the whole of it (the part both sides share)
     a = _token_start(old_tokens, new_tokens, a)
@@ -109,8 +126,9 @@ def learn(before: str, after: str, filename: str = "") -> Transformation | None:
             gap = a - before_tok.end
     rename = (len(core) == 1 and core[0].kind == "name" and _dotted(new_core) and new_core != old_core)
     callee = _callee(before, a) if not core and new_core.lstrip().startswith(",") and right[:1] == (")",) else ""
+    worded = any(t.kind in ("name", "number", "string", "comment") and t.text[:1].isalnum() for t in core)
     return Transformation(tuple(t.text for t in core), (new_core,) if new_core else (), left, right, where, rename,
-                          lead, trail, gap, old_core, callee)
+                          lead, trail, gap, old_core, callee, tuple(place(t.kind) for t in core), True, worded)
 
 
 def learn_group(text: str, groups: Sequence[Group], filename: str = "") -> Transformation | None:
@@ -118,6 +136,21 @@ def learn_group(text: str, groups: Sequence[Group], filename: str = "") -> Trans
     if not groups or groups[-1].end > len(text):
         return None
     return learn(undone(text, groups[-1:]), text, filename)
+
+
+def _lines_lexed(before: str, a: int, b: int, after_tokens: Sequence[Token], filename: str) -> Sequence[Token]:
+    """The tokens of `before` on the lines that hold [a, b) (what learning reads: the change and its line), lexed
+    alone: a request learns from each of the last few edits, and lexing the whole text before each is what made a
+    held answer late. The whole text is lexed when those lines start inside a string or comment that began above
+    (a docstring's middle: alone, it would read as code)."""
+    start = before.rfind("\n", 0, a) + 1
+    end = before.find("\n", max(b, a))
+    end = len(before) if end < 0 else end + 1
+    i = _index_at(after_tokens, start)
+    first = after_tokens[i] if i < len(after_tokens) else None
+    if first is not None and first.kind in ("string", "comment"):
+        return tokens_of(before, filename)
+    return tuple(t._replace(start=t.start + start, end=t.end + start) for t in tokens_of(before[start:end], filename))
 
 
 def generalised(first: Transformation, second: Transformation) -> Transformation | None:
@@ -134,7 +167,7 @@ def generalised(first: Transformation, second: Transformation) -> Transformation
         return None
     core = tuple(HOLE if i in holes else t for i, t in enumerate(first.core))
     return replace(first, core=core, new=new, left=_shared(first.left, second.left),
-                   right=_shared(first.right, second.right))
+                   right=_shared(first.right, second.right), once=False)
 
 
 def _template(t: Transformation, holes: list[int]) -> tuple[str | int, ...] | None:
@@ -357,11 +390,11 @@ def _at(text: str, tokens: Sequence[Token], t: Transformation, i: int) -> Site |
     for want, tok in zip(t.core, core):
         if tok.kind == "nl" or (want is None and tok.kind != "name") or (want is not None and tok.text != want):
             return None
-    if n and any(place(tok.kind) != t.where for tok in core):
+    if n and not _same_places(t, core):
         return None
     if n > 1 and any("\n" in text[x.end:y.start] for x, y in zip(core, core[1:])) and "\n" not in t.old_text:
         return None
-    score = 1.0 if t.callee else _score(tokens, t, i, n)
+    score = (1.0 if not t.once else None) if t.callee else _score(tokens, t, i, n)
     if score is None:
         return None
     if n:
@@ -382,12 +415,20 @@ def _at(text: str, tokens: Sequence[Token], t: Transformation, i: int) -> Site |
         if not n and prev is not None and place(prev.kind) != t.where and (nxt is None or place(nxt.kind) != t.where):
             return None
     if t.callee and (text[end:end + 1] != ")" or _callee(text, start) != t.callee
-                     or t.new[0] in text[max(0, start - 400):start].rsplit("(", 1)[-1] + ")"):
+                     or _joined(t.new) in text[max(0, start - 400):start].rsplit("(", 1)[-1] + ")"):
         return None
     new = _filled(t.new, [tok.text for tok in core])
     if _applied(text, start, end, new, t):
         return None
     return Site(start, end, new, score)
+
+
+def _same_places(t: Transformation, core: Sequence[Token]) -> bool:
+    """The core's tokens stand where the example's did (code in code, a string's words in a string); a word the
+    example changed in a string or comment (a docstring naming a module) may stand anywhere."""
+    if len(core) == 1 and t.where != "code" and core[0].text[:1].isalnum():
+        return True
+    return all(place(tok.kind) == want for tok, want in zip(core, t.places or (t.where,) * len(core)))
 
 
 def _score(tokens: Sequence[Token], t: Transformation, i: int, n: int) -> float | None:
@@ -400,8 +441,8 @@ def _score(tokens: Sequence[Token], t: Transformation, i: int, n: int) -> float 
         if attribute and (i < 2 or (t.left[1:2] and t.left[1] != tokens[i - 2].text)):
             return None
         return 1.0
-    left, near_left = _side_score(tokens, t.left, i - 1, -1)
-    right, near_right = _side_score(tokens, t.right, i + n, 1)
+    left, near_left, exact_left = _side_score(tokens, t.left, i - 1, -1, t.once)
+    right, near_right, exact_right = _side_score(tokens, t.right, i + n, 1, t.once)
     if not (near_left or near_right):
         return None
     if n and all(w is None for w in t.core) and not (near_left and near_right):
@@ -412,13 +453,18 @@ def _score(tokens: Sequence[Token], t: Transformation, i: int, n: int) -> float 
     share = (left + right) / total if total else 1.0
     if not n and t.gap >= 0 and t.left:
         share = max(share, left / len(t.left))  # an insertion after a token: what it follows is what selects it
+    if t.once and not t.worded and (share < ONCE_SHARE or exact_left + exact_right < ONCE_EXACT):
+        return None  # made once, and no word of its own to pick its places: only where the context says the same
     specific = any(w is not None and any(ch.isalnum() for ch in w) and len(w) >= 2 for w in t.core)
     return share if share >= (SPECIFIC if specific else GENERIC) else None
 
 
-def _side_score(tokens: Sequence[Token], want: tuple[str | None, ...], i: int, step: int) -> tuple[float, bool]:
-    """(the side's score, whether it holds at the core: its first token matched, or the second past a varying name)."""
-    score, first = 0.0, False
+def _side_score(tokens: Sequence[Token], want: tuple[str | None, ...], i: int, step: int,
+                lenient: bool = True) -> tuple[float, bool, int]:
+    """(the side's score, whether it holds at the core: its first token matched, or the second past a varying name,
+    how many tokens other than the line's ends matched exactly). `lenient`: another name where the example had a
+    name scores 1/2 (one example cannot tell the names that vary; two examples made them holes, so not then)."""
+    score, first, exact = 0.0, False, 0
     for k, w in enumerate(want):
         got = _text_at(tokens, i + step * k, step)
         if w is None:
@@ -434,13 +480,14 @@ def _side_score(tokens: Sequence[Token], want: tuple[str | None, ...], i: int, s
             first = first or k == 0
             if got in ("^", "$"):
                 break
+            exact += 1
             continue
-        if got is not None and is_name(w) and is_name(got):
+        if lenient and got is not None and is_name(w) and is_name(got):
             score += 0.5
             continue
         break
     # the nearest token matched, or it is the name that varies and the one past it matched (`Color.RED`, `Color.BLUE`)
-    return score, first or score >= 1.5
+    return score, first or score >= 1.5, exact
 
 
 def _text_at(tokens: Sequence[Token], j: int, step: int) -> str | None:

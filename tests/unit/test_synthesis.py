@@ -72,15 +72,31 @@ def test_a_constant_replaced_only_where_its_context_matches():
     assert after == "def f() -> t.NoReturn:\n    return None\n\ndef g() -> t.NoReturn:\n    x = None\n"
 
 
-def test_a_type_widened_after_each_parameter_of_that_type_not_a_return_type():
-    before = "def f(x: str, y: int):\n    pass\ndef g(name: str) -> str:\n    pass\n"
-    after = applied_everywhere(before, "x: str,", "x: str | bytes,")
-    assert after == "def f(x: str | bytes, y: int):\n    pass\ndef g(name: str | bytes) -> str:\n    pass\n"
+def made_twice(before: str, first: tuple[str, str], second: tuple[str, str], fn: str = "m.py") -> tuple[str, list]:
+    """The user makes one change at two places; the text after, and each place the two examples then propose."""
+    one = before.replace(*first, 1)
+    two = one.replace(*second, 1)
+    a, b = learn(before, one, fn), learn(one, two, fn)
+    assert a is not None and b is not None
+    t = generalised(b, a)
+    assert t is not None
+    return two, [(two[s.start:s.end], s.text) for s in sites(two, t, fn)]
 
 
-def test_a_keyword_argument_added_to_each_call_of_that_function_only():
-    before = "fetch(url)\nfetch(other, retries=2)\nrefetch(url)\nx.fetch(url)\nfetch(url, timeout=5)\n"
-    after, found = first_change(before, "fetch(url)", "fetch(url, timeout=5)")
+def test_an_insertion_made_once_waits_for_a_second_example():
+    before = "def f(x: str, y: int):\n    pass\ndef g(name: str) -> str:\n    pass\ndef h(z: str):\n    pass\n"
+    _, once = first_change(before, "x: str,", "x: str | bytes,")
+    assert once == []  # a type widened once may be that parameter's only: no word of its own picks the others
+    after, found = made_twice(before, ("x: str,", "x: str | bytes,"), ("name: str)", "name: str | bytes)"))
+    assert found == [("", " | bytes")] and after.index("z: str") < after.index("pass\n", after.index("def h"))
+
+
+def test_a_keyword_argument_added_twice_goes_to_each_call_of_that_function_only():
+    before = ("fetch(url)\nfetch(base)\nfetch(other, retries=2)\nrefetch(url)\nx.fetch(url)\n"
+              "fetch(url, timeout=5)\n")
+    _, once = first_change(before, "fetch(url)", "fetch(url, timeout=5)")
+    assert once == []  # one call given an argument: maybe that call only
+    after, found = made_twice(before, ("fetch(url)", "fetch(url, timeout=5)"), ("fetch(base)", "fetch(base, timeout=5)"))
     assert found == [("", ", timeout=5")]  # fetch(other, retries=2): not refetch, x.fetch, nor one that has it
     assert after[after.index("retries=2") + 9:].startswith(")")
 
