@@ -7,7 +7,8 @@ ships), read as `--model FILE.gguf` reads it. For it and for the embedded model,
 - load_s: a fresh process building the backend from that directory (imports included), as `tabd serve` does;
 - first_suggestion_ms: spawning `tabd serve` to the first suggestion in a file opened at once (tabd bench start's
   measure, one round);
-- cold_ms: a request in a second file never seen, after the model is loaded (the whole prompt prefilled);
+- cold_ms: a request in a second file never seen, sent as soon as it is opened, after the model is loaded (the
+  daemon's warm-up on open has a head start of one message; the prompt is its prefix window of that file);
 - keystroke_ms_p50: that file typed a character at a time (the text that really follows), each keystroke a
   request; only the answers the model computed count (the rest came from memory: keystroke_sources);
 - quality: `tabd bench quality`'s figures for each (its --quality-* flags apply; --realmodel-no-quality skips).
@@ -117,7 +118,7 @@ def _typing(command: list[str], text: str, keys: int) -> dict[str, Any]:
         prompt_chars = len(start)
     finally:
         child.close()
-    return {"cold_ms": round(cold_ms, 1), "cold_prompt_chars": prompt_chars,
+    return {"cold_ms": round(cold_ms, 1), "cold_chars_before_cursor": prompt_chars,
             "keystroke_ms_p50": round(statistics.median(model_ms), 1) if model_ms else None,
             "keystroke_ms_max": round(max(model_ms), 1) if model_ms else None,
             "keystroke_ms": [round(ms, 1) for ms in model_ms],
