@@ -54,9 +54,11 @@ class PrefillSpeed:
     def ran(self, tokens: int, seconds: float) -> None:
         if tokens < 8:  # a keystroke's few tokens say more about overheads than about the prefill's rate
             return
-        ms = seconds * 1000 / tokens
-        self.ms_per_token = ms if not self.measured else (1 - self.WEIGHT) * self.ms_per_token + self.WEIGHT * ms
         self.measured += 1
+        if self.measured == 1:  # a model's first pass pays for paging its weights in (0.5B here: 123 ms a token
+            return              # against 20-35 after), and the budget sized every window by it for a while
+        ms = seconds * 1000 / tokens
+        self.ms_per_token = ms if self.measured == 2 else (1 - self.WEIGHT) * self.ms_per_token + self.WEIGHT * ms
 
     def ms(self, tokens: int) -> float:
         return max(0, tokens) * self.ms_per_token

@@ -20,8 +20,9 @@ def chunk_for(parameters: int) -> int:
 
 
 CHUNK_MS = 500  # the longest one prefill chunk should take: what a request waits behind background work at most
-CHUNK_FLOOR = 32  # ...but no chunk shorter than this: measured at Qwen2.5-Coder-0.5B's shape here (native engine,
-# 1 thread, 512 tokens), 256-token chunks ran 23 ms a token, 128 23.5, 64 29, 32 28: short chunks cost little there
+CHUNK_FLOOR = 16  # ...but no chunk shorter than this: measured at Qwen2.5-Coder-0.5B's shape here (the torch-free
+# runner's native prefill, 1 thread, 256 tokens), 256-token chunks ran 20-23 ms a token, 32 23, 16 20-21: short chunks
+# cost nothing there (an engine whose passes convert their weights keeps its long chunks: LocalBackend._chunk)
 
 
 def chunk_within(largest: int, ms_per_token: float) -> int:

@@ -20,6 +20,8 @@ def test_the_short_window_keeps_whole_lines_nearest_the_cursor():
 def test_the_speed_is_guessed_from_the_size_then_measured():
     speed = PrefillSpeed(500_000_000)
     assert speed.ms(1000) > 10_000  # a 0.5B model is guessed slow until measured (a cold prompt goes short)
+    speed.ran(100, 5.0)  # the first pass pages the weights in: not the rate
+    assert speed.ms(1000) > 10_000
     speed.ran(100, 0.5)
     assert speed.ms_per_token == 5.0
     speed.ran(2, 10.0)  # a keystroke's few tokens say nothing of the rate
