@@ -18,10 +18,15 @@
 // `tabd.reason`, which the converted list drops, is what the status bar shows.
 
 import * as vscode from "vscode";
+import { ChildProcess, spawn } from "node:child_process";
 import {
+  CloseAction,
+  ErrorAction,
+  ErrorHandler,
   InlineCompletionRequest,
   LanguageClient,
   LanguageClientOptions,
+  RevealOutputChannelOn,
   ServerOptions,
   State,
 } from "vscode-languageclient/node";
@@ -67,6 +72,8 @@ let lastAnswer: { uri: string; reason?: string; rule?: string; version: number; 
 let tally: TabTally = newTabTally();
 /** a Tab whose following answer is still to be read: in which document */
 let tabPending: string | undefined;
+/** a Tab after which a next edit is asked for if no ghost text follows it: in which document */
+let editAfterTab: string | undefined;
 /** a word for the status item for a few seconds (Alt+]: "suggestion 2 of 3") */
 let note: { text: string; until: number } | undefined;
 /** what the daemon wrote last on stderr: the error when it exits before it answers */
@@ -264,16 +271,43 @@ async function startClient(): Promise<void> {
     return;
   }
 
-  const serverOptions: ServerOptions = {
-    command,
-    args: serveArgs(settings),
-    options: folder ? { cwd: folder } : undefined,
+  // Spawned here, not by the client from {command, args}: the client forgets the process when it exits, and how it
+  // exited (code, signal) is what a daemon that dies at start must be reported with. Each restart spawns anew.
+  const serverOptions: ServerOptions = async () => {
+    const child = spawn(command, serveArgs(settings), { cwd: folder, env: process.env, stdio: "pipe" });
+    child.on("error", (err) => output.info(`tabd: ${command}: ${err.message}`));
+    daemons.add(child);
+    child.once("exit", () => daemons.delete(child));
+    lastDaemon = child;
+    return child;
   };
   const init = initializationOptions(settings, folder, readGlobSetting("exclude"), readGlobSetting("include"));
   stderrTail.clear();
   const lines = (input: NodeJS.ReadableStream, each: (line: string) => void) =>
     readline.createInterface({ input, crlfDelay: Infinity, terminal: false, historySize: 0 }).on("line", each);
+  // Whether this client's daemon ever answered initialize: a daemon that exits before it did is a broken set-up,
+  // said once with its error and the fix, not restarted; one that exits later is the client's default (restarts,
+  // and after 5 crashes in 3 minutes its own message).
+  let answered = false;
+  let fallback: ErrorHandler | undefined;
+  const defaults = () => (fallback ??= c.createDefaultErrorHandler());
   const clientOptions: LanguageClientOptions = {
+    errorHandler: {
+      // writes to a daemon that is gone (EPIPE) before it answered: the exit is what to say, once (closed)
+      error: (error, message, count) =>
+        answered ? defaults().error(error, message, count) : { action: ErrorAction.Shutdown, handled: true },
+      closed: () => {
+        if (!answered) {
+          void reportExit(c, command, lastDaemon);
+          return { action: CloseAction.DoNotRestart, handled: true };
+        }
+        return defaults().closed();
+      },
+    },
+    // The client's own words for a daemon that exits at start ("initialization failed", "write EPIPE") would bury
+    // the one message that says why and what to do (reportExit): not shown; the output has them.
+    initializationFailedHandler: () => false,
+    revealOutputChannelOn: RevealOutputChannelOn.Never,
     // As the client does by default, and the last lines of stderr kept: the error when the daemon exits at start.
     stdioOptions: {
       stdout: (input, channel) => lines(input, (line) => channel.info(line)),
@@ -303,15 +337,24 @@ async function startClient(): Promise<void> {
         toggles.closed(document);
         await next(document);
       },
-      // A completion accepted with Tab (its tabd.accept): the next edit may follow from it.
+      // A completion accepted with Tab (its tabd.accept): the next edit may follow from it, when no ghost text
+      // does (one suggestion at a time: an edit drawn would keep the next ghost text away); asked anyway when no
+      // answer comes (inline suggestions off).
       executeCommand: async (command, args, next) => {
+        const uri = vscode.window.activeTextEditor?.document.uri.toString();
         if (command === "tabd.accept") {
           // VS Code runs the item's command on a whole accept (Tab), never for text typed through it.
-          tabPending = vscode.window.activeTextEditor?.document.uri.toString();
+          tabPending = uri;
+          editAfterTab = uri;
         }
         const result = await next(command, args);
         if (command === "tabd.accept") {
-          inlineEdits.afterAccept();
+          setTimeout(() => {
+            if (editAfterTab !== undefined && editAfterTab === uri) {
+              editAfterTab = undefined;
+              inlineEdits.afterAccept();
+            }
+          }, 400);
         }
         return result;
       },
@@ -325,7 +368,10 @@ async function startClient(): Promise<void> {
   const c = new LanguageClient("tabd", "tabd", serverOptions, clientOptions);
   client = c;
   stateSubscription = c.onDidChangeState((e) => {
-    if (e.newState === State.Stopped && client === c) {
+    if (e.newState === State.Running) {
+      answered = true;
+    }
+    if (e.newState === State.Stopped && client === c && !exited.has(c)) {
       statusItem.text = "$(debug-disconnect) tabd: stopped";
       statusItem.tooltip = "tabd: the daemon stopped; run 'tabd: Restart the daemon'";
     }
@@ -334,14 +380,7 @@ async function startClient(): Promise<void> {
     await c.start();
   } catch (err) {
     output.info(`tabd: the daemon failed to start: ${err instanceof Error ? err.message : String(err)}`);
-    const exit = exitOf(c);
-    const message = exitMessage(command, exit.code, exit.signal, stderrTail.get());
-    statusItem.text = "$(error) tabd: exited";
-    statusItem.tooltip = message;
-    sayOnce("exit", "error", message, {
-      "Show Log": () => output.show(true),
-      "Open Settings": openSetting("tabd.path"),
-    });
+    await reportExit(c, command, lastDaemon);
     return;
   }
   statusItem.text = statusText(undefined);
@@ -399,6 +438,12 @@ async function provideInline(
     tabPending = undefined;
     void readTab();
   }
+  if (editAfterTab === uri) {
+    editAfterTab = undefined;
+    if (count === 0) {
+      inlineEdits.afterAccept();
+    }
+  }
   if (count > 0) {
     inlineEdits.ghostShown(document); // the cursor left the edit: this ghost text wins, one at a time
   }
@@ -406,10 +451,53 @@ async function provideInline(
   return c.protocol2CodeConverter.asInlineCompletionResult(raw as Parameters<typeof c.protocol2CodeConverter.asInlineCompletionResult>[0], token);
 }
 
-/** How the daemon's process ended (code or signal), when it did. */
-function exitOf(c: LanguageClient): { code: number | null; signal: string | null } {
-  const p = (c as unknown as { _serverProcess?: { exitCode: number | null; signalCode: string | null } })._serverProcess;
-  return { code: p?.exitCode ?? null, signal: p?.signalCode ?? null };
+/** Clients whose daemon exited before it answered (reportExit said so). */
+const exited = new WeakSet<LanguageClient>();
+
+/** The daemon exited before it answered initialize: how, what it wrote last, and the fix; once per session. */
+async function reportExit(c: LanguageClient, command: string, proc: ChildProcess | undefined): Promise<void> {
+  if (exited.has(c)) {
+    return;
+  }
+  exited.add(c);
+  // the exit status and the last stderr lines come after the connection closed
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, 1000);
+    if (proc === undefined || proc.exitCode !== null || proc.signalCode !== null) {
+      clearTimeout(timer);
+      setTimeout(resolve, 100);
+      return;
+    }
+    proc.once("exit", () => {
+      clearTimeout(timer);
+      setTimeout(resolve, 100);
+    });
+  });
+  const exit = { code: proc?.exitCode ?? null, signal: proc?.signalCode ?? null };
+  const message = exitMessage(command, exit.code, exit.signal, stderrTail.get());
+  if (client === c) {
+    statusItem.text = "$(error) tabd: exited";
+    statusItem.tooltip = message;
+    statusItem.show();
+  }
+  sayOnce("exit", "error", message, {
+    "Show Log": () => output.show(true),
+    "Open Settings": openSetting("tabd.path"),
+  });
+}
+
+/** Daemons this window started that have not exited; the last one started. */
+const daemons = new Set<ChildProcess>();
+let lastDaemon: ChildProcess | undefined;
+
+/** A daemon that outlived the client's stop (its shutdown and exit unanswered) is killed: the client would kill one it
+ * spawned itself. */
+function killLeftovers(): void {
+  for (const child of daemons) {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill();
+    }
+  }
 }
 
 /**
@@ -460,6 +548,7 @@ async function stopClient(): Promise<void> {
       output.info(`stopping tabd: ${err instanceof Error ? err.message : String(err)}`);
     }
   }
+  killLeftovers();
 }
 
 async function restart(): Promise<void> {
@@ -547,5 +636,5 @@ export function deactivate(): Thenable<void> | undefined {
   stopPolling();
   const c = client;
   client = undefined;
-  return c?.stop(2000);
+  return (c?.stop(2000) ?? Promise.resolve()).then(killLeftovers, killLeftovers);
 }
