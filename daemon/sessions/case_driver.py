@@ -1,6 +1,6 @@
 """Next-edit cases (edit_cases.py) played through a real `tabd serve`, as copilot-lsp in Neovim asks for next edits.
 
-Per case, in a fresh document (a uri of its own, closed after it): the old file is opened; each of the places
+Per case, in a fresh document (a uri of its own, closed after it): the old file is opened (and focused); each of the places
 e1..ek is made about a second apart (CaseOptions.gap_s); the earlier ones as one change each (select and replace),
 the last one typed key by key at a human rate when it is short (typed_max), an Enter with its indentation as one
 key; Neovim's didChange batching (a batch at most every batch_s, flushed before any request). Then, as copilot-lsp
@@ -160,10 +160,12 @@ class CaseRunner:
 
         box.flush()
         sent = time.monotonic()
-        result = await self.driver._guard(
-            asyncio.wrap_future(self.client.inline_edit(uri, box.version, position_at(text, cursor))),
-            self.options.request_timeout, INLINE_EDIT)
-        answered = time.monotonic()
+        future = self.client.inline_edit(uri, box.version, position_at(text, cursor))
+        stamp: list[float] = []
+        # stamped where the client reads the response frame, not after this task's next turn of a shared loop
+        future.add_done_callback(lambda _: stamp.append(time.monotonic()))
+        result = await self.driver._guard(asyncio.wrap_future(future), self.options.request_timeout, INLINE_EDIT)
+        answered = stamp[0] if stamp else time.monotonic()
         edits = inline_edits(result)
         return (edits[0] if edits else None), sent, answered
 
@@ -183,6 +185,7 @@ class CaseRunner:
         o, rng = self.options, self.rng
         uri = _uri(case)
         self.client.open(uri, case.language, 1, case.old)
+        self.client.notify("textDocument/didFocus", {"textDocument": {"uri": uri}})  # copilot-lsp, on BufEnter
         box = _Outbox(self.client, uri, o.batch_s)
         text, delta, cursor, last_key = case.old, 0, 0, time.monotonic()
         for i, place in enumerate(case.places[:case.k]):
