@@ -32,7 +32,7 @@ from tabd.daemon.edits.tokens import Token, is_name, place, tokens_of
 
 CONTEXT = 4  # context tokens kept on each side of the core
 SPECIFIC = 0.25  # share of the context a place must match when the core holds a word
-GENERIC = 0.6  # ... when the core is marks, keywords or nothing (an insertion)
+GENERIC = 0.7  # ... when the core is marks, keywords or nothing (an insertion)
 MAX_CORE = 400  # characters: a larger edit is not a repeatable change
 MAX_SITES = 200  # places examined for one transformation
 HOLE = None
@@ -441,8 +441,14 @@ def _score(tokens: Sequence[Token], t: Transformation, i: int, n: int) -> float 
         if attribute and (i < 2 or (t.left[1:2] and t.left[1] != tokens[i - 2].text)):
             return None
         return 1.0
-    left, near_left, exact_left = _side_score(tokens, t.left, i - 1, -1, t.once)
-    right, near_right, exact_right = _side_score(tokens, t.right, i + n, 1, t.once)
+    # a core that took its line break with it (a line deleted) was learned with the next line as its context
+    before, after = i - 1, i + n
+    if "\n" in t.lead and 0 <= before < len(tokens) and tokens[before].kind == "nl":
+        before -= 1
+    if "\n" in t.trail and after < len(tokens) and tokens[after].kind == "nl":
+        after += 1
+    left, near_left, exact_left = _side_score(tokens, t.left, before, -1, t.once)
+    right, near_right, exact_right = _side_score(tokens, t.right, after, 1, t.once)
     if not (near_left or near_right):
         return None
     if n and all(w is None for w in t.core) and not (near_left and near_right):
@@ -453,8 +459,10 @@ def _score(tokens: Sequence[Token], t: Transformation, i: int, n: int) -> float 
     share = (left + right) / total if total else 1.0
     if not n and t.gap >= 0 and t.left:
         share = max(share, left / len(t.left))  # an insertion after a token: what it follows is what selects it
-    if t.once and not t.worded and (share < ONCE_SHARE or exact_left + exact_right < ONCE_EXACT):
-        return None  # made once, and no word of its own to pick its places: only where the context says the same
+    if t.once and not t.worded and (share < ONCE_SHARE or exact_left + exact_right < ONCE_EXACT
+                                    or not exact_left or not exact_right):
+        return None  # made once, and no word of its own to pick its places: only where the context on both sides
+        # says the same (`if` -> `elif` at a line's start is not `None` -> `t.NoReturn` after `->`)
     specific = any(w is not None and any(ch.isalnum() for ch in w) and len(w) >= 2 for w in t.core)
     return share if share >= (SPECIFIC if specific else GENERIC) else None
 

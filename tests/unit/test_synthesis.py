@@ -41,6 +41,17 @@ def applied_everywhere(before: str, old: str, new: str, fn: str = "m.py") -> str
     raise AssertionError("the walk did not end")
 
 
+def made_twice(before: str, first: tuple[str, str], second: tuple[str, str], fn: str = "m.py") -> tuple[str, list]:
+    """The user makes one change at two places; the text after, and each place the two examples then propose."""
+    one = before.replace(*first, 1)
+    two = one.replace(*second, 1)
+    a, b = learn(before, one, fn), learn(one, two, fn)
+    assert a is not None and b is not None
+    t = generalised(b, a)
+    assert t is not None
+    return two, [(two[s.start:s.end], s.text) for s in sites(two, t, fn)]
+
+
 def test_a_rename_applies_to_whole_names_only_never_an_attribute_or_part_of_another_name():
     before = 'def f(count):\n    print("Σ", count)\n    return count + recount + count_x + self.count\n'
     _, found = first_change(before, "count)", "total)")
@@ -72,17 +83,6 @@ def test_a_constant_replaced_only_where_its_context_matches():
     assert after == "def f() -> t.NoReturn:\n    return None\n\ndef g() -> t.NoReturn:\n    x = None\n"
 
 
-def made_twice(before: str, first: tuple[str, str], second: tuple[str, str], fn: str = "m.py") -> tuple[str, list]:
-    """The user makes one change at two places; the text after, and each place the two examples then propose."""
-    one = before.replace(*first, 1)
-    two = one.replace(*second, 1)
-    a, b = learn(before, one, fn), learn(one, two, fn)
-    assert a is not None and b is not None
-    t = generalised(b, a)
-    assert t is not None
-    return two, [(two[s.start:s.end], s.text) for s in sites(two, t, fn)]
-
-
 def test_an_insertion_made_once_waits_for_a_second_example():
     before = "def f(x: str, y: int):\n    pass\ndef g(name: str) -> str:\n    pass\ndef h(z: str):\n    pass\n"
     _, once = first_change(before, "x: str,", "x: str | bytes,")
@@ -102,8 +102,10 @@ def test_a_keyword_argument_added_twice_goes_to_each_call_of_that_function_only(
 
 
 def test_an_attribute_appended_and_a_string_turned_into_a_name():
-    before = "x = Color.RED\ny = Color.BLUE\n"
-    assert applied_everywhere(before, "Color.RED", "Color.RED.value") == "x = Color.RED.value\ny = Color.BLUE.value\n"
+    before = "x = Color.RED\ny = Color.BLUE\nz = Color.GREEN\nw = Other.RED\n"
+    assert first_change(before, "Color.RED", "Color.RED.value")[1] == []  # once: maybe that one only
+    after, found = made_twice(before, ("Color.RED", "Color.RED.value"), ("Color.BLUE", "Color.BLUE.value"))
+    assert found == [("", ".value")] and after.index("GREEN") < after.index("w = ")  # Color's, not Other's
     before = 'register("Rule", a)\nregister("Rule", b)\nprint("Rule of thumb")\n'
     after = applied_everywhere(before, '"Rule", a', "RuleFactory, a")
     assert after == 'register(RuleFactory, a)\nregister(RuleFactory, b)\nprint("Rule of thumb")\n'
