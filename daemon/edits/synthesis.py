@@ -442,13 +442,13 @@ def _score(tokens: Sequence[Token], t: Transformation, i: int, n: int) -> float 
             return None
         return 1.0
     # a core that took its line break with it (a line deleted) was learned with the next line as its context
-    before, after = i - 1, i + n
-    if "\n" in t.lead and 0 <= before < len(tokens) and tokens[before].kind == "nl":
-        before -= 1
-    if "\n" in t.trail and after < len(tokens) and tokens[after].kind == "nl":
-        after += 1
-    left, near_left, exact_left = _side_score(tokens, t.left, before, -1, t.once)
-    right, near_right, exact_right = _side_score(tokens, t.right, after, 1, t.once)
+    lo, hi = i - 1, i + n
+    if "\n" in t.lead and 0 <= lo < len(tokens) and tokens[lo].kind == "nl":
+        lo -= 1
+    if "\n" in t.trail and hi < len(tokens) and tokens[hi].kind == "nl":
+        hi += 1
+    left, near_left, exact_left = _side_score(tokens, t.left, lo, -1, t.once)
+    right, near_right, exact_right = _side_score(tokens, t.right, hi, 1, t.once)
     if not (near_left or near_right):
         return None
     if n and all(w is None for w in t.core) and not (near_left and near_right):
