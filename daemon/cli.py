@@ -20,7 +20,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("tabd.daemon.commands.bench", "side-by-side benchmarks: kv, replay, soak, engines"),
     "train": ("tabd.predictor.training.commands", "train the embedded model (resumable); `train corpus` builds its PyPI corpus"),
     "serve-model": ("tabd.daemon.commands.serve_model", "serve the local engine as OpenAI-compatible /v1/completions"),
-    "model": ("tabd.daemon.commands.model", "import a model file: import-gguf FILE makes a directory --model loads"),
+    "model": ("tabd.daemon.commands.model_import", "import a model file: import-gguf FILE makes a directory --model loads"),
     "doctor": ("tabd.daemon.commands.doctor", "check what this set-up lacks and print the fix for each"),
 }
 
