@@ -609,6 +609,7 @@ async function waitForEdit(page, label, timeoutMs) {
   }, timeoutMs, 100);
   const record = {
     label,
+    at: Date.now() / 1000, // epoch seconds, the daemon log's clock
     line: view ? editShown(view) : -1,
     marker: view ? markerLine(view) : -1,
     view: view ? view.filter((l) => l.struck || l.labels.length) : null,
@@ -818,19 +819,21 @@ async function oneScenario(page) {
   await page.keyboard.up("Control");
   await page.keyboard.up("Shift");
   await page.keyboard.type("total", { delay: 120 });
-  result.ghostWhileTyping = await waitFor(someGhost(page), firstGhostTimeout, 50);
+  // (--late 1: the ghost text's answer comes after the edit is drawn; nothing shows while typing)
+  result.ghostWhileTyping = args.late === "1" ? null : await waitFor(someGhost(page), firstGhostTimeout, 50);
   step("renamed the first", { cursor: await cursorPosition(page), ghost: result.ghostWhileTyping });
   await shot(page, "1-ghost");
   result.edits = [];
   // what shows until the edit is drawn: ghost text, then (with the rule) not
   result.timeline = [];
-  await waitFor(async () => {
+  const sample = async () => {
     const g = (await ghostText(page)).trim();
     const e = editShown(await editView(page)) >= 0;
     const last = result.timeline[result.timeline.length - 1];
     if (!last || last.ghost !== g || last.edit !== e) result.timeline.push({ t: Date.now() - t0, ghost: g, edit: e });
-    return e;
-  }, firstGhostTimeout, 50);
+    return { g, e };
+  };
+  await waitFor(async () => (await sample()).e, firstGhostTimeout, 30);
   const edit = await waitForEdit(page, "after the rename", firstGhostTimeout);
   result.ghostWithEdit = await ghostText(page);
   // a while with every chance for ghost text to come back: Alt+\ asks for it (the fixture model has one here)
@@ -838,8 +841,8 @@ async function oneScenario(page) {
   let seen = "";
   const end = Date.now() + 2500;
   while (Date.now() < end) {
-    seen = seen || (await ghostText(page)).trim();
-    await sleep(100);
+    seen = seen || (await sample()).g;
+    await sleep(30);
   }
   result.ghostWhileEditShown = seen;
   const before = await editorLines(page);
