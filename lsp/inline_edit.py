@@ -213,7 +213,14 @@ def register(server: "TabdServer") -> None:
 
     @server.feature(DID_FOCUS)
     def did_focus(ls: Any, params: Any) -> None:
-        return None  # the focus itself changes nothing yet: the next request names its document
+        """Copilot's clients say which document the user is in (BufEnter): a request of another document that a newer
+        one pre-empted stops instead of resuming (the focus picks no context: that waits for the first request)."""
+        document = field(params, "textDocument")
+        uri = field(document, "uri") if document is not None else None
+        if isinstance(uri, str) and ls.service is not None:
+            from tabd.lsp.server import doc_id
+
+            ls.service.computations.elsewhere(doc_id(uri))
 
     def accept_edit(*args: Any) -> dict:
         edit_id, _ = command_args(args, ACCEPT_EDIT)

@@ -217,15 +217,25 @@ def _filled(new: tuple[str | int, ...], core: Sequence[str | None]) -> str:
 
 
 def _common(a: str, b: str) -> tuple[int, int]:
+    """The lengths of the prefix and of the suffix `a` and `b` share (not overlapping), found by halving with
+    slices compared in C: a document of 100 KB costs microseconds, not a Python loop over its characters."""
     n = min(len(a), len(b))
-    p = 0
-    # a quick prefix: compare in blocks first
-    while p < n and a[p] == b[p]:
-        p += 1
-    s = 0
-    while s < n - p and a[len(a) - 1 - s] == b[len(b) - 1 - s]:
-        s += 1
-    return p, s
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    p = lo
+    lo, hi = 0, n - p
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[len(a) - mid:] == b[len(b) - mid:]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return p, lo
 
 
 def _token_start(old_tokens: Sequence[Token], new_tokens: Sequence[Token], at: int) -> int:

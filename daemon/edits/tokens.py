@@ -2,7 +2,8 @@
 knows the several hundred languages editors send), each token cut into words and single marks and tagged with where
 it stands (code, string, comment).
 
-  tokens_of   the significant tokens of a text (whitespace dropped, each line end one "nl" token), cached by content
+  tokens_of   the significant tokens of a text (whitespace dropped, each line end one "nl" token), cached by content;
+              a text that differs from the file's last one in a few lines is lexed on those lines only (spliced)
 
 Why Pygments and not tree-sitter: the edit synthesis needs tokens and whether each sits in a string or a comment,
 for every language a user opens; Pygments is pure Python, ships its lexers inside its wheel (tree-sitter's language
@@ -26,6 +27,10 @@ _WORD = re.compile(r"\w+\Z")
 _NAME = re.compile(r"[^\W\d]\w*\Z")
 _PLAIN = re.compile(r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'|\w+|\n+|[^\w\s]")
 KEPT = 16  # lexed texts kept (a chain of next edits lexes each state once)
+SPLICE_CHARS = 4000  # a change whose lines hold more than this is lexed whole
+# what may open or close a construct that spans lines (a triple-quoted string, a block comment, a template): lines
+# that hold one are never lexed alone
+_SPANNING = ('"""', "'''", "/*", "*/", "`", "<!--", "-->", "\\\n", "=begin", "=end", "[[", "]]", "#if", "#end")
 
 
 class Token(NamedTuple):
@@ -49,6 +54,7 @@ def place(kind: str) -> str:
 
 
 _cache: LRUCache[tuple[str, bytes], tuple[Token, ...]] = LRUCache(KEPT)
+_recent: LRUCache[str, tuple[str, tuple[Token, ...]]] = LRUCache(KEPT)  # file name -> its last text and tokens
 
 
 def tokens_of(text: str, filename: str = "") -> tuple[Token, ...]:
@@ -56,9 +62,79 @@ def tokens_of(text: str, filename: str = "") -> tuple[Token, ...]:
     key = (_language(filename), hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
     found = _cache.get(key)
     if found is None:
-        found = tuple(_lexed(text, key[0]))
+        found = _spliced(text, filename, key[0])
+        if found is None:
+            found = tuple(_lexed(text, key[0]))
         _cache[key] = found
+    _recent[filename] = (text, found)
     return found
+
+
+def _spliced(text: str, filename: str, alias: str) -> tuple[Token, ...] | None:
+    """The tokens of `text` from those of the file's last text, its changed lines lexed alone; None when that is not
+    safe (the lines may open or close a string or comment that spans lines) or not worth it."""
+    last = _recent.get(filename)
+    if last is None:
+        return None
+    old, tokens = last
+    p, s = _shared_ends(old, text)
+    start = text.rfind("\n", 0, p) + 1
+    new_end, old_end = _line_end(text, len(text) - s), _line_end(old, len(old) - s)
+    if new_end - start > SPLICE_CHARS or old_end - start > SPLICE_CHARS:
+        return None
+    region, was = text[start:new_end], old[start:old_end]
+    if any(mark in region or mark in was for mark in _SPANNING):
+        return None
+    i = _first_from(tokens, start)
+    j = _first_from(tokens, old_end)
+    for k in (i, j):
+        if k < len(tokens) and tokens[k].kind in ("string", "comment"):
+            return None  # next to a string or comment that may run on from another line
+    delta = len(text) - len(old)
+    lexed = tuple(t._replace(start=t.start + start, end=t.end + start) for t in _lexed(region, alias))
+    after = tuple(t._replace(start=t.start + delta, end=t.end + delta) for t in tokens[j:])
+    return _one_nl(tokens[:i], lexed, after)
+
+
+def _one_nl(*parts: tuple[Token, ...]) -> tuple[Token, ...]:
+    """The parts joined, a line end that follows another at a seam dropped (as the whole lex keeps one per run)."""
+    out: list[Token] = []
+    for part in parts:
+        if part and out and out[-1].kind == "nl" and part[0].kind == "nl":
+            part = part[1:]
+        out.extend(part)
+    return tuple(out)
+
+
+def _shared_ends(a: str, b: str) -> tuple[int, int]:
+    """The lengths of the prefix and suffix two texts share (not overlapping), by halving (slices compare in C)."""
+    n = min(len(a), len(b))
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if a[:mid] == b[:mid] else (lo, mid - 1)
+    p, lo, hi = lo, 0, n - lo
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if a[len(a) - mid:] == b[len(b) - mid:] else (lo, mid - 1)
+    return p, lo
+
+
+def _line_end(text: str, at: int) -> int:
+    """Just past the line break of the line holding `at` (the text's end when it has none)."""
+    end = text.find("\n", max(at, 0))
+    return len(text) if end < 0 else end + 1
+
+
+def _first_from(tokens: tuple[Token, ...], at: int) -> int:
+    lo, hi = 0, len(tokens)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if tokens[mid].start < at:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 @lru_cache(maxsize=256)

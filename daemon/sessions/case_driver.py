@@ -115,7 +115,8 @@ class CaseRunner:
         self.options, self.rng = options, rng
         self.driver = Driver(ReplayOptions(server_args=list(options.server_args), server_command=options.server_command,
                                            env=options.env, progress=False, edits=True,
-                                           startup_timeout=options.startup_timeout))
+                                           startup_timeout=options.startup_timeout),
+                             client_name="Neovim")  # it batches didChange as Neovim does, and says so as Neovim does
         self.pause_s = options.debounce_s
 
     @property

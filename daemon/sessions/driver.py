@@ -85,10 +85,11 @@ class _Doc:
 class Driver:
     """One server child over LSP: the process, inline-completion requests and their figures, document sync."""
 
-    def __init__(self, options: ReplayOptions, progress: Callable[[int], None] | None = None) -> None:
+    def __init__(self, options: ReplayOptions, progress: Callable[[int], None] | None = None,
+                 client_name: str = "tabd-replay") -> None:
         self.options = options
         self.m = Measurements()
-        self.client = Client("tabd-replay")
+        self.client = Client(client_name)  # clientInfo.name: a client that batches its didChange says so by name
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=40)
         self.pending: Pending | None = None
         self.docs: dict[str, _Doc] = {}

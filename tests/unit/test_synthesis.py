@@ -268,3 +268,20 @@ def test_the_pause_is_measured_from_the_keystroke_of_a_client_that_batches_its_c
         assert client_lag({"name": "Visual Studio Code"}) == 0.0 and client_lag(None) == 0.0
 
     asyncio.run(run())
+
+
+def test_a_few_changed_lines_are_lexed_alone_and_give_the_whole_lex_s_tokens():
+    import random
+
+    from tabd.daemon.edits import tokens as lexing
+
+    rng = random.Random(7)
+    text = open(lexing.__file__, encoding="utf-8").read()  # a real file with docstrings, strings and comments
+    lexing.tokens_of(text, "t.py")
+    pieces = ["x", "count", " ", "\n", "(", ")", '"', "'", "# c", ", y", "\n    z = 1\n", "", '"""', "\n\n"]
+    for _ in range(200):
+        i = rng.randrange(len(text))
+        text = text[:i] + rng.choice(pieces) + text[min(len(text), i + rng.randrange(8)):]
+        spliced = [(t.start, t.text, t.kind) for t in lexing.tokens_of(text, "t.py")]
+        whole = [(t.start, t.text, t.kind) for t in lexing._lexed(text, lexing._language("t.py"))]
+        assert spliced == whole
