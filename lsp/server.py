@@ -79,6 +79,9 @@ class TabdServer(LanguageServer):
         self.exclusion = Exclusion(config.exclude, include=config.include)
         self.excluded: dict[str, str] = {}  # uri -> why: open documents kept from the service, the log and --record
         self.checking: dict[str, asyncio.Task] = {}  # uri -> its git check-ignore still running (opened)
+        # uri -> when it was opened, its text then and the changes made while git was asked (each with its time):
+        # recorded once git says it may be
+        self.unrecorded: dict[str, tuple[float, str, list[dict]]] = {}
         self.controls = Controls(self.switched)
         self.serving: set[str] = set()  # open documents the service knows: neither excluded nor switched off
         self.popups = 0  # window/showMessage sent (show)
@@ -176,11 +179,13 @@ class TabdServer(LanguageServer):
             self.record("move", uri=uri, position=position)
         self.cursors[uri] = offset
 
-    def record(self, op: str, **fields) -> None:
+    def record(self, op: str, at: float | None = None, **fields) -> None:
+        """One event into --record's session; `at`: when it happened (monotonic), if not now."""
         if self.recorder is None:
             return
         try:
-            self.recorder.record({"t": round(time.monotonic() - self.started, 4), "op": op, **fields})
+            self.recorder.record({"t": round((time.monotonic() if at is None else at) - self.started, 4), "op": op,
+                                  **fields})
         except (OSError, ValueError) as exc:  # a full disk must not stop edits from reaching the document
             self.recorder = None
             logger.error("recording stopped: %s", exc)
@@ -261,6 +266,7 @@ class TabdServer(LanguageServer):
             try:
                 self.checking[uri] = asyncio.get_running_loop().create_task(self.git_check(uri, path, top, language))
                 self.excluded[uri] = "waiting for git check-ignore"
+                self.unrecorded[uri] = (time.monotonic(), text, [])
                 return
             except RuntimeError:  # no loop (a plain call): ask git here
                 rule = self.exclusion.rule(path, self.roots)
@@ -275,6 +281,7 @@ class TabdServer(LanguageServer):
     def forget_check(self, uri: str) -> None:
         """A git check no longer wanted (the document was closed or opened again)."""
         task = self.checking.pop(uri, None)
+        self.unrecorded.pop(uri, None)
         if task is not None:
             task.cancel()
 
@@ -283,13 +290,16 @@ class TabdServer(LanguageServer):
         doc = self.documents.docs.get(uri)
         if doc is None:
             return
+        at, opened, changes = self.unrecorded.pop(uri, (None, doc.text, []))
         if why:
             self.excluded[uri] = why
             self.record("open", uri=uri, language=language, excluded=True)  # that it was there, never its text
             logger.info("%s excluded: %s", doc_id(uri), why)
         else:
             self.excluded.pop(uri, None)
-            self.record("open", uri=uri, language=language, text=doc.text)
+            self.record("open", at, uri=uri, language=language, text=opened)
+            for change in changes:  # those made while git was asked: a recording keeps every keystroke
+                self.record("change", **change)
         self.serve(uri)
 
     def serve(self, uri: str) -> None:
@@ -363,11 +373,14 @@ class TabdServer(LanguageServer):
             return
         cursor = None
         secret = uri in self.excluded  # its changes are never recorded
+        held = self.unrecorded.get(uri)  # ... unless git is still being asked: kept until it answers
         serving = uri in self.serving and self.service is not None
         for span, text in changes:
             if span is None:
                 cursor = doc.apply(None, None, text, self.encoding)
-                if not secret:
+                if held is not None:
+                    held[2].append({"at": time.monotonic(), "uri": uri, "text": text})
+                elif not secret:
                     self.record("change", uri=uri, text=text)
                 continue
             start, end = span
@@ -379,7 +392,9 @@ class TabdServer(LanguageServer):
             except DocumentError as exc:
                 logger.warning("change to %s skipped: %s", doc_id(uri), exc)
                 continue
-            if not secret:
+            if held is not None:
+                held[2].append({"at": time.monotonic(), "uri": uri, "range": _range_dict(start, end), "text": text})
+            elif not secret:
                 self.record("change", uri=uri, range=_range_dict(start, end), text=text)
             if serving and self.service is not None:  # an accept by a client that never runs tabd.accept? elsewhere?
                 self.service.document_edited(doc_id(uri), a, b - a, text)
