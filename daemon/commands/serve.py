@@ -56,6 +56,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"tabd serve: {exc}", file=sys.stderr)
         return 2
 
+    if tcp is None:  # stdio: a log or recording there would write bytes into the LSP stream, outside any frame
+        for flag, path in (("--log", config.log), ("--record", config.record)):
+            if path and _is_stdio(path):
+                print(f"tabd serve: {flag} {path} is the LSP connection itself (stdin or stdout); give a file",
+                      file=sys.stderr)
+                return 2
+
     events = EventLog()
     closers = []
     try:
@@ -99,3 +106,19 @@ def run(args: argparse.Namespace) -> int:
         server.close()  # stops the parent watch and joins the model worker
         close_files()
     return code
+
+
+def _is_stdio(path: str) -> bool:
+    """Whether `path` names the pipe or file this process's stdin or stdout is (/dev/stdout, /proc/self/fd/1)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return False  # not there yet (a new file), or not a path at all: opening it says why
+    for fd in (0, 1):
+        try:
+            other = os.fstat(fd)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (other.st_dev, other.st_ino):
+            return True
+    return False

@@ -5,6 +5,8 @@ sync, or bytes outside any frame)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -229,3 +231,12 @@ def test_include_gives_an_excluded_folder_back_but_never_a_secret(server):
     assert reasons == {"vendor/theirs/lib.py": "excluded", "vendor/mine/lib.py": reasons["vendor/mine/lib.py"],
                        "vendor/mine/.env.local": "excluded"} and reasons["vendor/mine/lib.py"] != "excluded", reasons
     finish(s)
+
+
+@pytest.mark.parametrize("flag", ["--log", "--record"])
+def test_a_cli_log_or_recording_that_is_the_lsp_stream_itself_is_refused(flag):
+    """`tabd serve --log /dev/stdout` wrote JSONL lines into the LSP stream outside any frame; it is refused at start."""
+    proc = subprocess.run([sys.executable, "-m", "tabd.daemon", "serve", flag, "/dev/stdout"], input=b"",
+                          capture_output=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == b""
+    assert b"LSP connection itself" in proc.stderr
