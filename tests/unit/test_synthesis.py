@@ -285,3 +285,26 @@ def test_a_few_changed_lines_are_lexed_alone_and_give_the_whole_lex_s_tokens():
         spliced = [(t.start, t.text, t.kind) for t in lexing.tokens_of(text, "t.py")]
         whole = [(t.start, t.text, t.kind) for t in lexing._lexed(text, lexing._language("t.py"))]
         assert spliced == whole
+
+
+def test_any_sequence_of_edits_gets_an_edit_or_none_never_an_error():
+    import random
+
+    rng = random.Random(11)
+    pieces = ["count", "total", "(", ")", "\n", "    ", '"', "x.", ", y", "# note", "None", "Σ", "", "\t", "'''", "\r\n"]
+    for trial in range(60):
+        clock = Clock()
+        svc = service(clock)
+        text = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 40)))
+        name = rng.choice(["m.py", "m.js", "m.unknownext", ""])
+        for step in range(12):
+            a = rng.randrange(len(text) + 1)
+            b = min(len(text), a + rng.randrange(6))
+            new = rng.choice(pieces)
+            clock.t += rng.choice([0.1, 1.5])
+            svc.edited("d", a, text[a:b], new)
+            text = text[:a] + new + text[b:]
+            edit = asyncio.run(svc.suggest("d", step, text, rng.randrange(len(text) + 1), name))
+            if edit is not None:  # a real range of this text, and never the text as it already is
+                assert 0 <= edit.start <= edit.end <= len(text) and text[edit.start:edit.end] == edit.old
+                assert text[:edit.start] + edit.text + text[edit.end:] != text
