@@ -24,7 +24,7 @@ SECTIONS: dict[str, str] = {
     "editors": "tabd.daemon.bench.editors",
     "edits": "tabd.daemon.bench.edits",
     "fleet": "tabd.daemon.bench.fleet",
-    "documents": "tabd.daemon.bench.documents",
+    "documents": "tabd.daemon.bench.turns",
     "realmodel": "tabd.daemon.bench.realmodel",
 }
 DEFAULT_ALL = ("kv", "replay", "remote")  # soak, engines, quality and bigdoc take long or are narrow; name them to run them

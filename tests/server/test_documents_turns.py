@@ -16,7 +16,7 @@ import time
 from support.lspclient import read_log
 from support.rawserver import RawServer
 
-from tabd.daemon.bench.documents import doc_hash
+from tabd.daemon.bench.turns import doc_hash
 from tabd.daemon.bench.preempt import long_text
 
 CHUNK = 32
