@@ -202,7 +202,7 @@ export class InlineEdits implements vscode.Disposable {
       this.hide();
       return;
     }
-    this.show({ edit, document, range, anchor: editor.selection.active });
+    await this.show({ edit, document, range, anchor: editor.selection.active });
   }
 
   /** Whether the edit on screen keeps Tab from ghost text at `position` in `document` (then none is asked for). */
@@ -220,12 +220,25 @@ export class InlineEdits implements vscode.Disposable {
 
   // -- drawing -----------------------------------------------------------------------------------
 
-  private show(shown: Shown): void {
-    this.shown = shown;
+  private async show(shown: Shown): Promise<void> {
+    this.shown = shown; // from here no ghost text is asked for or shown at the anchor (holdsTab)
+    // Ghost text already on screen would take Tab (its keybinding wins over ours): the edit takes its place, hidden
+    // first so that the two are never on screen together.
+    await vscode.commands.executeCommand("editor.action.inlineSuggest.hide");
+    if (this.shown !== shown) {
+      return; // typed or moved on meanwhile
+    }
     this.redraw();
-    // Ghost text already on screen would take Tab (its keybinding wins over ours): the edit takes its place.
-    void vscode.commands.executeCommand("editor.action.inlineSuggest.hide");
     void vscode.commands.executeCommand("setContext", CONTEXT_KEY, true);
+    // A ghost text answered just before the edit was drawn reaches the screen a moment later: hidden then too.
+    for (const ms of [100, 300]) {
+      setTimeout(() => {
+        const editor = vscode.window.activeTextEditor;
+        if (this.shown === shown && editor !== undefined && this.holdsTab(editor.document, editor.selection.active)) {
+          void vscode.commands.executeCommand("editor.action.inlineSuggest.hide");
+        }
+      }, ms);
+    }
     this.serving()?.sendNotification(DID_SHOW, { item: { command: shown.edit.command } }).catch(() => undefined);
   }
 
