@@ -38,6 +38,7 @@ MAX_SITES = 200  # places examined for one transformation
 HOLE = None
 ONCE_SHARE = 0.9  # a change made once whose old core has no word: the share of its context a place must match
 ONCE_EXACT = 3  # ... and how many of its context tokens (not the line's ends) exactly
+TWICE_FIXED = 2  # a change made twice with no word of its own: context tokens both examples share, at least
 SMALL_CHARS = 60  # a change that writes more, or spans lines, is repeated only once the user has made it twice
 SMALL_TOKENS = 12
 
@@ -58,6 +59,7 @@ class Transformation:
     places: tuple[str, ...] = ()  # where each core token stands: a place's tokens must stand in the same places
     once: bool = True  # learned from one example (generalised() clears it): the gate is stricter
     worded: bool = False  # its old core holds a word that is not a keyword: the core itself picks the places
+    fresh: bool = False  # written on a blank line: new code (a completion taken, a line typed), not a change
 
     @property
     def signature(self) -> tuple[object, ...]:
@@ -71,7 +73,7 @@ class Transformation:
         block added, needs the user to have made it twice)."""
         new = _joined(self.new)
         return ("\n" not in new and "\n" not in self.old_text and len(new) <= SMALL_CHARS
-                and len(self.core) <= SMALL_TOKENS)
+                and len(self.core) <= SMALL_TOKENS and not self.fresh)
 
 
 @dataclass(frozen=True)
@@ -127,8 +129,10 @@ def learn(before: str, after: str, filename: str = "") -> Transformation | None:
     rename = (len(core) == 1 and core[0].kind == "name" and _dotted(new_core) and new_core != old_core)
     callee = _callee(before, a) if not core and new_core.lstrip().startswith(",") and right[:1] == (")",) else ""
     worded = any(t.kind in ("name", "number", "string", "comment") and t.text[:1].isalnum() for t in core)
+    line = before[before.rfind("\n", 0, a) + 1:_line_end(before, a)]
+    fresh = not core and not line.strip()
     return Transformation(tuple(t.text for t in core), (new_core,) if new_core else (), left, right, where, rename,
-                          lead, trail, gap, old_core, callee, tuple(place(t.kind) for t in core), True, worded)
+                          lead, trail, gap, old_core, callee, tuple(place(t.kind) for t in core), True, worded, fresh)
 
 
 def learn_group(text: str, groups: Sequence[Group], filename: str = "") -> Transformation | None:
@@ -136,6 +140,11 @@ def learn_group(text: str, groups: Sequence[Group], filename: str = "") -> Trans
     if not groups or groups[-1].end > len(text):
         return None
     return learn(undone(text, groups[-1:]), text, filename)
+
+
+def _line_end(text: str, at: int) -> int:
+    end = text.find("\n", at)
+    return len(text) if end < 0 else end
 
 
 def _lines_lexed(before: str, a: int, b: int, after_tokens: Sequence[Token], filename: str) -> Sequence[Token]:
@@ -473,8 +482,15 @@ def _score(tokens: Sequence[Token], t: Transformation, i: int, n: int) -> float 
                                     or not exact_left or not exact_right):
         return None  # made once, and no word of its own to pick its places: only where the context on both sides
         # says the same (`if` -> `elif` at a line's start is not `None` -> `t.NoReturn` after `->`)
+    if not t.once and not t.worded and _fixed(t.left) + _fixed(t.right) < TWICE_FIXED:
+        return None  # made twice where little stays the same around it (`@override` before some `def`s): a guess
     specific = any(w is not None and any(ch.isalnum() for ch in w) and len(w) >= 2 for w in t.core)
     return share if share >= (SPECIFIC if specific else GENERIC) else None
+
+
+def _fixed(side: tuple[str | None, ...]) -> int:
+    """The context tokens that are neither a hole nor a line's end."""
+    return sum(1 for w in side if w is not None and w not in ("^", "$"))
 
 
 def _side_score(tokens: Sequence[Token], want: tuple[str | None, ...], i: int, step: int,
