@@ -275,7 +275,8 @@ function M.request(kind, row, col)
   if row == nil then
     row, col = cursor()
   end
-  local encoding = util.encoding_of(client)
+  -- copilotInlineEdit positions are UTF-16 whatever was negotiated (as Copilot's clients assume; tabd serves them so)
+  local encoding = "utf-16"
   local uri = vim.uri_from_bufnr(buf)
   local version = buf_version(buf)
   local req = { buf = buf, uri = uri, version = version, tick = api.nvim_buf_get_changedtick(buf),
