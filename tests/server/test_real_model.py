@@ -159,6 +159,10 @@ async def test_a_real_server_suggests_with_the_real_model(imported: Path, engine
             open_doc(client, uri, text)
             shown = await _inline(client, uri, text)
             assert shown.strip() and shown.startswith(start), (text, shown)
+            # each point is a file of its own: closed, it is no other point's context (open, the earlier points'
+            # code in the prompt left the 135M model unsure at the last one)
+            client.text_document_did_close(types.DidCloseTextDocumentParams(
+                text_document=types.TextDocumentIdentifier(uri=uri)))
         # where the model is unsure of the whole first line, an automatic request shows nothing (the gate), and the
         # user's own request (Alt+\) the model's best guess
         open_doc(client, "file:///w/unsure.py", UNSURE)
