@@ -78,10 +78,7 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError, RuntimeError) as exc:  # RuntimeError: the editor typist lost step (a bug)
         print(f"tabd session: {exc}", file=sys.stderr)
         return 1
-    try:
-        write_session(args.output, events, language)
-    except OSError as exc:
-        print(f"tabd session: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+    if not _written(args.output, events, language):
         return 1
     keys = sum(1 for e in events if e["op"] in ("change", "move"))
     duration = events[-1]["t"] if events else 0.0
@@ -110,10 +107,7 @@ def run_from_diff(args: argparse.Namespace) -> int:
     except RuntimeError as exc:  # a typist that lost step (a bug): said, not a traceback
         print(f"tabd session: {exc}", file=sys.stderr)
         return 1
-    try:
-        write_session(args.output, events, language)
-    except OSError as exc:
-        print(f"tabd session: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+    if not _written(args.output, events, language):
         return 1
     keys = sum(1 for e in events if e["op"] in ("change", "move"))
     edits = sum(1 for e in events if e["op"] == "move" and "hunk" in e)
@@ -144,10 +138,7 @@ def run_from_git(args: argparse.Namespace) -> int:
     except RuntimeError as exc:  # a typist that lost step (a bug): said, not a traceback
         print(f"tabd session: {exc}", file=sys.stderr)
         return 1
-    try:
-        write_session(args.output, events, language)
-    except OSError as exc:
-        print(f"tabd session: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+    if not _written(args.output, events, language):
         return 1
     files = sum(len(c.files) for c in found)
     places = sum(1 for e in events if e["op"] == "move" and "hunk" in e)
@@ -156,3 +147,13 @@ def run_from_git(args: argparse.Namespace) -> int:
     print(f"{args.output}: {len(found)} commit(s), {files} file(s), {places} places, {keys} keystrokes "
           f"({args.editor}), {duration:.1f} s typed", file=sys.stderr)
     return 0
+
+
+def _written(output: str, events: list, language: str) -> bool:
+    """The session written to `output`; False, said on stderr, when it cannot be."""
+    try:
+        write_session(output, events, language)
+    except OSError as exc:
+        print(f"tabd session: cannot write {output}: {exc.strerror or exc}", file=sys.stderr)
+        return False
+    return True

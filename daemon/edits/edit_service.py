@@ -216,8 +216,11 @@ class EditService:
     def recall(self, doc: str, version: int, text: str, cursor: int) -> tuple[EditSuggestion | None] | None:
         """(the edit, or None for "no edit") when memory holds the answer at this state; None when it must be
         computed (suggest)."""
-        self._seen(doc, text)
-        key = state_key(doc, text, cursor)
+        return self._recall(doc, version, text, cursor, state_key(doc, text, cursor))
+
+    def _recall(self, doc: str, version: int, text: str, cursor: int,
+                key: tuple[str, bytes, int]) -> tuple[EditSuggestion | None] | None:
+        self._seen(doc, key[1])
         if key in self.memory:
             found = self.memory[key]
         else:
@@ -229,11 +232,11 @@ class EditService:
         self.stats.from_memory += 1
         return (self._issue(doc, version, text, found, "cache"),)
 
-    def _seen(self, doc: str, text: str) -> None:
-        """The document as a request finds it: when it is the shown edit applied, that edit was taken (a client that
-        applies edits itself, however its didChange cut the change)."""
+    def _seen(self, doc: str, text_digest: bytes) -> None:
+        """The document as a request finds it (its digest): when it is the shown edit applied, that edit was taken (a
+        client that applies edits itself, however its didChange cut the change)."""
         expected = self.expected.get(doc)
-        if expected is not None and expected[0] == digest(text):
+        if expected is not None and expected[0] == text_digest:
             shown = self.showing.get(doc)
             if shown is not None and shown.id == expected[1]:
                 self._taken(doc, shown)
@@ -262,7 +265,8 @@ class EditService:
         the model's edit prompt shows."""
         if name:
             self.names[doc] = name
-        recalled = self.recall(doc, version, text, cursor)
+        key = state_key(doc, text, cursor)
+        recalled = self._recall(doc, version, text, cursor, key)
         if recalled is not None:
             return recalled[0]
         self.stats.requests += 1
@@ -280,7 +284,7 @@ class EditService:
                 return None
             if found is None and self.writer is not None:  # propagation's answer stands: only the model is left
                 found = await self._compute(doc, text, cursor, background=False, propagate=False)
-        self.memory[state_key(doc, text, cursor)] = found
+        self.memory[key] = found
         return self._issue(doc, version, text, found, "computed")
 
     def _pause_left(self, doc: str, text: str, cursor: int) -> float:

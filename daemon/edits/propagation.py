@@ -62,13 +62,13 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[t
         prev = live[-2]
         if _one_line(text, prev, last) and last.first_t - prev.last_t <= COMPOUND_S:
             both = learn(undone(text, [prev, last]), text, filename)
-            if both is not None and _once(both):
+            if both is not None and both.small:
                 out.append((both, (min(prev.start, last.start), max(prev.end, last.end))))
         elif single is not None:
             general = _made_twice(text, live, single, filename)
             if general is not None:  # made twice: whatever its size
                 out.append((general, (last.start, last.end)))
-    if single is not None and _once(single):
+    if single is not None and single.small:
         out.append((single, (last.start, last.end)))
     if len(live) >= 2 and not _one_line(text, live[-2], last):
         # the rename before the last change, when the last applies nowhere (a rename, then the same word fixed by hand
@@ -94,12 +94,6 @@ def propose(text: str, groups: Sequence[Group], cursor: int, now: float, filenam
         if site is not None:
             return Proposal(site.start, site.end, site.text, t)
     return None
-
-
-def _once(t: Transformation) -> bool:
-    """Whether a change made once may be proposed at all: a small one (its places are then gated on their context
-    more strictly than a change made twice, synthesis._score)."""
-    return t.small
 
 
 def _made_twice(text: str, live: Sequence[Group], single: Transformation, filename: str) -> Transformation | None:

@@ -24,11 +24,13 @@ Plain strings and offsets in and out; the caller (edit_service.py) keeps the his
 """
 from __future__ import annotations
 
+import bisect
+import re
 from dataclasses import dataclass, replace
 from typing import Sequence
 
 from tabd.daemon.edits.history import Group
-from tabd.daemon.edits.tokens import Token, is_name, place, tokens_of
+from tabd.daemon.edits.tokens import Token, is_name, place, shared_ends, tokens_of
 
 CONTEXT = 4  # context tokens kept on each side of the core
 SPECIFIC = 0.25  # share of the context a place must match when the core holds a word
@@ -59,7 +61,6 @@ class Transformation:
     places: tuple[str, ...] = ()  # where each core token stands: a place's tokens must stand in the same places
     once: bool = True  # learned from one example (generalised() clears it): the gate is stricter
     worded: bool = False  # its old core holds a word that is not a keyword: the core itself picks the places
-    fresh: bool = False  # written on a blank line: new code (a completion taken, a line typed), not a change
 
     @property
     def signature(self) -> tuple[object, ...]:
@@ -73,7 +74,7 @@ class Transformation:
         block added, needs the user to have made it twice)."""
         new = _joined(self.new)
         return ("\n" not in new and "\n" not in self.old_text and len(new) <= SMALL_CHARS
-                and len(self.core) <= SMALL_TOKENS and not self.fresh)
+                and len(self.core) <= SMALL_TOKENS)
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ def undone(text: str, groups: Sequence[Group]) -> str:
 def learn(before: str, after: str, filename: str = "") -> Transformation | None:
     """The change from `before` to `after` (one place: what differs between them) as a transformation; None when it
     is empty, only whitespace, or too large to repeat."""
-    p, s = _common(before, after)
+    p, s = shared_ends(before, after)
     new_tokens = tokens_of(after, filename)
     old_tokens = _lines_lexed(before, p, len(before) - s, new_tokens, filename)
     a, b_old, b_new = p, len(before) - s, len(after) - s
@@ -129,10 +130,8 @@ def learn(before: str, after: str, filename: str = "") -> Transformation | None:
     rename = (len(core) == 1 and core[0].kind == "name" and _dotted(new_core) and new_core != old_core)
     callee = _callee(before, a) if not core and new_core.lstrip().startswith(",") and right[:1] == (")",) else ""
     worded = any(t.kind in ("name", "number", "string", "comment") and t.text[:1].isalnum() for t in core)
-    line = before[before.rfind("\n", 0, a) + 1:_line_end(before, a)]
-    fresh = not core and not line.strip()
     return Transformation(tuple(t.text for t in core), (new_core,) if new_core else (), left, right, where, rename,
-                          lead, trail, gap, old_core, callee, tuple(place(t.kind) for t in core), True, worded, fresh)
+                          lead, trail, gap, old_core, callee, tuple(place(t.kind) for t in core), True, worded)
 
 
 def learn_group(text: str, groups: Sequence[Group], filename: str = "") -> Transformation | None:
@@ -140,11 +139,6 @@ def learn_group(text: str, groups: Sequence[Group], filename: str = "") -> Trans
     if not groups or groups[-1].end > len(text):
         return None
     return learn(undone(text, groups[-1:]), text, filename)
-
-
-def _line_end(text: str, at: int) -> int:
-    end = text.find("\n", at)
-    return len(text) if end < 0 else end
 
 
 def _lines_lexed(before: str, a: int, b: int, after_tokens: Sequence[Token], filename: str) -> Sequence[Token]:
@@ -200,8 +194,6 @@ def _template(t: Transformation, holes: list[int]) -> tuple[str | int, ...] | No
 
 
 def _words(text: str) -> list[tuple[str, int]]:
-    import re
-
     return [(m.group(), m.start()) for m in re.finditer(r"\w+", text)]
 
 
@@ -225,28 +217,6 @@ def _filled(new: tuple[str | int, ...], core: Sequence[str | None]) -> str:
     return "".join(x if isinstance(x, str) else (core[x] or "") for x in new)
 
 
-def _common(a: str, b: str) -> tuple[int, int]:
-    """The lengths of the prefix and of the suffix `a` and `b` share (not overlapping), found by halving with
-    slices compared in C: a document of 100 KB costs microseconds, not a Python loop over its characters."""
-    n = min(len(a), len(b))
-    lo, hi = 0, n
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    p = lo
-    lo, hi = 0, n - p
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[len(a) - mid:] == b[len(b) - mid:]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return p, lo
-
-
 def _token_start(old_tokens: Sequence[Token], new_tokens: Sequence[Token], at: int) -> int:
     """`at` moved back to the start of the token it cuts, in either text (the prefix is common to both)."""
     for tokens in (old_tokens, new_tokens):
@@ -263,28 +233,14 @@ def _token_end(tokens: Sequence[Token], at: int) -> int:
 
 
 def _covering(tokens: Sequence[Token], at: int) -> Token | None:
-    lo, hi = 0, len(tokens)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if tokens[mid].end <= at:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < len(tokens) and tokens[lo].start <= at < tokens[lo].end:
-        return tokens[lo]
-    return None
+    """The token that holds the character at `at`, or None (whitespace)."""
+    i = _index_at(tokens, at)
+    return tokens[i] if i < len(tokens) and tokens[i].start <= at else None
 
 
 def _index_at(tokens: Sequence[Token], at: int) -> int:
     """The index of the first token that ends after `at`."""
-    lo, hi = 0, len(tokens)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if tokens[mid].end <= at:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    return bisect.bisect_right(tokens, at, key=lambda t: t.end)
 
 
 def _context(tokens: Sequence[Token], a: int, b: int) -> tuple[tuple[str | None, ...], tuple[str | None, ...]]:

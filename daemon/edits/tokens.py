@@ -12,6 +12,7 @@ language Pygments does not know is cut by a plain word/mark splitter with "..." 
 """
 from __future__ import annotations
 
+import bisect
 import hashlib
 import re
 from functools import lru_cache
@@ -77,7 +78,7 @@ def _spliced(text: str, filename: str, alias: str) -> tuple[Token, ...] | None:
     if last is None:
         return None
     old, tokens = last
-    p, s = _shared_ends(old, text)
+    p, s = shared_ends(old, text)
     start = text.rfind("\n", 0, p) + 1
     new_end, old_end = _line_end(text, len(text) - s), _line_end(old, len(old) - s)
     if new_end - start > SPLICE_CHARS or old_end - start > SPLICE_CHARS:
@@ -106,8 +107,9 @@ def _one_nl(*parts: tuple[Token, ...]) -> tuple[Token, ...]:
     return tuple(out)
 
 
-def _shared_ends(a: str, b: str) -> tuple[int, int]:
-    """The lengths of the prefix and suffix two texts share (not overlapping), by halving (slices compare in C)."""
+def shared_ends(a: str, b: str) -> tuple[int, int]:
+    """The lengths of the prefix and suffix two texts share (not overlapping), by halving: slices compare in C, so a
+    document of 100 KB costs microseconds, not a Python loop over its characters."""
     n = min(len(a), len(b))
     lo, hi = 0, n
     while lo < hi:
@@ -127,14 +129,8 @@ def _line_end(text: str, at: int) -> int:
 
 
 def _first_from(tokens: tuple[Token, ...], at: int) -> int:
-    lo, hi = 0, len(tokens)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if tokens[mid].start < at:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    """The index of the first token that starts at or after `at`."""
+    return bisect.bisect_left(tokens, at, key=lambda t: t.start)
 
 
 @lru_cache(maxsize=256)

@@ -158,8 +158,8 @@ def acceptable(suggestion: str, ahead: str, boundaries: dict[int, int], min_char
     return (best, True) if best >= min_chars else (0, False)
 
 
-
 FAST_TYPING_S = 0.05  # fast mode: how long a person typing on waits for a next edit before the next key
+
 
 class Replayer(Driver):
     """One server child, any number of sessions replayed through it in turn."""

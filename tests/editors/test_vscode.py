@@ -316,9 +316,9 @@ def test_code_server_ghost_text_tab_and_cache(tmp_path):
     tabd = _tabd_executable()
     if not tabd.exists():
         pytest.skip(f"tabd is missing at {tabd} (make venv)")
-    # Next edits off: this is ghost text and the cache; a next edit the daemon proposed after the Tab would keep
-    # ghost text away while it shows (one suggestion at a time, #44: test_code_server_one_suggestion_at_a_time_...).
-    result, err, user_data = _code_server_run(tmp_path, tabd, "tab", settings={"tabd.nextEdit.enabled": False})
+    # The editor's defaults, next edits on: a taken completion is no change to repeat elsewhere (an insertion made
+    # once needs its whole context on both sides), so no next edit after the Tab keeps the ghost text away.
+    result, err, user_data = _code_server_run(tmp_path, tabd, "tab")
     log = tmp_path / "tabd.jsonl"
     events = _read_log(log)
     summary = {k: result.get(k) for k in ("ghost1", "ghost2", "ghost2Triggered", "status", "opened")}
