@@ -24,6 +24,7 @@ class Computation:
     job: Job | None = None  # set when it starts
     waiters: int = 0
     cancel_reason: str = ""  # why it was cancelled, for the waiters' cancel events
+    invoked: bool = False  # for a prefetch: planned from an invoked request's answer, for the invoked one after it
 
     @property
     def prefetch(self) -> bool:

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from tabd.predictor import pairs
+from tabd.predictor.prompt import pairs
 from tabd.cache.key import state_key
 from tabd.cache.state import DocState, Window
 from tabd.daemon.context.chunk_store import EMPTY, Snapshot
@@ -21,7 +21,7 @@ from tabd.daemon.context.languages import COLON
 from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime.loaded_model import Model
 from tabd.daemon.runtime.workspace import Workspace
-from tabd.predictor.postprocess import gate, wants_multiline
+from tabd.predictor.text.postprocess import gate, wants_multiline
 from tabd.predictor.types import GenSettings
 
 # an invoked request (Alt+\\) where a block starts (after a signature's or a brace's line) may write a whole block
@@ -29,6 +29,15 @@ BLOCK_LINES = 16
 BLOCK_TOKENS = 160
 
 Confidence = Sequence[tuple[int, float]]  # (end of text, probability) per token
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """What the model is asked for a state, and the key its answer is remembered under."""
+
+    window: Window
+    settings: GenSettings
+    key: str
 
 
 @dataclass(frozen=True)
@@ -81,17 +90,29 @@ class RequestBuilder:
     def closed(self, doc: str) -> None:
         self._openers.pop(doc, None)
 
-    def settings_for(self, state: DocState, doc: str = "") -> GenSettings:
+    def settings_for(self, state: DocState, doc: str = "", invoked: bool = False) -> GenSettings:
+        """The generation settings for a state: the one place they are decided, so a prefetch and the request it stands
+        in for ask the same (an invoked request: the whole best guess, a block where one starts)."""
         line_before, line_after = state.current_line()
         lines = state.before.rsplit("\n", 2)
         previous = lines[-2] if len(lines) >= 2 else ""
         multiline = wants_multiline(line_before, line_after, previous, self._openers.get(doc, COLON))
         # what an automatic request shows ends where the model's joint probability falls under --min-confidence: a
-        # remote engine decodes no further (an invoked request shows the best guess whole: _build)
-        stop_below = self.config.min_confidence if self.cuts_at_gate() else 0.0
-        return GenSettings(self.config.max_new_tokens, multiline,
-                           lookup_min_p=self.config.lookup_min_p, known_names=self.config.known_names,
-                           stop_below=stop_below)
+        # remote engine decodes no further (an invoked request shows the best guess whole)
+        stop_below = self.config.min_confidence if self.cuts_at_gate() and not invoked else 0.0
+        settings = GenSettings(self.config.max_new_tokens, multiline, lookup_min_p=self.config.lookup_min_p,
+                               known_names=self.config.known_names, stop_below=stop_below)
+        if invoked and self.block_starts(state, doc):
+            settings = dataclasses.replace(settings, multiline=True, max_lines=BLOCK_LINES,
+                                           max_new_tokens=max(settings.max_new_tokens, BLOCK_TOKENS))
+        return settings
+
+    def prompt(self, doc: str, state: DocState, context: Snapshot = EMPTY, invoked: bool = False) -> Prompt:
+        """The window, settings and cache key of a state under a context: the one place a key is built, for a request
+        and for the prefetches that stand in for one (issue #42: two builders, two keys, a prefetch never served)."""
+        window = self.window_of(state)
+        settings = self.settings_for(state, doc, invoked)
+        return Prompt(window, settings, state_key(self.model.model_id, settings.tag(), window, context.digest))
 
     def cuts_at_gate(self) -> bool:
         """Whether the engine stops an automatic request's decode where the gate stops showing it (a remote one), so
@@ -110,17 +131,11 @@ class RequestBuilder:
         lines = state.before.rsplit("\n", 2)
         return len(lines) >= 2 and lines[-2].rstrip().endswith(openers)
 
-    def key_of(self, state: DocState, context: Snapshot = EMPTY, doc: str = "") -> str:
-        """The cache key of a state under a context (a state speculation plans, not one a user asked in)."""
-        return self.key_for(self.window_of(state), self.settings_for(state, doc), context)
-
-    def key_for(self, window: Window, settings: GenSettings, context: Snapshot) -> str:
-        return state_key(self.model.model_id, settings.tag(), window, context.digest)
-
-    def shown(self, text: str, confidence: Confidence, after: str = "") -> str:
-        """What an automatic request would show of a suggestion with `after` after the cursor (speculation plans
-        from it): gated, and without the closers a following line holds."""
-        return pairs.shown(shown_part(text, confidence, self.config.min_confidence, self.config.min_chars), after)
+    def shown(self, text: str, confidence: Confidence, after: str = "", invoked: bool = False) -> str:
+        """What a request (automatic, or `invoked`) would show of a suggestion with `after` after the cursor
+        (speculation plans from it): gated, and without the closers a following line holds."""
+        min_confidence, min_chars = (0.0, 1) if invoked else (self.config.min_confidence, self.config.min_chars)
+        return pairs.shown(shown_part(text, confidence, min_confidence, min_chars), after)
 
     def hold(self, doc: str, version: int, state: DocState, invoked: bool) -> Request:
         """The request for a state with a loaded model, kept until take() or another state in the document."""
@@ -149,16 +164,10 @@ class RequestBuilder:
         return held
 
     def _build(self, doc: str, version: int, state: DocState, invoked: bool, ready: bool) -> Request:
-        window = self.window_of(state)
         self.workspace.requested(doc, state)
-        context = self.workspace.snapshot(doc, state, window)
-        settings = self.settings_for(state, doc)
-        if invoked:
-            settings = dataclasses.replace(settings, stop_below=0.0)
-        if invoked and self.block_starts(state, doc):
-            settings = dataclasses.replace(settings, multiline=True, max_lines=BLOCK_LINES,
-                                           max_new_tokens=max(settings.max_new_tokens, BLOCK_TOKENS))
-        key = self.key_for(window, settings, context) if ready else ""
-        return Request(str(next(self._ids)), doc, version, state, window, settings, key, time.monotonic(),
+        context = self.workspace.snapshot(doc, state, self.window_of(state))
+        prompt = self.prompt(doc, state, context, invoked)
+        key = prompt.key if ready else ""
+        return Request(str(next(self._ids)), doc, version, state, prompt.window, prompt.settings, key, time.monotonic(),
                        self.after_accept(key), invoked, 0.0 if invoked else self.config.min_confidence, context,
                        1 if invoked else self.config.min_chars)

@@ -70,7 +70,7 @@ class Speculator:
         self.accepts = AcceptTracker(self.acceptance.record)
         self.planned = planned  # keys of states reached by accepting (a request there is an after-accept one)
         self.prefetched = RecentKeys(4096)  # prefetched keys not yet served to the user
-        self.on_screen: dict[str, tuple[Window, str]] = {}  # doc -> (window, text) of its latest suggestion
+        self.on_screen: dict[str, tuple[Window, str, bool]] = {}  # doc -> (window, text, invoked) of its latest suggestion
         self.engine = EngineLoad(config.backend == "openai")  # a shared engine's load: how far ahead to go
         self._paused: dict[str, asyncio.TimerHandle] = {}  # doc -> a shared engine's Tab prefetch, waiting for a pause
         self._shown_at: dict[str, float] = {}  # doc -> when its latest suggestion showed (monotonic seconds)
@@ -83,15 +83,15 @@ class Speculator:
 
     def shown(self, req: Request, text: str, typed: bool) -> None:
         """A suggestion is on screen (`typed`: the rest of one typed into): track its accept, plan its states."""
-        self.on_screen[req.doc] = (req.window, text)
+        self.on_screen[req.doc] = (req.window, text, req.invoked)
         self._shown_at[req.doc] = time.monotonic()  # a Tab's time from here fits the shared engine's pause
         self.accepts.shown(req.id, req.doc, req.state, text, typed)
-        self._remember(req.doc, req.state.insert(text), partial=False, context=req.context)  # so a Tab is recognised
+        self._remember(req.doc, req.state.insert(text), req.context, req.invoked)  # so a Tab is recognised
         if not self.on:
             return
 
         def go() -> None:
-            self.prefetch_after(req.doc, req.state, text, 0, req.window, "", req.context)
+            self.prefetch_after(req.doc, req.state, text, 0, req.window, "", req.context, invoked=req.invoked)
 
         pause = self.engine.pause_s() if self.engine.shared else 0.0
         if pause > 0:
@@ -123,11 +123,11 @@ class Speculator:
     def prefetched_answer(self, comp: Computation, prediction: Prediction) -> None:
         """A prefetch finished: what it would show is typed-through material, and the next step's plan."""
         # speculation plans from what is shown
-        shown = self.requests.shown(prediction.text, prediction.confidence, comp.state.after)
+        shown = self.requests.shown(prediction.text, prediction.confidence, comp.state.after, comp.invoked)
         if shown and self.memory.enabled:
             self.memory.shown(comp.window, shown, comp.key, comp.depth)
             self.prefetch_after(comp.doc, comp.state, shown, comp.depth, comp.root, comp.chain, comp.context,
-                                comp.kinds)
+                                comp.kinds, comp.invoked)
 
     def context_changed(self, doc: str, window: Window, state: DocState, context: Snapshot) -> bool:
         """A new context for `doc`: when its suggestion is on screen at this window, prefetch its after-accept states
@@ -135,11 +135,13 @@ class Speculator:
         shown = self.on_screen.get(doc)
         if shown is None or shown[0] != window or not self.on:
             return False
-        self.prefetch_after(doc, state, shown[1], 0, window, "", context)
+        self.prefetch_after(doc, state, shown[1], 0, window, "", context, invoked=shown[2])
         return True
 
     def prefetch_after(self, doc: str, state: DocState, text: str, depth: int, root: Window | None, chain: str,
-                       context: Snapshot = EMPTY, kinds: tuple[str, ...] = ()) -> None:
+                       context: Snapshot = EMPTY, kinds: tuple[str, ...] = (), invoked: bool = False) -> None:
+        """Prefetch the states the accepts of `text` at `state` reach, each under the key the next request there asks
+        (`invoked`: the kind of request that showed it, which the user's next one is)."""
         p_all = self.acceptance.rate(doc, "all")
         for plan in plan_after(state, text, depth, self.policy, self.config.partial_accept_prefetch, doc, kinds):
             why = self.engine.why_held(plan.depth, plan.kinds, p_all)  # a shared engine: others' keystrokes first
@@ -148,16 +150,18 @@ class Speculator:
                 self.events.emit("prefetch", outcome="held", depth=plan.depth, branch=plan.branch, doc=doc,
                                  reason=why)
                 continue
-            key = self._remember(doc, plan.state, plan.partial, context)
+            prompt = self.requests.prompt(doc, plan.state, context, invoked)
+            if not plan.partial:
+                self.planned.add(prompt.key)
+            key = prompt.key
             if self.memory.has(key):
                 continue
             self.prefetched.add(key)
             self.stats.prefetch_started(plan.branch)
             self.events.emit("prefetch", outcome="started", depth=plan.depth, branch=plan.branch, key=short_key(key),
                              doc=doc)
-            self.computations.prefetch(Computation(
-                key, doc, plan.state, self.requests.window_of(plan.state), self.requests.settings_for(plan.state, doc),
-                plan.depth, root, chain + plan.inserted, context, plan.kinds))
+            self.computations.prefetch(Computation(key, doc, plan.state, prompt.window, prompt.settings, plan.depth, root,
+                                                   chain + plan.inserted, context, plan.kinds, invoked=invoked))
 
     def prefetch_state(self, doc: str, state: DocState, root: Window) -> None:
         """The completion at a state another kind of accept reaches (a next-edit suggestion applied, the cursor
@@ -165,20 +169,20 @@ class Speculator:
         if not self.on:
             return
         context = self.context_of(doc)
-        key = self._remember(doc, state, False, context)
+        prompt = self.requests.prompt(doc, state, context)
+        self.planned.add(prompt.key)
+        key = prompt.key
         if self.memory.has(key):
             return
         self.prefetched.add(key)
         self.stats.prefetch_started("edit")
         self.events.emit("prefetch", outcome="started", depth=1, branch="edit", key=short_key(key), doc=doc)
-        self.computations.prefetch(Computation(key, doc, state, self.requests.window_of(state),
-                                               self.requests.settings_for(state, doc), 1, root, "", context, ("edit",)))
+        self.computations.prefetch(Computation(key, doc, state, prompt.window, prompt.settings, 1, root, "", context,
+                                               ("edit",)))
 
-    def _remember(self, doc: str, state: DocState, partial: bool, context: Snapshot) -> str:
-        key = self.requests.key_of(state, context, doc)
-        if not partial:
-            self.planned.add(key)
-        return key
+    def _remember(self, doc: str, state: DocState, context: Snapshot, invoked: bool) -> None:
+        """A state an accept reaches: a request there is an after-accept one."""
+        self.planned.add(self.requests.prompt(doc, state, context, invoked).key)
 
     def used(self, key: str) -> None:
         """A prefetch's answer reached the user: not wasted."""
@@ -214,7 +218,8 @@ class Speculator:
             self.engine.tabbed(time.monotonic() - shown_at)
         if a.partial or a.alternative:  # the next request there is an after-accept one (a whole accept reaches what shown() remembered)
             # under the document's kept context: accepting at the cursor keeps it, and the next request is keyed so
-            self._remember(a.doc, a.reached, partial=False, context=self.context_of(a.doc))
+            screen = self.on_screen.get(a.doc)
+            self._remember(a.doc, a.reached, self.context_of(a.doc), screen is not None and screen[2])
         self.events.emit("accept", id=a.answer_id, doc=a.doc, chars=a.chars, partial=a.partial, kind=a.kind, via=a.via,
                          known=True, **({"alternative": True} if a.alternative else {}))
 

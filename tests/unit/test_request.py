@@ -64,7 +64,7 @@ async def test_the_key_follows_the_window_and_settings_and_a_planned_key_is_afte
         a = builder.take("d", 1, _state(), False, True)
         b = builder.take("d", 1, _state(), False, True)
         c = builder.take("d", 1, _state(TEXT + "x"), False, True)
-        assert a.key == b.key != c.key and a.key == builder.key_of(_state())
+        assert a.key == b.key != c.key and a.key == builder.prompt("", _state()).key
         assert not a.after_accept
         builder.after_accept = {a.key}.__contains__
         assert builder.take("d", 1, _state(), False, True).after_accept

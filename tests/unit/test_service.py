@@ -260,7 +260,7 @@ async def test_an_alternative_taken_is_the_accept_and_the_request_after_it_an_af
         service.accept(invoked.id, alternative="compute(b)")  # a client that sends it twice: one accept
         assert service.speculator.stats.accepts == 1
         taken = _state().insert("compute(b)")
-        assert service.speculator.requests.key_of(taken, service.speculator.context_of("d"), "d") in service.speculator.planned
+        assert service.speculator.requests.prompt("d", taken, service.speculator.context_of("d")).key in service.speculator.planned
     finally:
         service.close()
 

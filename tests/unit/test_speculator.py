@@ -63,7 +63,7 @@ async def test_a_shown_suggestion_prefetches_its_whole_and_partial_accepts_and_a
         await s.settled()
         assert sorted(e["branch"] for e in s.prefetches("finished")) == ["all", "word"]
         assert s.requests.take("d", 2, _state(TEXT + "compute(items)"), False, True).after_accept
-        assert s.memory.has(s.requests.key_of(_state(TEXT + "compute")))  # the next word's state is computed
+        assert s.memory.has(s.requests.prompt("", _state(TEXT + "compute")).key)  # the next word's state is computed
         assert s.stats.branches == {"all": 1, "word": 1}
     finally:
         s.scheduler.stop()
@@ -78,7 +78,7 @@ async def test_a_finished_prefetch_plans_the_step_after_it_up_to_the_depth():
         s.speculator.shown(req, "ab", typed=False)
         await s.settled()
         assert [e["depth"] for e in s.prefetches("finished")] == [1, 2]
-        assert s.memory.has(s.requests.key_of(_state(TEXT + "abcd")))
+        assert s.memory.has(s.requests.prompt("", _state(TEXT + "abcd")).key)
     finally:
         s.scheduler.stop()
 
@@ -118,7 +118,7 @@ async def test_a_prefetched_answer_is_used_once():
         assert await s.model.ready()
         req = s.requests.take("d", 1, _state(), False, True)
         s.speculator.shown(req, "compute(items)", typed=False)
-        key = s.requests.key_of(_state(TEXT + "compute(items)"))
+        key = s.requests.prompt("", _state(TEXT + "compute(items)")).key
         s.speculator.used(key)
         s.speculator.used(key)
         assert s.stats.prefetch_used == 1
@@ -136,7 +136,7 @@ async def test_a_context_change_under_a_suggestion_on_screen_prefetches_again_un
         new = Snapshot(digest="new")
         assert s.speculator.context_changed("d", req.window, req.state, new)
         await s.settled()
-        assert s.memory.has(s.requests.key_of(_state(TEXT + "compute(items)"), new))
+        assert s.memory.has(s.requests.prompt("", _state(TEXT + "compute(items)"), new).key)
         assert not s.speculator.context_changed("d", s.requests.window_of(_state(TEXT + "x")), req.state, new)
         s.speculator.closed("d")
         assert not s.speculator.context_changed("d", req.window, req.state, new)  # nothing on screen any more
