@@ -12,13 +12,14 @@ over every document) to the end.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import subprocess
 import sys
 import threading
 import time
+
+from tabd.lsp.framing import frame, read_message
 
 WORDS = ["total", "count", "value", "items", "result", "index", "name", "path", "data", "size", "line", "key"]
 
@@ -46,29 +47,20 @@ class Client:
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
-        out = self.proc.stdout
         while True:
-            length = None
-            while True:
-                line = out.readline()
-                if not line:
-                    with self.cond:
-                        self.eof = True
-                        self.cond.notify_all()
-                    return
-                if not line.strip():
-                    break
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":")[1])
-            message = json.loads(out.read(length))
+            message = read_message(self.proc.stdout)
+            if message is None:
+                with self.cond:
+                    self.eof = True
+                    self.cond.notify_all()
+                return
             if "id" in message and "method" not in message:
                 with self.cond:
                     self.replies[message["id"]] = message
                     self.cond.notify_all()
 
     def send(self, obj: dict) -> None:
-        body = json.dumps(obj).encode()
-        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.proc.stdin.write(frame(obj))
         self.proc.stdin.flush()
 
     def notify(self, method: str, params) -> None:

@@ -9,7 +9,6 @@ document is open; so does this. Rounds run one after another; medians reported.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -18,6 +17,7 @@ import time
 from pathlib import Path
 
 from tabd.daemon.bench.naive_full import SAMPLES, shared_flags
+from tabd.lsp.framing import frame, read_message
 
 URI = "file:///bench/start.py"
 
@@ -40,23 +40,15 @@ class Child:
         if request:
             self.ids += 1
             msg["id"] = self.ids
-        body = json.dumps(msg).encode()
-        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.proc.stdin.write(frame(msg))
         self.proc.stdin.flush()
         return self.ids
 
     def read(self) -> dict:
-        length = 0
-        while True:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError("tabd serve exited during the cold start")
-            if line in (b"\r\n", b"\n"):
-                break
-            name, _, value = line.decode().partition(":")
-            if name.lower() == "content-length":
-                length = int(value)
-        return json.loads(self.proc.stdout.read(length))
+        message = read_message(self.proc.stdout)
+        if message is None:
+            raise RuntimeError("tabd serve exited during the cold start")
+        return message
 
     def answer(self, request_id: int) -> dict:
         while True:

@@ -32,9 +32,10 @@ NEW = OLD.replace("count", "total").replace("return x + 1", "return x + 2")
 # of the edit under way, else the next one), or with FAKE_WRONG that edit with an extra "x" (never the next edit).
 # It offers the capability unless FAKE_NO_EDITS; an edit asked right after an accept is "from memory".
 FAKE = r'''
-import json, os, sys
+import os, sys
 from tabd.daemon.sessions.format import apply_change, offset_at, position_at
 from tabd.daemon.sessions.hunks import hunks
+from tabd.lsp.framing import frame, read_message
 
 TARGET = open(os.environ["FAKE_TARGET"], encoding="utf-8").read()
 WRONG, NO_EDITS = bool(os.environ.get("FAKE_WRONG")), bool(os.environ.get("FAKE_NO_EDITS"))
@@ -42,8 +43,7 @@ docs, state = {}, {"last": None, "accepted": [], "shows": 0, "just_accepted": Fa
 out, inp = sys.stdout.buffer, sys.stdin.buffer
 
 def send(msg):
-    body = json.dumps(msg).encode()
-    out.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    out.write(frame(msg))
     out.flush()
 
 def edit_at(uri, pos):
@@ -59,16 +59,9 @@ def edit_at(uri, pos):
             "command": {"title": "Accept next edit", "command": "tabd.acceptInlineEdit", "arguments": [f"e{state['n']}"]}}
 
 while True:
-    length = None
-    while True:
-        line = inp.readline()
-        if not line:
-            sys.exit(0)
-        if line in (b"\r\n", b"\n"):
-            break
-        if line.lower().startswith(b"content-length:"):
-            length = int(line.split(b":")[1])
-    msg = json.loads(inp.read(length))
+    msg = read_message(inp)
+    if msg is None:
+        sys.exit(0)
     method, params, mid = msg.get("method"), msg.get("params") or {}, msg.get("id")
     result = None
     if method == "initialize":

@@ -3,11 +3,12 @@ listens on 127.0.0.1 and serves there.
 """
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 
 import pytest
+
+from tabd.lsp.framing import frame
 
 from support.rawserver import serve_command
 
@@ -42,8 +43,8 @@ def test_tcp_listens_on_loopback_and_serves(tmp_path, host, extra, bound):
                 assert time.monotonic() < deadline and proc.poll() is None
                 time.sleep(0.2)
         with sock:
-            body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"processId": None, "capabilities": {}}}).encode()
-            sock.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            sock.sendall(frame({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                "params": {"processId": None, "capabilities": {}}}))
             sock.settimeout(30)
             data = b""
             while b"capabilities" not in data:

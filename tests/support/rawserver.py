@@ -9,14 +9,11 @@ import threading
 import time
 from pathlib import Path
 
+from tabd.lsp.framing import frame, read_frame  # frame: also the tests' own raw sends
+
 
 def serve_command(*extra: str) -> list[str]:
     return [sys.executable, "-m", "tabd.daemon", "serve", *extra]
-
-
-def frame(obj_or_bytes) -> bytes:
-    body = obj_or_bytes if isinstance(obj_or_bytes, bytes) else json.dumps(obj_or_bytes).encode()
-    return b"Content-Length: %d\r\n\r\n" % len(body) + body
 
 
 class RawServer:
@@ -36,21 +33,13 @@ class RawServer:
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
-        out = self.proc.stdout
         while True:
-            length = None
-            while True:
-                line = out.readline()
-                if not line:
-                    with self.cond:
-                        self.eof = True
-                        self.cond.notify_all()
-                    return
-                if line in (b"\r\n", b"\n"):
-                    break
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":")[1])
-            body = out.read(length)
+            body = read_frame(self.proc.stdout)
+            if body is None:
+                with self.cond:
+                    self.eof = True
+                    self.cond.notify_all()
+                return
             with self.cond:
                 self.messages.append(json.loads(body))
                 self.cond.notify_all()
