@@ -13,35 +13,15 @@ from __future__ import annotations
 
 import ast
 import random
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from tabd.daemon.sessions.format import make_range, utf16_len
+from tabd.daemon.sessions.keyboard import TYPO_KEYS, Span, TypingStyle  # also read from here by the session commands
+from tabd.daemon.sessions.vscode_typist import file_events as vscode_file_events
 
 LANGUAGES = {".py": "python", ".pyi": "python", ".js": "javascript", ".ts": "typescript", ".lua": "lua",
              ".rs": "rust", ".go": "go", ".c": "c", ".h": "c", ".java": "java", ".sh": "shellscript"}
-TYPO_KEYS = "qwertyuiopasdfghjklzxcvbnm"
-
-
-@dataclass(frozen=True)
-class Span:
-    """Lines [start, end] (0-based, inclusive) retyped after the end of line start-1."""
-
-    start: int
-    end: int
-    kind: str  # "body", "block" or "line"
-
-
-@dataclass(frozen=True)
-class TypingStyle:
-    cps: float = 8.0            # mean keystrokes per second
-    jitter: float = 0.35        # sigma of the log-normal interval factor
-    typo_rate: float = 0.02     # per letter typed
-    line_pause: tuple[float, float] = (0.3, 1.2)
-    span_pause: tuple[float, float] = (1.0, 3.0)
-    think_rate: float = 0.02    # chance of a mid-line pause
-    think_pause: tuple[float, float] = (0.5, 2.0)
 
 
 def language_of(path: str) -> str:
@@ -279,8 +259,6 @@ def typed_session(files: Iterable[str], seed: int = 0, cps: float = 8.0, spans: 
         chosen = choose_spans(candidate_spans(text, str(path), max_chars=max_chars), spans, rng)
         uri = path.resolve().as_uri()
         if editor == "vscode":
-            from tabd.daemon.sessions.vscode_typist import file_events as vscode_file_events
-
             raw = path.read_bytes().decode("utf-8")  # the file's own line breaks: VS Code keeps CRLF
             at_vscode = random.Random()
             at_vscode.setstate(rng.getstate())

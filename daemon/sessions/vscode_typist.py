@@ -13,7 +13,7 @@ meet, the person does what a VS Code user does:
   otherwise, the person sets its indentation (one change);
 - whatever the editor inserted that the file does not have is deleted (Delete, one change)
   when the span is done.
-Timing, pauses and letter typos are the plain typist's (typist.TypingStyle); an opening
+Timing, pauses and letter typos are the plain typist's (keyboard.TypingStyle); an opening
 bracket is mistyped as often as a letter (the wrong one, then backspace: where
 autoClosingDelete shows). At every step the text from the span's start to the cursor is
 the file's, and at the end the document is the file, in the editor's line breaks; a
@@ -25,7 +25,7 @@ import random
 from typing import Any, Callable, Sequence
 
 from tabd.daemon.sessions.editor import Buffer, Edit, indent_unit, majority_eol, with_eol
-from tabd.daemon.sessions.typist import TYPO_KEYS, Span, TypingStyle
+from tabd.daemon.sessions.keyboard import TYPO_KEYS, Span, TypingStyle
 
 OPENERS = "([{"
 CLOSERS = ")]}"
