@@ -23,13 +23,13 @@ import sys
 import threading
 import time
 
-from concurrent.futures import Future
-from typing import Any, Protocol, cast
+from typing import Any, Callable, Protocol, cast
 
 from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime.heap import settle_heap
+from tabd.daemon.runtime.jobs import queue
 from tabd.daemon.runtime.priority import run_in_background
-from tabd.daemon.runtime.scheduler import Scheduler
+from tabd.daemon.runtime.scheduler import Job, Scheduler
 from tabd.predictor.types import Backend
 
 AFTER_LOAD_S = 5.0  # with no request at all, hand over this long after the load
@@ -38,6 +38,7 @@ IDLE_S = 3.0  # no request for this long: the user paused (a short pause between
 # environment may set it (tests hold the import until a dismissal)
 HOLD_S = float(os.environ.get("TABD_HAND_OVER_HOLD_S", "10"))
 POLL_S = 0.02  # how often a held import looks again
+HAND_OVER_PRIORITY = -1  # the swap runs before any request, between two of them
 
 
 class HandsOver(Protocol):
@@ -130,11 +131,16 @@ class HandOver:
             return
         self.prepare_ms = (time.monotonic() - t0) * 1000
         self.state = "queued"
-        job = self.scheduler.submit(lambda stop: backend.hand_over(fast), -1, "hand-over")
-        job.future.add_done_callback(self._done)
 
-    def _done(self, fut: Future[Any]) -> None:
-        failed = fut.cancelled() or fut.exception() is not None
+        def swap(should_stop: Callable[[], bool]) -> bool:
+            backend.hand_over(fast)
+            return True
+
+        queue(self.scheduler, swap, HAND_OVER_PRIORITY, "hand-over", ended=self._done)
+
+    def _done(self, job: Job, swapped: bool | None) -> None:
+        """On the thread that ended the swap (the model thread; this thread, if the scheduler had stopped)."""
+        failed = swapped is None
         self._settle(frozen=not failed)  # before "done" is seen: whoever reads it finds the collector back
         self.state = "failed" if failed else "done"
 

@@ -1,30 +1,34 @@
-"""One lifecycle for every model run: requests, prefetches and KV warm-ups.
+"""One lifecycle for every model run: requests, prefetches, KV warm-ups, the model load, the hand-over, next edits.
 
-A run is a closure on the scheduler that asks the backend for one prompt
-window with the workspace context before it (predict, or warm for a prefill
-only). Its kind's Tally counts it started, then finished or cancelled, and
-each time a request pre-empted it; its end is reported on the event loop that
-started it, never on the model thread. A request answered from a short window
-(the prefill budget: predictor/local.py) sets going the whole window's prefill
-in the background, so the next keystroke finds it computed.
+`queue` is the one way a run reaches the model worker (scheduler.py): its kind's Tally counts it started, then
+finished or cancelled, and each time a request pre-empted it; its end is told with what it computed on the event
+loop that queued it (never on the model thread), or, queued off any loop (the load, the hand-over's thread), on the
+thread that ended it. ModelJobs runs prompts through it: a request or a prefetch asks the backend for the
+suggestion at a prompt window with the workspace context before it (a Computation is such a prompt: it goes to the
+backend as it is), a warm-up for its prefill only. A request answered from a short window (the prefill budget:
+predictor/backends/local.py) sets going the whole window's prefill in the background, so the next keystroke finds
+it computed.
 """
 from __future__ import annotations
 
 import asyncio
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from tabd.cache.state import Window
 from tabd.daemon.context.chunk_store import EMPTY, Snapshot
 from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime.fields import warmup_fields
-from tabd.daemon.runtime.loaded_model import Model
 from tabd.daemon.runtime.scheduler import Job, Scheduler
 from tabd.predictor.types import Backend, ContextChunk, GenSettings, Interrupted, Prediction
 
+if TYPE_CHECKING:  # the model loads through `queue` (loaded_model.py): it imports this module
+    from tabd.daemon.runtime.loaded_model import Model
+
 WHOLE_WARMUP_PRIORITY = 1  # as the warm-ups on open and focus (warmer.py): any request pre-empts it
-Ended = Callable[[Job, "Prediction | None"], None]  # the job, and what it computed (None: it failed or was cancelled)
+Work = Callable[[Callable[[], bool]], Any]  # a run on the model thread, given its should_stop
+Ended = Callable[[Job, Any], None]  # the job, and what it computed (None: it failed or was cancelled)
 
 
 @dataclass
@@ -42,25 +46,86 @@ class Tally:
         return {**counts, "preempted": self.preempted} if preempted else counts
 
 
+def queue(scheduler: Scheduler, work: Work, priority: int, label: str, tally: Tally | None = None,
+          ended: Ended | None = None, preempted: Callable[[], None] = lambda: None, doc: str = "") -> Job:
+    """Queue `work` on the model worker, counted in `tally`; `ended` is told its end, `preempted` (on the model
+    thread) each time a request stops it; `doc`: the document it is for (a request of another document pre-empts a
+    request of it; "" for none)."""
+    job: Job | None = None
+
+    def counted(should_stop: Callable[[], bool]) -> Any:
+        try:
+            return work(should_stop)
+        except Interrupted:
+            if job is None or not job.cancelled:  # stopped for a request, not for good: the scheduler requeues it
+                if tally is not None:
+                    tally.preempted += 1
+                preempted()
+            raise
+
+    job = scheduler.submit(counted, priority, label, doc)
+    if tally is None and ended is None:
+        return job
+    if tally is not None:
+        tally.started += 1
+    try:
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    queued = job
+    if loop is None:
+        job.future.add_done_callback(lambda fut: _ended(queued, fut, tally, ended))
+    else:
+        job.future.add_done_callback(lambda fut: loop.call_soon_threadsafe(_ended, queued, fut, tally, ended))
+    return job
+
+
+def _ended(job: Job, fut: Future[Any], tally: Tally | None, ended: Ended | None) -> None:
+    failed = fut.cancelled() or fut.exception() is not None
+    if tally is not None:
+        if failed:
+            tally.cancelled += 1
+        else:
+            tally.finished += 1
+    if ended is not None:
+        ended(job, None if failed else fut.result())
+
+
+class Prompt(Protocol):
+    """What one run computes from: a prompt window under a context, in a KV slot (a Computation is one)."""
+
+    @property
+    def window(self) -> Window: ...
+    @property
+    def settings(self) -> GenSettings: ...
+    @property
+    def slot(self) -> str: ...  # the backend's KV slot: one per document, and per speculation branch
+    @property
+    def context(self) -> Snapshot: ...
+
+
 @dataclass(frozen=True)
 class ModelCall:
-    """What one run computes: the suggestion (or, warm, the prefill only) for a prompt window under a context."""
+    """A prompt that has no Computation of its own (a warm-up's)."""
 
     window: Window
     settings: GenSettings
-    slot: str  # the backend's KV slot: one per document, and per speculation branch
+    slot: str
     context: Snapshot = EMPTY
-    warm: bool = False
 
-    def shortened(self, p: Prediction) -> bool:
-        """Whether `p` was computed on fewer lines than the window (the prefill budget's short window)."""
-        return not self.warm and 0 < p.window_chars < len(self.window.prefix) + len(self.window.suffix)
 
-    def run(self, backend: Backend, should_stop: Callable[[], bool], priority: int = 0) -> Prediction | None:
-        """priority: the scheduler's for the run (0 a request; a prefetch its depth), for an engine shared with others."""
-        ask = backend.warm if self.warm else backend.predict
-        return ask(self.window.prefix, self.window.suffix, self.settings, should_stop, slot_id=self.slot,
-                   context=chunks_of(self.context), priority=priority)
+def shortened(prompt: Prompt, p: Prediction) -> bool:
+    """Whether `p` was computed on fewer characters than the window (the prefill budget's short window)."""
+    return 0 < p.window_chars < len(prompt.window.prefix) + len(prompt.window.suffix)
+
+
+def asked(prompt: Prompt, backend: Backend, should_stop: Callable[[], bool], priority: int,
+          warm: bool = False) -> Prediction | None:
+    """The backend's suggestion for the prompt (warm: its prefill only); priority: the scheduler's for the run (0 a
+    request; a prefetch its depth), for an engine shared with others."""
+    ask = backend.warm if warm else backend.predict
+    return ask(prompt.window.prefix, prompt.window.suffix, prompt.settings, should_stop, slot_id=prompt.slot,
+               context=chunks_of(prompt.context), priority=priority)
 
 
 def chunks_of(context: Snapshot) -> list[ContextChunk]:
@@ -71,6 +136,8 @@ def chunks_of(context: Snapshot) -> list[ContextChunk]:
 
 
 class ModelJobs:
+    """Prompts run through the lifecycle on the loaded model."""
+
     def __init__(self, scheduler: Scheduler, model: Model, events: EventLog | None = None,
                  follow_engine: bool = False) -> None:
         self.scheduler = scheduler
@@ -80,72 +147,59 @@ class ModelJobs:
         # slots, a few for vLLM; a request of another document then runs beside the one before, in the engine
         self.follow_engine = follow_engine
         self._warming: dict[str, Job] = {}  # slot -> the whole window's warm-up after a short-window answer
-        self.whole_warmups = 0  # of those, finished
+        self.whole = Tally()  # those warm-ups
 
-    def start(self, call: ModelCall, priority: int, label: str, tally: Tally, ended: Ended,
+    def start(self, prompt: Prompt, priority: int, label: str, tally: Tally, ended: Ended,
               preempted: Callable[[], None] = lambda: None, doc: str = "") -> Job:
-        """Queue the run (the model must be loaded); `preempted` is told on the model thread, `ended` on this loop;
-        `doc`: the document it is for (a request of another document pre-empts a request of it)."""
+        """Queue the prompt's suggestion (the model must be loaded); `preempted` is told on the model thread, `ended`
+        on this loop; `doc`: the document it is for (a request of another document pre-empts a request of it)."""
+        backend = self._backend()
+        job: Job | None = None
+
+        def run(should_stop: Callable[[], bool]) -> Prediction | None:
+            pred = asked(prompt, backend, should_stop, max(0, job.priority if job is not None else priority))
+            if pred is not None and job is not None and job.preemptions:
+                pred = replace(pred, preemptions=job.preemptions, paused_ms=job.paused_s * 1000)
+            if pred is not None and shortened(prompt, pred):
+                self._warm_whole(prompt, backend)
+            return pred
+
+        job = queue(self.scheduler, run, priority, label, tally, ended, preempted, doc)
+        return job
+
+    def warm(self, prompt: Prompt, priority: int, label: str, tally: Tally, ended: Ended) -> Job:
+        """Queue the prompt's prefill alone (the model must be loaded): a KV warm-up."""
+        backend = self._backend()
+        return queue(self.scheduler, lambda stop: asked(prompt, backend, stop, priority, warm=True), priority, label,
+                     tally, ended)
+
+    def _backend(self) -> Backend:
         backend = self.model.backend
         if backend is None:
             raise RuntimeError("no model is loaded")
         parallel = getattr(backend, "parallel", 1)
         if self.follow_engine and isinstance(parallel, int) and parallel > self.scheduler.workers:
             self.scheduler.widen(parallel)
-        job: Job | None = None
+        return backend
 
-        def run(should_stop: Callable[[], bool]) -> Prediction | None:
-            try:
-                pred = call.run(backend, should_stop, max(0, job.priority if job is not None else priority))
-            except Interrupted:
-                if job is None or not job.cancelled:  # stopped for a request, not for good: the scheduler requeues it
-                    tally.preempted += 1
-                    preempted()
-                raise
-            if pred is not None and job is not None and job.preemptions:
-                pred = replace(pred, preemptions=job.preemptions, paused_ms=job.paused_s * 1000)
-            if pred is not None and call.shortened(pred):
-                self._warm_whole(call)
-            return pred
-
-        job = self.scheduler.submit(run, priority, label, doc)
-        tally.started += 1
-        loop = asyncio.get_running_loop()
-        done_job = job
-        job.future.add_done_callback(lambda fut: loop.call_soon_threadsafe(self._ended, done_job, fut, tally, ended))
-        return job
-
-    def _warm_whole(self, call: ModelCall) -> None:
+    def _warm_whole(self, prompt: Prompt, backend: Backend) -> None:
         """An answer from the lines nearest the cursor (a cold prompt over the prefill budget): prefill the whole
         window in the background, so the next keystroke there reuses it. On the model thread; one per slot, the
         newest (an older one's chunks are kept anyway)."""
-        backend = self.model.backend
-        if backend is None:
-            return
-        whole = replace(call, warm=True)
-        previous = self._warming.get(call.slot)
+        previous = self._warming.get(prompt.slot)
         if previous is not None:
             self.cancel(previous)
 
         def run(should_stop: Callable[[], bool]) -> Prediction | None:
-            p = whole.run(backend, should_stop, WHOLE_WARMUP_PRIORITY)
-            self.whole_warmups += 1
+            p = asked(prompt, backend, should_stop, WHOLE_WARMUP_PRIORITY, warm=True)
             if p is not None and self.events is not None:
-                self.events.emit("warmup", doc=call.slot, whole=True, **warmup_fields(p))
+                self.events.emit("warmup", doc=prompt.slot, whole=True, **warmup_fields(p))
             return p
 
         self._warming = {slot: job for slot, job in self._warming.items() if not job.done()}
-        self._warming[call.slot] = self.scheduler.submit(run, WHOLE_WARMUP_PRIORITY, f"warm-whole:{call.slot}")
+        self._warming[prompt.slot] = queue(self.scheduler, run, WHOLE_WARMUP_PRIORITY, f"warm-whole:{prompt.slot}",
+                                           self.whole)
 
     def cancel(self, job: Job) -> None:
         if not job.done():
             self.scheduler.cancel(job)
-
-    @staticmethod
-    def _ended(job: Job, fut: Future[Any], tally: Tally, ended: Ended) -> None:
-        if fut.cancelled() or fut.exception() is not None:
-            tally.cancelled += 1
-            ended(job, None)
-            return
-        tally.finished += 1
-        ended(job, fut.result())

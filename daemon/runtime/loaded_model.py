@@ -7,6 +7,7 @@ from typing import Callable
 from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime.heap import settle_heap
+from tabd.daemon.runtime.jobs import queue
 from tabd.daemon.runtime.scheduler import Scheduler
 from tabd.predictor.types import Backend
 
@@ -14,7 +15,8 @@ LOAD_PRIORITY = -1  # before any request
 
 
 class Model:
-    """Loads the backend on the scheduler (requests queue behind the load) and tells `on_loaded` on that thread."""
+    """Loads the backend on the model worker, a run like any other (jobs.queue; requests queue behind the load), and
+    tells `on_loaded` on that thread."""
 
     def __init__(self, config: Config, factory: Callable[[Config], Backend], scheduler: Scheduler, events: EventLog,
                  on_loaded: Callable[[Backend], None] = lambda backend: None) -> None:
@@ -23,7 +25,7 @@ class Model:
         self._model_id = "loading"  # until the load: requests before it have no key
         self._events = events
         self._on_loaded = on_loaded
-        self._job = scheduler.submit(lambda stop: self._load(factory, config), LOAD_PRIORITY, "load")
+        self._job = queue(scheduler, lambda stop: self._load(factory, config), LOAD_PRIORITY, "load")
 
     @property
     def model_id(self) -> str:

@@ -29,9 +29,8 @@ class Warmer:
 
     def submit(self, doc: str, window: Window, settings: GenSettings, context: Snapshot) -> None:
         self.cancel(doc)
-        call = ModelCall(window, settings, doc, context, warm=True)
-        self.running[doc] = self.jobs.start(call, WARMUP_PRIORITY, f"warmup:{doc}", self.tally,
-                                            lambda job, p: self._ended(doc, job, p))
+        self.running[doc] = self.jobs.warm(ModelCall(window, settings, doc, context), WARMUP_PRIORITY,
+                                           f"warmup:{doc}", self.tally, lambda job, p: self._ended(doc, job, p))
 
     def cancel(self, doc: str) -> None:
         """A request runs the document's prompt itself: a warm-up still queued would only rewind its KV after it."""

@@ -1,5 +1,6 @@
 """One lifecycle for every model run (daemon/runtime/jobs.py): how a run is counted and reported, whatever its kind,
-and the warm-ups (warmer.py) that go through it."""
+and the runs that go through it: warm-ups (warmer.py), the whole window's prefill after a short-window answer, the
+model load (loaded_model.py) and the hand-over's swap (handover.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -10,7 +11,9 @@ from tabd.cache.state import Window
 from tabd.daemon.context.chunk_store import EMPTY, Chunk, Snapshot
 from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime.events import EventLog
-from tabd.daemon.runtime.jobs import ModelCall, ModelJobs, Tally
+from tabd.daemon.runtime import handover as handover_module
+from tabd.daemon.runtime.handover import HandOver
+from tabd.daemon.runtime.jobs import ModelCall, ModelJobs, Tally, queue
 from tabd.daemon.runtime.loaded_model import Model
 from tabd.daemon.runtime.scheduler import FOREGROUND, Scheduler
 from tabd.daemon.runtime.warmer import Warmer
@@ -159,5 +162,98 @@ async def test_a_second_warm_up_of_a_document_cancels_the_first():
             await asyncio.sleep(0.01)
         assert (tally.started, tally.finished, tally.cancelled) == (2, 1, 1)
         assert [w[0] for w in backend.warmed] == ["x = 1"]
+    finally:
+        scheduler.stop()
+
+
+def test_a_run_queued_off_any_loop_is_counted_and_reported_on_the_thread_that_ended_it():
+    scheduler = Scheduler()
+    try:
+        tally, ends = Tally(), []
+        ended = threading.Event()
+
+        def heard(job, result):
+            ends.append((job.label, result, threading.current_thread().name))
+            ended.set()
+
+        queue(scheduler, lambda stop: 7, 0, "seven", tally, heard)
+        assert ended.wait(5)
+        ended.clear()
+        queue(scheduler, lambda stop: 1 / 0, 0, "fails", tally, heard)
+        assert ended.wait(5)
+        assert [(label, result) for label, result, _ in ends] == [("seven", 7), ("fails", None)]
+        assert all(thread.startswith("tabd-model") for _, _, thread in ends)  # no loop to hand it to
+        assert (tally.started, tally.finished, tally.cancelled) == (2, 1, 1)
+    finally:
+        scheduler.stop()
+
+
+def test_the_model_loads_before_any_run_queued_with_it():
+    scheduler, order = Scheduler(), []
+    gate = threading.Event()
+    try:
+        scheduler.submit(lambda stop: gate.wait(5), FOREGROUND, "busy")  # holds the worker: the next two queue
+        queue(scheduler, lambda stop: order.append("request"), FOREGROUND, "request", Tally())
+
+        def factory(config):
+            order.append("load")
+            return FakeBackend()
+
+        model = Model(Config(), factory, scheduler, EventLog())
+        gate.set()
+        deadline = threading.Event()
+        while len(order) < 2 and not deadline.wait(0.01):
+            pass
+        assert order == ["load", "request"] and model.backend is not None
+    finally:
+        scheduler.stop()
+
+
+async def test_a_short_window_answer_prefills_the_whole_window_once_in_the_background():
+    window = Window(0, "a = 1\nb = 2\nc = ", "\n")
+    backend = FakeBackend(warms=True, text=lambda prefix, suffix: Prediction("3", window_chars=6))
+    loaded, scheduler, events = await _jobs(backend)
+    jobs = ModelJobs(scheduler, loaded.model, events)
+    logged: list[dict] = []
+    events.add_sink(logged.append)
+    try:
+        ends, done, ended = _ends()
+        jobs.start(ModelCall(window, GenSettings(), "d1"), FOREGROUND, "request", Tally(), ended)
+        await asyncio.wait_for(done.wait(), 5)
+        while jobs.whole.finished + jobs.whole.cancelled < jobs.whole.started:
+            await asyncio.sleep(0.01)
+        assert backend.warmed == [(window.prefix, window.suffix, "d1")]  # the whole window, in the request's slot
+        assert (jobs.whole.started, jobs.whole.finished) == (1, 1)
+        assert [e.get("whole") for e in logged if e["event"] == "warmup"] == [True]
+    finally:
+        scheduler.stop()
+
+
+class FailingSwap(FakeBackend):
+    def can_hand_over(self) -> bool:
+        return True
+
+    def prepare_hand_over(self) -> str:
+        return "fast engine"
+
+    def hand_over(self, fast: str) -> None:
+        raise RuntimeError("the fast engine would not start")
+
+
+def test_a_hand_over_whose_swap_fails_says_failed_and_the_backend_keeps_answering(monkeypatch):
+    monkeypatch.setattr(handover_module, "IDLE_S", 0.05)
+    scheduler = Scheduler()
+    backend = FailingSwap()
+    try:
+        h = HandOver(scheduler, EventLog())
+        h.start(backend)
+        h.answered()
+        done = threading.Event()
+        while h.state not in ("done", "failed") and not done.wait(0.02):
+            pass
+        assert h.state == "failed"
+        answer = queue(scheduler, lambda stop: backend.predict("x = ", "", GenSettings()), FOREGROUND, "request")
+        assert answer.future.result(5).text == "return 42"
+        h.close()
     finally:
         scheduler.stop()
