@@ -7,11 +7,12 @@ import asyncio
 import threading
 
 from support.fakes import FakeBackend
-from tabd.cache.state import Window
+from tabd.cache.state import DocState, Window
 from tabd.daemon.context.chunk_store import EMPTY, Chunk, Snapshot
+from tabd.daemon.runtime.computation import Computation
 from tabd.daemon.runtime.config import Config
-from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime import handover as handover_module
+from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime.handover import HandOver
 from tabd.daemon.runtime.jobs import ModelCall, ModelJobs, Tally, queue
 from tabd.daemon.runtime.loaded_model import Model
@@ -105,6 +106,21 @@ async def test_a_background_run_a_request_preempts_is_counted_preempted_then_fin
         assert told == [True] and (background.preempted, background.finished, background.cancelled) == (1, 1, 0)
         assert (requests.finished, requests.preempted) == (1, 0)
         assert backend.interrupted == 1
+    finally:
+        scheduler.stop()
+
+
+async def test_a_computation_goes_to_the_backend_as_it_is_in_its_branchs_slot():
+    backend = FakeBackend()
+    jobs, scheduler, _ = await _jobs(backend)
+    try:
+        comp = Computation("k1", "d1", DocState(4, "x = ", "\n"), WINDOW, GenSettings(), 1, context=CONTEXT,
+                           kinds=("all", "word"))
+        ends, done, ended = _ends()
+        jobs.start(comp, 1, "prefetch", Tally(), ended)
+        await asyncio.wait_for(done.wait(), 5)
+        assert backend.calls == [(WINDOW.prefix, WINDOW.suffix, "d1#all.word")]
+        assert [c.path for c in backend.contexts[-1]] == ["lib.py", "lib.py"]
     finally:
         scheduler.stop()
 
