@@ -6,13 +6,13 @@ offsets (then snapped to a line start), so that typing at the cursor only
 appends to the window: the cache key of "state after Tab" can be computed
 ahead of time, and the model's kept KV sequence is extended, not rewritten.
 Its suffix leaves out the closers an editor put right after the cursor
-(predictor/pairs.py), so an auto-closed `(` or a stepped-over `)` keeps it too.
+(predictor/prompt/pairs.py), so an auto-closed `(` or a stepped-over `)` keeps it too.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tabd.predictor import pairs
+from tabd.predictor.prompt import pairs
 
 
 @dataclass(frozen=True)

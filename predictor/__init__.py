@@ -1,1 +1,1 @@
-"""tabd predictor: prompts, FIM templates and model backends. torch stops here."""
+"""tabd predictor, in rooms by job (types.py: the plain dataclasses that cross its border): prompt/ (prompt building), backends/ (local and remote backends), loading/ (engine choice and model loading), engine/ (the forward pass, KV cache and generation), text/ (text after the model), training/, bench/. torch stops here."""

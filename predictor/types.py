@@ -17,12 +17,12 @@ class GenSettings:
     # shown at least to the end of that name, however unsure the model is of it
     known_names: bool = True
     # the model's text as written, to its stop token or the budget: no line rules, copy candidate, names or token
-    # healing (a next-edit prompt's answer is a whole window: predictor/edit_prompt.py)
+    # healing (a next-edit prompt's answer is a whole window: predictor/prompt/edit_prompt.py)
     raw: bool = False
     # a remote engine stops decoding once the suggestion's joint probability is under this: no more of it would be
     # shown (the --min-confidence of an automatic request; 0: to the end); Backend.stops_below says who honours it
     stop_below: float = 0.0
-    # a next-edit prompt in another model's format (predictor/nes_formats.py): sent as it is, a plain completion with
+    # a next-edit prompt in another model's format (predictor/prompt/nes_formats.py): sent as it is, a plain completion with
     # no FIM template around it, and ended at these strings (Backend.plain_prompts says who can)
     plain: bool = False
     stop: tuple[str, ...] = ()

@@ -31,8 +31,8 @@ from tabd.daemon.bench.naive_full import SAMPLES
 from tabd.daemon.bench.start import Child, one_start
 
 COLD_URI = "file:///bench/realmodel/cold.py"
-LOAD = ("import sys, time; t = time.perf_counter(); from tabd.predictor.local import LocalBackend; "
-        "from tabd.predictor.backend_settings import LocalSettings; "
+LOAD = ("import sys, time; t = time.perf_counter(); from tabd.predictor.backends.local import LocalBackend; "
+        "from tabd.predictor.backends.backend_settings import LocalSettings; "
         "b = LocalBackend(LocalSettings(sys.argv[1] or None, device='cpu', engine=sys.argv[2])); "
         "print(time.perf_counter() - t, b.engine_name)")
 
@@ -165,7 +165,7 @@ def measure(name: str, model: str | None, args: argparse.Namespace, gguf: Path |
 
 
 def run_section(args: argparse.Namespace) -> dict[str, Any]:
-    from tabd.predictor import gguf_import
+    from tabd.predictor.loading import gguf_import
 
     gguf = Path(args.realmodel_gguf) if args.realmodel_gguf else gguf_import.shipped_gguf()
     if gguf is None:

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     if args.model_command != "import-gguf":
         print("tabd model: say what to do (import-gguf)", file=sys.stderr)
         return 2
-    from tabd.predictor import gguf_import
+    from tabd.predictor.loading import gguf_import
     from tabd.predictor.types import ModelLoadError
 
     t0 = time.perf_counter()

@@ -5,7 +5,7 @@ picks a free port; the first line on stderr says where it listens:
 `tabd serve-model: listening on http://HOST:PORT (model NAME, FIM TEMPLATE)`.
 Exit codes: 0 on SIGINT/SIGTERM, 2 when a flag or the model is unusable.
 Requests queue by their `priority` field (vLLM's: lower sooner); GET /tabd/stats
-says in which order they were served (predictor/serving.py).
+says in which order they were served (predictor/backends/serving.py).
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     from tabd.daemon.runtime.backends import make_backend
-    from tabd.predictor.serving import make_server
+    from tabd.predictor.backends.serving import make_server
     from tabd.predictor.types import ModelLoadError
 
     if config.engine == "auto":  # a long-running server of whole prompts: torch's prefill, no torch-free start

@@ -1,6 +1,6 @@
 """The model as a source of next edits: it reads the user's recent edits and the window around the cursor, writes the
-window as it should be (predictor/edit_prompt.py; or in the format of Sweep's or Zed's next-edit models,
-predictor/nes_formats.py), and the differences are the edits to propose.
+window as it should be (predictor/prompt/edit_prompt.py; or in the format of Sweep's or Zed's next-edit models,
+predictor/prompt/nes_formats.py), and the differences are the edits to propose.
 
   pairs_of   the history's last groups as the prompt's -/+ line pairs
   propose    the prompt, the model's answer (through a Writer the runtime gives), its line hunks narrowed to what
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable, Sequence
 
 from tabd.daemon.edits.history import Group
-from tabd.predictor.edit_prompt import MAX_LINE_CHARS, EditPair, LineHunk, line_hunks, narrowed, window_text
-from tabd.predictor.nes_formats import TABD, EditContext, NesFormat
+from tabd.predictor.prompt.edit_prompt import MAX_LINE_CHARS, EditPair, LineHunk, line_hunks, narrowed, window_text
+from tabd.predictor.prompt.nes_formats import TABD, EditContext, NesFormat
 
 Written = tuple[str, tuple[tuple[int, float], ...]]
 # (doc, prompt, token budget, background) -> (the text written, ((end offset in it, probability) per token)), or None

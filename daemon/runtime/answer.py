@@ -30,7 +30,7 @@ class Answer:
     depth: int = 0
     key: str = ""
     latency_ms: float = 0.0
-    # characters after the cursor the suggestion replaces: the editor's closers it writes itself (predictor/pairs.py),
+    # characters after the cursor the suggestion replaces: the editor's closers it writes itself (predictor/prompt/pairs.py),
     # so `foo(|)` with `x)` is shown and applied as `foo(x)|`
     replaces: int = 0
     reason: str = ""  # for an empty answer: why (one of REASONS); "" when it has text
@@ -45,7 +45,7 @@ def refusal(reason: str) -> Answer:
 
 def error_reason(message: str) -> str:
     """The reason code of a failed model call: a remote engine that cannot be reached or is too slow, or another
-    error (predictor/remote.py's messages say "cannot reach" and "(timeout")."""
+    error (predictor/backends/remote.py's messages say "cannot reach" and "(timeout")."""
     if "cannot reach" in message:
         return UNREACHABLE
     return SLOW if "(timeout" in message else ERROR

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from tabd.daemon.runtime.config import Config
-from tabd.predictor.backend_settings import LocalSettings, RemoteSettings
+from tabd.predictor.backends.backend_settings import LocalSettings, RemoteSettings
 from tabd.predictor.types import Backend, BackendError
 
 # LocalSettings / RemoteSettings field -> the flag that sets it
@@ -31,14 +31,14 @@ def make_backend(config: Config) -> Backend:
 
 def _backend(config: Config) -> Backend:
     if config.backend == "openai":
-        from tabd.predictor.remote import RemoteBackend
+        from tabd.predictor.backends.remote import RemoteBackend
 
         return RemoteBackend(remote_settings(config))
     if config.backend == "copy":
-        from tabd.predictor.lookup import CopyBackend
+        from tabd.predictor.text.lookup import CopyBackend
 
         return CopyBackend()
-    from tabd.predictor.local import LocalBackend
+    from tabd.predictor.backends.local import LocalBackend
 
     return LocalBackend(local_settings(config))
 
@@ -60,7 +60,7 @@ def local_settings(config: Config) -> LocalSettings:
 
 def remote_settings(config: Config) -> RemoteSettings:
     """RemoteError naming the flag to pass where the command line lacks what the remote backend needs."""
-    from tabd.predictor.wire import RemoteError
+    from tabd.predictor.backends.wire import RemoteError
 
     if not config.url:
         raise RemoteError("--backend openai needs --url, e.g. --url http://127.0.0.1:8080")

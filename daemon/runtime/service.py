@@ -22,7 +22,7 @@ import time
 from concurrent.futures import Future
 from typing import Any, Callable
 
-from tabd.predictor import pairs
+from tabd.predictor.prompt import pairs
 from tabd.cache.state import DocState, Window
 from tabd.daemon.context.chunk_store import Snapshot, TextSource
 from tabd.daemon.context.languages import block_openers, comment_of
@@ -46,7 +46,7 @@ from tabd.daemon.runtime.speculator import RecentKeys, Speculator
 from tabd.daemon.runtime.stats import Stats
 from tabd.daemon.runtime.warmer import Warmer
 from tabd.daemon.runtime.workspace import Workspace, context_options
-from tabd.predictor.nes_formats import TABD, NesFormat, format_named
+from tabd.predictor.prompt.nes_formats import TABD, NesFormat, format_named
 from tabd.predictor.types import Backend, GenSettings, Prediction
 
 __all__ = ["Answer", "CompletionService", "HUSH_S", "settle_heap"]
@@ -192,7 +192,7 @@ class CompletionService:
 
     async def write_edit(self, doc: str, prompt: str, budget: int, background: bool,
                          fmt: NesFormat = TABD) -> tuple[str, tuple[tuple[int, float], ...]] | None:
-        """The model's answer to a next-edit prompt (predictor/edit_prompt.py, or `fmt`'s) as written, with its
+        """The model's answer to a next-edit prompt (predictor/prompt/edit_prompt.py, or `fmt`'s) as written, with its
         tokens' probabilities; None where it cannot run. Its own slot: the edit prompt's keys and values are kept for
         the next one (a chain's prompts share their head). A format of another model's goes to the engine as it is
         (a plain completion, no FIM suffix) with its stop strings; an answer that used the whole budget was cut

@@ -14,11 +14,11 @@ import typing
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tabd.predictor import engine_names as engines
-from tabd.predictor.engine_names import CHOICES as ENGINES
+from tabd.predictor.loading import engine_names as engines
+from tabd.predictor.loading.engine_names import CHOICES as ENGINES
 from tabd.daemon.runtime.url_rule import in_clear_text, shown_url
 
-# the engines' one-line meanings are declared with their names (predictor/engine_names.py)
+# the engines' one-line meanings are declared with their names (predictor/loading/engine_names.py)
 ENGINE_HELP = ("; ".join(f"{name}: {engines.HELP[name]}" for name in engines.ENGINES) + "; the earlier names stay "
                "accepted: " + ", ".join(f"{old} = {new}" for old, new in engines.ALIASES.items()))
 

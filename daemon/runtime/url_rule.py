@@ -1,4 +1,4 @@
-"""Which remote engine URLs tabd sends prompts to without being told twice (predictor/urls.py shows a URL).
+"""Which remote engine URLs tabd sends prompts to without being told twice (predictor/backends/urls.py shows a URL).
 
 Prompts are source code. Plain http is fine on loopback (the engine is on this
 machine) and nowhere else unless the user says so (--allow-insecure-url); https
@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 from urllib.parse import urlsplit
 
-from tabd.predictor.urls import shown_url
+from tabd.predictor.backends.urls import shown_url
 
 __all__ = ["is_loopback", "in_clear_text", "shown_url"]
 

@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 from tabd.predictor.bench import exits
-from tabd.predictor.engine_names import TORCH, TORCH_NATIVE
+from tabd.predictor.loading.engine_names import TORCH, TORCH_NATIVE
 
 CONTEXT = 2048
 DECODE = 16
@@ -133,8 +133,8 @@ class TabdEngine:
     def __init__(self, model_dir: str | None, threads: int, engine: str = TORCH_NATIVE, weights: str = "auto") -> None:
         import torch
 
-        from tabd.predictor.local import LocalBackend
-        from tabd.predictor.backend_settings import LocalSettings
+        from tabd.predictor.backends.local import LocalBackend
+        from tabd.predictor.backends.backend_settings import LocalSettings
 
         self.backend = LocalBackend(LocalSettings(model_dir, device="cpu", threads=threads, engine=engine, weights=weights))
         torch.set_num_threads(threads)
@@ -415,7 +415,7 @@ def run_section(args: argparse.Namespace) -> dict:
     model_dir = Path(args.model or shapes.model_dir(shape))
     context = CONTEXT if shape == "embedded" else 1024  # a 2k prefill at 0.5B takes half a minute here
     ggufs, why = _llamacpp(args, model_dir)
-    from tabd.predictor.fastload import tokenizer_for
+    from tabd.predictor.loading.fastload import tokenizer_for
 
     cfg = json.loads((model_dir / "config.json").read_text())
     ids = token_ids(tokenizer_for(model_dir, cfg.get("model_type", "llama")), context)

@@ -20,7 +20,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from tabd.predictor.loader import DEFAULT_MODEL_DIR
+from tabd.predictor.loading.loader import DEFAULT_MODEL_DIR
 
 CACHE = Path(__file__).resolve().parents[2] / ".cache"
 

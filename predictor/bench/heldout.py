@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 from typing import Any, Sequence
 
-from tabd.predictor import postprocess
-from tabd.predictor.lookup import copy_suggestion
+from tabd.predictor.text import postprocess
+from tabd.predictor.text.lookup import copy_suggestion
 from tabd.predictor.training.data import Cut, edit_similarity, eval_cuts, stdlib_sources
 from tabd.predictor.types import GenSettings, Prediction
 
@@ -53,14 +53,14 @@ def figures_backend(args: argparse.Namespace):
     """The engine the flags name, in this process: the local model, or the copy baseline."""
     kind = args.backend
     if kind == "copy":
-        from tabd.predictor.lookup import CopyBackend
+        from tabd.predictor.text.lookup import CopyBackend
 
         return CopyBackend()
     if kind != "local":
         raise RuntimeError(f"model-level figures need --backend local or copy, not {kind} "
                            "(pass --quality-no-model-figures to measure a remote engine's users only)")
-    from tabd.predictor.local import LocalBackend
-    from tabd.predictor.backend_settings import LocalSettings
+    from tabd.predictor.backends.local import LocalBackend
+    from tabd.predictor.backends.backend_settings import LocalSettings
 
     return LocalBackend(LocalSettings(args.model, device=args.device, fim=args.fim, threads=args.threads,
                                       engine=batch_engine(args.engine)))
@@ -69,7 +69,7 @@ def figures_backend(args: argparse.Namespace):
 def batch_engine(asked: str | None) -> str:
     """The engine for a batch run: auto's torch-free start is for a daemon's first answer; a batch of long
     prompts runs faster on torch+native (the same tokens)."""
-    from tabd.predictor.engine_names import AUTO, TORCH_NATIVE
+    from tabd.predictor.loading.engine_names import AUTO, TORCH_NATIVE
 
     return TORCH_NATIVE if asked in (None, "", AUTO) else asked
 

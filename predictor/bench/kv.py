@@ -97,8 +97,8 @@ def prefetch_fraction(backend) -> float:
 def run_section(args: argparse.Namespace) -> dict:
     import torch
 
-    from tabd.predictor.local import LocalBackend
-    from tabd.predictor.backend_settings import LocalSettings
+    from tabd.predictor.backends.local import LocalBackend
+    from tabd.predictor.backends.backend_settings import LocalSettings
 
     backend = LocalBackend(LocalSettings(args.model, device=args.device, threads=args.threads))
     context = min(args.kv_context, backend.context)

@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_section(args: argparse.Namespace) -> dict:
     from tabd.predictor.bench import shapes
     from tabd.predictor.bench.engines import TabdEngine
-    from tabd.predictor.engine_names import TORCH_NATIVE
+    from tabd.predictor.loading.engine_names import TORCH_NATIVE
 
     passes = max(1, args.lookup_passes)
     model_dir = args.model or str(shapes.model_dir(args.shape))

@@ -81,9 +81,9 @@ def start_serve_model() -> tuple[subprocess.Popen, str]:
 
 
 def run_section(args: argparse.Namespace) -> dict:
-    from tabd.predictor.local import LocalBackend
-    from tabd.predictor.remote import RemoteBackend
-    from tabd.predictor.backend_settings import LocalSettings, RemoteSettings
+    from tabd.predictor.backends.local import LocalBackend
+    from tabd.predictor.backends.remote import RemoteBackend
+    from tabd.predictor.backends.backend_settings import LocalSettings, RemoteSettings
 
     todo = states(args.remote_steps + 1)
     settings = GenSettings(args.max_new_tokens)

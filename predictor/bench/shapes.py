@@ -40,7 +40,7 @@ def weight_bytes(model_dir: Path) -> int:
 
 def model_dir(name: str) -> Path:
     """The directory for a shape, built on first use (about 30 s and 2 GB for 0.5B; 6 GB for 1.5B)."""
-    from tabd.predictor.loader import DEFAULT_MODEL_DIR
+    from tabd.predictor.loading.loader import DEFAULT_MODEL_DIR
 
     if name == "embedded":
         return DEFAULT_MODEL_DIR
@@ -56,7 +56,7 @@ def build(name: str, target: Path) -> Path:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from tabd.predictor.loader import DEFAULT_MODEL_DIR
+    from tabd.predictor.loading.loader import DEFAULT_MODEL_DIR
 
     spec = dict(SHAPES[name])
     spec.pop("model_type")

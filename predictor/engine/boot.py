@@ -206,7 +206,7 @@ def _parameter_count(tensors: dict[str, np.ndarray], cfg) -> int:
 
 def why_not(d: Path, device: str) -> str:
     """'' when the torch-free runner can serve this directory on this device, else why not (no torch needed)."""
-    from tabd.predictor import fastload
+    from tabd.predictor.loading import fastload
 
     if device not in ("auto", "cpu"):
         return f"device {device}: the native step runs on the CPU"
@@ -229,7 +229,7 @@ def gpu_present() -> bool:
 
 def load(d: Path, weights: str = "auto", threads=None) -> TorchFreeRunner:
     """The runner for a directory why_not() accepted; ValueError where its tensors are not a Llama's."""
-    from tabd.predictor import fastload
+    from tabd.predictor.loading import fastload
 
     config = fastload.llama_config(json.loads((d / "config.json").read_text()))
     lib, why = native.load()
@@ -242,7 +242,7 @@ def load(d: Path, weights: str = "auto", threads=None) -> TorchFreeRunner:
 
 def _check_tensors(w: dict, cfg) -> None:
     """ValueError unless the tensors are exactly those the native step applies (as fastload checks them)."""
-    from tabd.predictor.fastload import LAYER_KEYS, OPTIONAL_KEYS
+    from tabd.predictor.loading.fastload import LAYER_KEYS, OPTIONAL_KEYS
 
     needed = {"model.embed_tokens.weight", "model.norm.weight"}
     known = needed | {"lm_head.weight"}

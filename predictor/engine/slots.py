@@ -4,7 +4,7 @@ A slot id is a document, or one speculation branch of it ("doc#all.word"). A
 request takes its slot and learns how much of its prompt the slot's cache
 already holds; a new branch is first given a copy of its parent's shared
 prefix (copy-on-write), and least recently used slots go to stay within
-max_slots and max_kv_bytes, branches before documents. LocalBackend (predictor/local.py) owns one.
+max_slots and max_kv_bytes, branches before documents. LocalBackend (predictor/backends/local.py) owns one.
 """
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ def fast_from_torch_free(runner: TorchFreeRunner) -> FastLlama:
     fast.n_heads, fast.n_kv, fast.head_dim, fast.eps = runner.n_heads, runner.n_kv, runner.head_dim, runner.eps
     fast.q_size, fast.kv_size = fast.n_heads * fast.head_dim, fast.n_kv * fast.head_dim
     fast.scale, fast.decode_bmm, fast.weights, fast.small = runner.scale, True, runner.weights, runner.small
-    from tabd.predictor.fastload import Rotary
+    from tabd.predictor.loading.fastload import Rotary
 
     positions = torch.arange(runner.cos.shape[0])[None, :]
     cos, sin = Rotary(cfg.rope_theta, fast.head_dim)(torch.zeros(1), positions)  # FastLlama's own tables

@@ -1,5 +1,5 @@
 """Next-edit training rows: one file's two releases (`tabd train edits`) cut into "the user has made the first k
-hunks; what does the window look like after the next edit?", in the daemon's own prompt (predictor/edit_prompt.py).
+hunks; what does the window look like after the next edit?", in the daemon's own prompt (predictor/prompt/edit_prompt.py).
 
 A row is the FIM request the daemon sends, tabd's SPM layout with the edit prompt as the prefix and an empty
 suffix, then the answer: `<tabd_suf> <tabd_pre> prompt` -> `updated window <tabd_eot>`. The updated window applies
@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Callable
 
-from tabd.predictor import prompt_ids
-from tabd.predictor.edit_prompt import (MAX_EDIT_LINES, MAX_EDITS, MAX_LINE_CHARS, EditPair, LineHunk, Window,
+from tabd.predictor.prompt import prompt_ids
+from tabd.predictor.prompt.edit_prompt import (MAX_EDIT_LINES, MAX_EDITS, MAX_LINE_CHARS, EditPair, LineHunk, Window,
                                         answer_budget, edit_prompt, line_hunks, line_starts, window, window_text)
-from tabd.predictor.fim import EOT, PRE, SUF
-from tabd.predictor.templates import template_for
+from tabd.predictor.prompt.fim import EOT, PRE, SUF
+from tabd.predictor.prompt.templates import template_for
 
 P_MID_TYPING = 0.3
 

@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tabd.predictor.edit_prompt import line_hunks
+from tabd.predictor.prompt.edit_prompt import line_hunks
 from tabd.predictor.training.corpus import (DEFAULT_CACHE, DISTRIBUTIONS, content_key, installed_names,
                                             python_files, read_distributions, reject_reason, wheel_for)
 
@@ -153,7 +153,7 @@ def build(dists: list[tuple[str, str]], cache: Path, out: Path, excluded: set[st
 def row_shares(rows: list[dict], draws: int = 2000, seed: int = 0) -> dict[str, float]:
     """What edit rows drawn from these pairs look like (a seeded sample, as `tabd train` draws them): the share
     that answer "no edit" (the window unchanged), and the share cut mid-typing."""
-    from tabd.predictor.edit_prompt import window_text
+    from tabd.predictor.prompt.edit_prompt import window_text
     from tabd.predictor.training.edit_rows import example
 
     rng, hunks, made = random.Random(seed), {}, []

@@ -50,8 +50,8 @@ def validation_loss(model, tok, texts: list[str], cfg) -> float:
 
 def evaluate(model, tok, model_dir, val_texts: list[str], cfg) -> dict:
     """Validation loss on held-out rows, then suggestion figures from the saved model in model_dir."""
-    from tabd.predictor.local import LocalBackend
-    from tabd.predictor.backend_settings import LocalSettings
+    from tabd.predictor.backends.local import LocalBackend
+    from tabd.predictor.backends.backend_settings import LocalSettings
     from tabd.predictor.types import GenSettings
 
     out = {"val_loss": round(validation_loss(model, tok, val_texts, dataclasses.replace(cfg, p_context=0.0)), 4),

@@ -6,11 +6,11 @@ import random
 import re
 from typing import TYPE_CHECKING
 
-from tabd.predictor import pairs, prompt_ids
-from tabd.predictor.edit_prompt import LineHunk, line_hunks
+from tabd.predictor.prompt import pairs, prompt_ids
+from tabd.predictor.prompt.edit_prompt import LineHunk, line_hunks
 from tabd.predictor.training import edit_rows
-from tabd.predictor.fim import EOT, MID, PAD, PRE, SUF
-from tabd.predictor.templates import template_for
+from tabd.predictor.prompt.fim import EOT, MID, PAD, PRE, SUF
+from tabd.predictor.prompt.templates import template_for
 from tabd.predictor.training.data import Source, line_spans
 from tabd.predictor.types import ContextChunk
 
@@ -162,7 +162,7 @@ def similarity(a: set[str], b: set[str]) -> float:
 
 def closers_after(text: str, end: int) -> int:
     """The closers right after a middle on its line, which the daemon's prompt window leaves out of the suffix
-    (predictor/pairs.py): a row ends its middle after them, so the model learns to write them, as it is asked to."""
+    (predictor/prompt/pairs.py): a row ends its middle after them, so the model learns to write them, as it is asked to."""
     span = pairs.closer_span(text[end:end + 64])
     return span.end if span.same_line else 0
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from tabd.predictor.fim import EOT, PAD, SPECIAL_TOKENS
+from tabd.predictor.prompt.fim import EOT, PAD, SPECIAL_TOKENS
 from tabd.predictor.training.data import Source, cap_test_share, corpus_sources, is_held_out, stdlib_sources
 from tabd.predictor.training.edits_corpus import read_pairs
 from tabd.predictor.training.rows import Rows

@@ -20,9 +20,9 @@ from support.fixture_model import MODEL_DIR, SUGGESTION
 from support.lspclient import init_params, inline, open_doc, stats
 from tabd.daemon.runtime import handover
 from tabd.predictor.engine import boot, native
-from tabd.predictor.loader import DEFAULT_MODEL_DIR
-from tabd.predictor.local import LocalBackend
-from tabd.predictor.backend_settings import LocalSettings
+from tabd.predictor.loading.loader import DEFAULT_MODEL_DIR
+from tabd.predictor.backends.local import LocalBackend
+from tabd.predictor.backends.backend_settings import LocalSettings
 from tabd.predictor.types import GenSettings, ModelLoadError
 
 from support.predictor_cases import CODE, edits, same_tokens_over_edits

@@ -21,8 +21,8 @@ import pytest
 from support.engines import ServeModel
 from support.ports import free_port
 from tabd.lsp.client import Client
-from tabd.predictor.backend_settings import RemoteSettings
-from tabd.predictor.remote import RemoteBackend
+from tabd.predictor.backends.backend_settings import RemoteSettings
+from tabd.predictor.backends.remote import RemoteBackend
 from tabd.predictor.types import GenSettings
 
 pytestmark = pytest.mark.server
@@ -173,7 +173,7 @@ def test_auto_sends_vllm_the_priority_and_drops_it_at_the_first_refusal(vllm):
 
 
 def test_on_keeps_the_field_and_says_what_to_do_off_never_sends_it(vllm):
-    from tabd.predictor.wire import RemoteError
+    from tabd.predictor.backends.wire import RemoteError
 
     handler, url = vllm
     with pytest.raises(RemoteError, match="--scheduling-policy priority"):

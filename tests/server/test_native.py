@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from tabd.predictor.engine import generate, native
-from tabd.predictor.loader import DEFAULT_MODEL_DIR
-from tabd.predictor.local import LocalBackend
-from tabd.predictor.backend_settings import LocalSettings
+from tabd.predictor.loading.loader import DEFAULT_MODEL_DIR
+from tabd.predictor.backends.local import LocalBackend
+from tabd.predictor.backends.backend_settings import LocalSettings
 from tabd.predictor.types import GenSettings
 
 from support.predictor_cases import CODE, edits, same_tokens_over_edits
@@ -121,7 +121,7 @@ RUNNERS = {"native": "TorchFreeRunner", "fast": "FastLlama", "torch": "FastLlama
     ("torch-free", "native"), ("native", "native"), ("auto", "native"), ("torch+native", "fast"), ("fast", "fast"),
     ("torch", "torch"), ("transformers", "hf"), ("hf", "hf"), ("plain", "hf")])
 def test_each_engine_name_old_or_new_builds_the_engine_it_names_reported_as_before(asked, reported):
-    """--engine takes the names that say what runs (predictor/engine_names.py) and the older ones for the same
+    """--engine takes the names that say what runs (predictor/loading/engine_names.py) and the older ones for the same
     engines; tabd/stats and the log keep reporting the older names, which other tools read."""
     b = LocalBackend(LocalSettings(engine=asked, threads=1))
     assert b.engine_name == reported and type(b.runner).__name__ == RUNNERS[reported]
@@ -166,8 +166,8 @@ def run_child(code: str, env: dict) -> subprocess.CompletedProcess:
 
 
 CHILD = """
-    from tabd.predictor.local import LocalBackend
-    from tabd.predictor.backend_settings import LocalSettings
+    from tabd.predictor.backends.local import LocalBackend
+    from tabd.predictor.backends.backend_settings import LocalSettings
     from tabd.predictor.types import GenSettings
     fast = LocalBackend(LocalSettings(engine="torch+native", threads=1))
     reference = LocalBackend(LocalSettings(engine="transformers", threads=1))
@@ -342,7 +342,7 @@ def test_compact_weights_agree_with_fp32_over_the_edit_session(backend):
 
 @pytest.mark.parametrize("weights, per_weight", [("fp32", 4), ("bf16", 2), ("int8", 1)])
 def test_the_weights_are_held_once_in_their_format(weights, per_weight, monkeypatch):
-    from tabd.predictor import loader
+    from tabd.predictor.loading import loader
     from tabd.predictor.engine import model
 
     monkeypatch.setattr(model, "SMALL_BYTES", 0)  # as for any model over 64 MB (a small one keeps prefill copies too)

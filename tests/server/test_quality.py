@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from tabd.daemon.sessions.replayer import acceptable
-from tabd.predictor.lookup import copy_suggestion
+from tabd.predictor.text.lookup import copy_suggestion
 
 REPEATS = "".join(f"def handler_{i}(request):\n    value = request.get('key')\n    return value\n\n\n"
                   for i in range(12))

@@ -20,9 +20,9 @@ from lsprotocol import types
 from pytest_lsp import ClientServerConfig
 
 from support.lspclient import init_params, inline, open_doc, stats
-from tabd.predictor import gguf_import
+from tabd.predictor.loading import gguf_import
 from tabd.predictor.engine import native
-from tabd.predictor.engine_names import REPORTED, TORCH, TORCH_FREE, TORCH_NATIVE, TRANSFORMERS
+from tabd.predictor.loading.engine_names import REPORTED, TORCH, TORCH_FREE, TORCH_NATIVE, TRANSFORMERS
 
 GGUF = gguf_import.shipped_gguf()
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,8 +96,8 @@ ENGINES = [TORCH_FREE, TORCH_NATIVE, TORCH, TRANSFORMERS]
 def test_every_engine_matches_transformers_on_logits_and_greedy_text(imported: Path, reference, engine: str):
     import torch
 
-    from tabd.predictor.backend_settings import LocalSettings
-    from tabd.predictor.local import LocalBackend
+    from tabd.predictor.backends.backend_settings import LocalSettings
+    from tabd.predictor.backends.local import LocalBackend
 
     if engine == TORCH_FREE and native.load()[0] is None:
         pytest.skip(f"no native build here: {native.load()[1]}")

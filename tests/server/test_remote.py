@@ -21,9 +21,9 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 from support.lspclient import change, init_params, inline, open_doc, stats
 from support.ports import free_port
-from tabd.predictor.remote import RemoteBackend
-from tabd.predictor.backend_settings import RemoteSettings
-from tabd.predictor.wire import RemoteError
+from tabd.predictor.backends.remote import RemoteBackend
+from tabd.predictor.backends.backend_settings import RemoteSettings
+from tabd.predictor.backends.wire import RemoteError
 from tabd.predictor.types import ContextChunk, GenSettings, Interrupted
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,7 +63,7 @@ def serve_model():
 
 @pytest.fixture(scope="module")
 def local():
-    from tabd.predictor.local import LocalBackend
+    from tabd.predictor.backends.local import LocalBackend
 
     return LocalBackend()
 

@@ -25,9 +25,9 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 from support.lspclient import change, init_params, inline, open_doc, stats, until_stats
 from support.ports import free_port
-from tabd.predictor.backend_settings import RemoteSettings
-from tabd.predictor.postprocess import gate
-from tabd.predictor.remote import RemoteBackend
+from tabd.predictor.backends.backend_settings import RemoteSettings
+from tabd.predictor.text.postprocess import gate
+from tabd.predictor.backends.remote import RemoteBackend
 from tabd.predictor.types import GenSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,7 +121,7 @@ SETTINGS = [GenSettings(24), GenSettings(24, multiline=True, max_lines=4), GenSe
 
 @pytest.fixture(scope="module")
 def local():
-    from tabd.predictor.local import LocalBackend
+    from tabd.predictor.backends.local import LocalBackend
 
     return LocalBackend()
 

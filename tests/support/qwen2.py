@@ -5,7 +5,7 @@ import shutil
 
 import torch
 
-from tabd.predictor import loader
+from tabd.predictor.loading import loader
 
 
 def qwen2_dir(tmp_path, bias_seed: int = 1):

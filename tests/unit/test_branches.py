@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from tabd.daemon.speculation.planner import next_line, next_word
-from tabd.predictor.local import LocalBackend
-from tabd.predictor.backend_settings import LocalSettings
+from tabd.predictor.backends.local import LocalBackend
+from tabd.predictor.backends.backend_settings import LocalSettings
 from tabd.predictor.types import GenSettings
 
 from support.predictor_cases import CODE

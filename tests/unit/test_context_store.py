@@ -6,8 +6,8 @@ import dataclasses
 from tabd.daemon.context.chunk_store import ContextOptions, ContextStore, enclosing_headers, import_block, unusable
 from tabd.daemon.runtime.config import Config, apply_client_options
 from tabd.daemon.runtime.workspace import context_options
-from tabd.predictor.prompt_text import fim_prompt, parse_fim_prompt, split_context
-from tabd.predictor.templates import template_for
+from tabd.predictor.prompt.prompt_text import fim_prompt, parse_fim_prompt, split_context
+from tabd.predictor.prompt.templates import template_for
 from tabd.predictor.types import ContextChunk
 
 HELPER = "def parse_header(line):\n    name, _, value = line.partition(':')\n    return name.strip(), value.strip()\n"
@@ -190,7 +190,7 @@ def test_whole_open_files_are_offered_for_copying_within_the_bytes_bound():
 
 
 def test_a_copy_comes_from_the_longest_match_in_the_window_or_another_file():
-    from tabd.predictor.lookup import copy_suggestion
+    from tabd.predictor.text.lookup import copy_suggestion
 
     other = "def run(config):\n    result = compute_everything(config, strict=True)\n"
     prefix = "    result = compute(1)\n    x = 2\n    result = compute"

@@ -163,6 +163,34 @@ def rule_predictor_stands_alone() -> list[str]:
             if under(i.module, "tabd.daemon", "tabd.lsp", "tabd.cache")]
 
 
+# predictor/'s rooms (predictor/__init__.py): which room's modules each may import; types.py at the root is open to all.
+# backends/ stands on top of the other four; bench/ and training/ use any, and no room uses them.
+PREDICTOR_ROOMS = {
+    "prompt": ("prompt",),
+    "text": ("text", "prompt", "engine"),  # the copy candidate is verified by running the model (verify.py)
+    "engine": ("engine", "loading"),  # the torch-free runner and the hand-over read weights through fastload.py
+    "loading": ("loading", "engine", "backends.backend_settings"),  # the engine choice is built from LocalSettings
+    "backends": ("backends", "prompt", "text", "engine", "loading"),
+}
+
+
+def rule_predictor_rooms_keep_their_order() -> list[str]:
+    broken = []
+    for m in MODULES:
+        room = m.split(".")[2] if under(m, "tabd.predictor") and m.count(".") >= 2 else None
+        if room not in PREDICTOR_ROOMS:
+            continue
+        rooms = tuple(f"tabd.predictor.{r}" for r in PREDICTOR_ROOMS[room])
+        for i in tabd_imports(m):
+            if (under(i.module, "tabd.predictor") and i.module not in ("tabd.predictor", "tabd.predictor.types")
+                    and not under(i.module, *rooms)):
+                broken.append(f"{i.where}: predictor/{room}/ imports {i.module} (predictor/{room}/ may import "
+                              f"{', '.join(PREDICTOR_ROOMS[room])} and types)")
+    broken += [f"{shown(path_of(m))}: {m} loads torch (prompt building stays torch-free: remote engines, the cache "
+               f"and the LSP side build prompts)" for m in MODULES if under(m, "tabd.predictor.prompt") and loads_torch(m)]
+    return broken
+
+
 def rule_cache_knows_neither_lsp_nor_torch() -> list[str]:
     broken = []
     for m in (m for m in MODULES if under(m, "tabd.cache")):
@@ -243,7 +271,8 @@ def rule_module_names_are_unique() -> list[str]:
             for name, ms in sorted(by_name.items()) if len(ms) > 1]
 
 
-RULES = [rule_lsp_door, rule_predictor_stands_alone, rule_cache_knows_neither_lsp_nor_torch, rule_serving_path_is_lean,
+RULES = [rule_lsp_door, rule_predictor_stands_alone, rule_predictor_rooms_keep_their_order,
+         rule_cache_knows_neither_lsp_nor_torch, rule_serving_path_is_lean,
          rule_no_private_name_crosses_a_module, rule_heavy_packages_stay_in_their_folders, rule_module_names_are_unique]
 
 
@@ -273,7 +302,7 @@ def test_the_scan_reads_lazy_relative_and_type_only_imports(tmp_path, monkeypatc
 
 def test_the_serving_closure_holds_the_server_and_the_engine():
     reached = closure(*SERVE_ENTRY)
-    assert {"tabd.lsp.server", "tabd.daemon.runtime.service", "tabd.predictor.local"} <= reached.keys()
+    assert {"tabd.lsp.server", "tabd.daemon.runtime.service", "tabd.predictor.backends.local"} <= reached.keys()
     assert "tabd.daemon.commands.replay" not in reached  # the CLI loads the one command asked for
     assert {"pygls", "lsprotocol"} <= {i.module.split(".")[0] for i in imports_of("tabd.lsp.server")}
 
@@ -294,3 +323,19 @@ def test_each_rule_names_file_line_and_rule(tmp_path, monkeypatch):
     assert lsp_door == [f"{where}: tabd.daemon.runtime imports tabd.lsp.server (the runtime knows no LSP)"]
     assert private == [f"{where}: tabd.daemon.runtime.planted imports _private_thing from tabd.lsp.server "
                        "(a private name stays in its module)"]
+
+
+def test_the_rooms_rule_catches_a_prompt_module_that_imports_a_backend(tmp_path, monkeypatch):
+    planted = tmp_path / "planted.py"
+    planted.write_text("from tabd.predictor.types import GenSettings\nfrom tabd.predictor.backends import remote\n")
+    monkeypatch.setitem(MODULES, "tabd.predictor.prompt.planted", planted)
+    imports_of.cache_clear()
+    closure.cache_clear()
+    try:
+        broken = [b for b in rule_predictor_rooms_keep_their_order() if "planted" in b]
+    finally:
+        imports_of.cache_clear()
+        closure.cache_clear()
+    rule = "(predictor/prompt/ may import prompt and types)"
+    assert broken == [f"{planted}:2: predictor/prompt/ imports tabd.predictor.backends {rule}",
+                      f"{planted}:2: predictor/prompt/ imports tabd.predictor.backends.remote {rule}"]

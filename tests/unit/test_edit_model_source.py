@@ -6,7 +6,7 @@ import asyncio
 
 from tabd.daemon.edits.history import DocHistory
 from tabd.daemon.edits.model_source import pairs_of, propose
-from tabd.predictor.edit_prompt import EditPair, line_hunks, narrowed, window
+from tabd.predictor.prompt.edit_prompt import EditPair, line_hunks, narrowed, window
 
 TEXT = "a = 1\nb = count(x)\nc = count(y)\nd = 4\n"
 

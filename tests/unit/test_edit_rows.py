@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tabd.predictor import edit_prompt as ep  # noqa: E402
+from tabd.predictor.prompt import edit_prompt as ep  # noqa: E402
 from tabd.predictor.training import commands, corpus, data, edit_rows, edits_corpus, train  # noqa: E402
 from tabd.predictor.training import rows as rows_mod  # noqa: E402
 
@@ -67,8 +67,8 @@ def test_a_row_is_the_daemons_edit_prompt_then_the_updated_window(tok):
 def test_a_rows_prompt_ids_are_the_ids_the_daemons_local_backend_lays_out():
     """The daemon passes the edit prompt as a FIM prefix with an empty suffix (LocalBackend.layout); the row must
     hold exactly those ids before its answer."""
-    from tabd.predictor.backend_settings import LocalSettings
-    from tabd.predictor.local import LocalBackend
+    from tabd.predictor.backends.backend_settings import LocalSettings
+    from tabd.predictor.backends.local import LocalBackend
 
     backend = LocalBackend(LocalSettings(engine="plain", threads=1))
     for ex in examples(OLD, renamed([2, 4, 5, 9, 20, 21, 40]), 20, p_mid=0.5, seed=2):

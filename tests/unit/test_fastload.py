@@ -1,4 +1,4 @@
-"""The fast loader (predictor/fastload.py) against transformers' own loading: same tokens, same suggestions."""
+"""The fast loader (predictor/loading/fastload.py) against transformers' own loading: same tokens, same suggestions."""
 from __future__ import annotations
 
 import json
@@ -7,9 +7,9 @@ import shutil
 import pytest
 import torch
 
-from tabd.predictor import fastload, loader
-from tabd.predictor.local import LocalBackend
-from tabd.predictor.backend_settings import LocalSettings
+from tabd.predictor.loading import fastload, loader
+from tabd.predictor.backends.local import LocalBackend
+from tabd.predictor.backends.backend_settings import LocalSettings
 from tabd.predictor.types import GenSettings, ModelLoadError
 
 from support.predictor_cases import CODE, same_tokens_over_edits

@@ -8,10 +8,10 @@ from tabd.cache.state import DocState
 from tabd.daemon.context.chunk_store import ContextOptions, ContextStore
 from tabd.daemon.context.languages import block_openers, comment_of, language_of
 from tabd.daemon.runtime.jobs import chunks_of
-from tabd.predictor.fim import chunk_text
-from tabd.predictor.postprocess import wants_multiline
-from tabd.predictor.prompt_text import fim_prompt, split_context
-from tabd.predictor.templates import template_for
+from tabd.predictor.prompt.fim import chunk_text
+from tabd.predictor.text.postprocess import wants_multiline
+from tabd.predictor.prompt.prompt_text import fim_prompt, split_context
+from tabd.predictor.prompt.templates import template_for
 from tabd.predictor.types import ContextChunk
 
 

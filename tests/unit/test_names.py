@@ -1,8 +1,8 @@
 """A word the model finishes into a name the window or the workspace spells is shown at least to the name's end."""
 from __future__ import annotations
 
-from tabd.predictor.names import KNOWN_NAME_P, LIKELIEST_NAME_P, KnownNames
-from tabd.predictor.postprocess import completed_name, floor_at, gate
+from tabd.predictor.text.names import KNOWN_NAME_P, LIKELIEST_NAME_P, KnownNames
+from tabd.predictor.text.postprocess import completed_name, floor_at, gate
 from tabd.predictor.types import ContextChunk, GenSettings
 
 # the model finishes `term_` into `term_len(text)`, unsure of the name's first token

@@ -1,4 +1,4 @@
-"""The next-edit prompt formats of Sweep's and Zed's models (predictor/nes_formats.py): the exact prompt each builds
+"""The next-edit prompt formats of Sweep's and Zed's models (predictor/prompt/nes_formats.py): the exact prompt each builds
 from a rename the user made, and the model's documented answer read back into the window, which the model source
 (daemon/edits/model_source.py) turns into the edit the user sees; answers that are not whole windows are none."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 
 from tabd.daemon.edits.history import DocHistory
 from tabd.daemon.edits.model_source import FormatWriter, propose
-from tabd.predictor.edit_prompt import EditPair, line_hunks
-from tabd.predictor.nes_formats import (FORMATS, NAMES, SWEEP, TABD, ZETA, EditContext, format_named, original_window,
+from tabd.predictor.prompt.edit_prompt import EditPair, line_hunks
+from tabd.predictor.prompt.nes_formats import (FORMATS, NAMES, SWEEP, TABD, ZETA, EditContext, format_named, original_window,
                                         unified_diff)
 
 BEFORE = "import os\n\ndef size(n):\n    total = n + 1\n    return n\n"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tabd.predictor import pairs
+from tabd.predictor.prompt import pairs
 
 NEXT = "\n    return x\n"
 

@@ -1,8 +1,8 @@
 """Stop rules and clean-up: what the user sees as ghost text."""
 from __future__ import annotations
 
-from tabd.predictor import postprocess
-from tabd.predictor.postprocess import CursorLine, balance, cut_repeats, finish, line_done, wants_multiline
+from tabd.predictor.text import postprocess
+from tabd.predictor.text.postprocess import CursorLine, balance, cut_repeats, finish, line_done, wants_multiline
 
 
 def test_single_line_stops_at_the_end_of_the_line_but_keeps_a_leading_newline():

@@ -6,10 +6,10 @@ import shutil
 
 import pytest
 
-from tabd.predictor.loader import DEFAULT_MODEL_DIR, check_model_dir
-from tabd.predictor.local import LocalBackend
-from tabd.predictor.backend_settings import LocalSettings
-from tabd.predictor.templates import detect_family, template_for
+from tabd.predictor.loading.loader import DEFAULT_MODEL_DIR, check_model_dir
+from tabd.predictor.backends.local import LocalBackend
+from tabd.predictor.backends.backend_settings import LocalSettings
+from tabd.predictor.prompt.templates import detect_family, template_for
 from tabd.predictor.types import GenSettings, Interrupted, ModelLoadError
 
 from support.predictor_cases import CODE, edits, same_tokens_over_edits
@@ -221,7 +221,7 @@ def test_a_verified_copy_is_gated_on_the_model_s_own_probabilities(fixture_model
     copied token (not a blanket 1), so --min-confidence cuts a copy where the model's joint belief drops."""
     from support.fixture_model import SUGGESTION
 
-    from tabd.predictor.postprocess import gate
+    from tabd.predictor.text.postprocess import gate
 
     backend = LocalBackend(LocalSettings(fixture_model, device="cpu", threads=1))
     prefix = "    result = total() + 1\n    other = 2\n    result ="
@@ -240,8 +240,8 @@ def test_a_copy_candidate_is_shown_as_far_as_the_model_verifies_it(fixture_model
     """The fixture model writes ` total()` and finds any other token near impossible (tests/fixture_model.py)."""
     from support.fixture_model import SUGGESTION
 
-    from tabd.predictor.lookup import copy_suggestion
-    from tabd.predictor.postprocess import gate
+    from tabd.predictor.text.lookup import copy_suggestion
+    from tabd.predictor.text.postprocess import gate
 
     backend = LocalBackend(LocalSettings(fixture_model, device="cpu", threads=1))
     on, off = GenSettings(lookup_min_p=0.001), GenSettings(lookup_min_p=0.0)
@@ -313,7 +313,7 @@ def test_the_shipped_model_never_shows_a_fim_marker():
     """The markers are banned as the first token and end a suggestion after it; EOT stops too."""
     from pathlib import Path
 
-    from tabd.predictor.fim import SPECIAL_TOKENS
+    from tabd.predictor.prompt.fim import SPECIAL_TOKENS
 
     backend = LocalBackend(LocalSettings(str(Path(__file__).resolve().parents[2] / "predictor" / "model"), device="cpu", threads=1))
     ids = {t: backend.tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}

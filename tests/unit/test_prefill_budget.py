@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from tabd.predictor.engine.chunking import CHUNK_FLOOR, CHUNK_MS, chunk_within
-from tabd.predictor.local import PrefillSpeed, cut_to_lines
+from tabd.predictor.backends.local import PrefillSpeed, cut_to_lines
 
 
 def test_the_short_window_keeps_whole_lines_nearest_the_cursor():
@@ -39,8 +39,8 @@ def test_a_chunk_takes_at_most_the_time_bound_down_to_the_floor():
 def test_a_short_window_preempted_mid_prefill_resumes_on_the_same_window_from_its_chunks():
     import pytest
 
-    from tabd.predictor.backend_settings import LocalSettings
-    from tabd.predictor.local import LocalBackend
+    from tabd.predictor.backends.backend_settings import LocalSettings
+    from tabd.predictor.backends.local import LocalBackend
     from tabd.predictor.types import GenSettings, Interrupted
 
     backend = LocalBackend(LocalSettings(kv_reuse=True, engine="fast", threads=1, prefill_chunk=16, max_prompt_ms=100))

@@ -1,4 +1,4 @@
-"""The remote backend (predictor/remote.py) in process: its FIM prompt strings, and its failures against stub
+"""The remote backend (predictor/backends/remote.py) in process: its FIM prompt strings, and its failures against stub
 servers on 127.0.0.1 (tests/support/stub_model.py), each a one-line RemoteError naming the URL, fast. Against a
 real `tabd serve-model` and llama.cpp: tests/server/test_remote.py.
 """
@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from tabd.predictor.prompt_text import fim_prompt, guess_template, parse_fim_prompt
-from tabd.predictor.backend_settings import RemoteSettings
-from tabd.predictor.remote import RemoteBackend
-from tabd.predictor.templates import FAMILIES, template_for
+from tabd.predictor.prompt.prompt_text import fim_prompt, guess_template, parse_fim_prompt
+from tabd.predictor.backends.backend_settings import RemoteSettings
+from tabd.predictor.backends.remote import RemoteBackend
+from tabd.predictor.prompt.templates import FAMILIES, template_for
 from tabd.predictor.types import ContextChunk, GenSettings, Interrupted, Prediction
-from tabd.predictor.wire import RemoteError
+from tabd.predictor.backends.wire import RemoteError
 
 from support.ports import free_port
 from support.stub_model import stub_model
@@ -236,7 +236,7 @@ def test_the_wait_for_the_first_token_is_measured_at_the_client(scripted):
 def test_an_engines_token_probabilities_gate_its_suggestion_as_the_local_backends_do(scripted):
     """An engine that sends OpenAI `logprobs` gets its suggestion gated by --min-confidence: the part the model is sure
     of as a whole is shown, not the guess after it."""
-    from tabd.predictor.postprocess import gate
+    from tabd.predictor.text.postprocess import gate
 
     handler, url = scripted
     handler.mode = "tokens"
@@ -276,7 +276,7 @@ def test_an_engine_that_refuses_logprobs_is_asked_without_them_once(scripted):
 def test_token_probabilities_are_placed_by_the_tokens_not_the_chunks(scripted, text_lag, prompt_offset):
     """vLLM sends a token's logprob at once but holds its text back while it could start a stop string, so a chunk's
     text is not its tokens' text; llama-cpp-python counts the prompt in its text offsets."""
-    from tabd.predictor.postprocess import gate
+    from tabd.predictor.text.postprocess import gate
 
     handler, url = scripted
     handler.mode, handler.text_lag, handler.prompt_offset = "tokens", text_lag, prompt_offset
@@ -299,7 +299,7 @@ def test_a_token_spelled_otherwise_than_its_text_is_placed_by_its_offset(scripte
 
 
 def test_unreadable_probabilities_are_none():
-    from tabd.predictor.remote import token_probs
+    from tabd.predictor.backends.remote import token_probs
 
     assert token_probs({"tokens": ["a"], "token_logprobs": [None]}) == []  # unreadable: no probabilities at all
     assert token_probs(None) == [] and token_probs({"tokens": ["a", "b"], "token_logprobs": [0.0]}) == []

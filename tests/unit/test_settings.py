@@ -16,7 +16,7 @@ from tabd.daemon.runtime.config import CLIENT_OPTIONS, Config, ConfigError, appl
 from tabd.daemon.runtime.options import CLI_SETTINGS, config_from_args, flags_of
 from tabd.daemon.runtime.readme_tables import with_tables
 from tabd.daemon.runtime.settings import BY_NAME, SETTINGS, Setting
-from tabd.predictor import engine_names as engines
+from tabd.predictor.loading import engine_names as engines
 
 README = Path(__file__).resolve().parents[2] / "docs" / "settings.md"  # the settings reference, moved out of the README
 MINIMAL = {"serve": [], "complete": ["a.py", "--line", "0", "--character", "0"], "serve-model": [], "bench": [],

@@ -193,7 +193,7 @@ def test_context_rows_put_same_repository_chunks_before_the_fim_sample():
     text = tok.decode(row)
     eot, suf = text.index("<tabd_eot>"), text.index("<tabd_suf>")
     assert text.startswith("# pkg/a.py\n") and eot < suf  # context, its separator, then the daemon's layout
-    from tabd.predictor.templates import template_for
+    from tabd.predictor.prompt.templates import template_for
     from tabd.predictor.types import ContextChunk
 
     pieces = template_for("tabd", "spm").context_pieces([ContextChunk("pkg/a.py", "x = 1")])
@@ -255,9 +255,9 @@ def test_a_paused_run_spends_no_training_budget():
 
 
 def test_a_middle_ends_after_the_closers_the_daemon_leaves_out_of_the_suffix():
-    """Rows are laid out as the daemon lays its prompts out (predictor/pairs.py): a suffix never starts with a closer
+    """Rows are laid out as the daemon lays its prompts out (predictor/prompt/pairs.py): a suffix never starts with a closer
     on the middle's line, the middle writes it."""
-    from tabd.predictor import pairs
+    from tabd.predictor.prompt import pairs
     from tabd.predictor.training.rows import closers_after
 
     text = "x = f(a, g(b))\nif ok:\n    y = \"s\"\n"

@@ -12,8 +12,8 @@ import re
 
 from typing import Sequence
 
-from tabd.predictor.fim import REPO_NAME, REPO_TOKENS
-from tabd.predictor.templates import FAMILIES, FimTemplate, template_for
+from tabd.predictor.prompt.fim import REPO_NAME, REPO_TOKENS
+from tabd.predictor.prompt.templates import FAMILIES, FimTemplate, template_for
 from tabd.predictor.types import ContextChunk
 
 _P, _S = "\0P", "\0S"
@@ -41,7 +41,7 @@ def split_context(template: FimTemplate, prompt: str) -> tuple[list[ContextChunk
     return chunks, rest
 
 
-COMMENT_LEADERS = ("#", "//", "--")  # the path comments context chunks are headed with (predictor/fim.py)
+COMMENT_LEADERS = ("#", "//", "--")  # the path comments context chunks are headed with (predictor/prompt/fim.py)
 
 
 def _one_chunk(text: str) -> list[ContextChunk]:

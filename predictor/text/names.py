@@ -18,7 +18,7 @@ import re
 from collections import Counter, OrderedDict
 from typing import Sequence
 
-from tabd.predictor import postprocess
+from tabd.predictor.text import postprocess
 from tabd.predictor.types import ContextChunk
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterator
 
-from tabd.predictor.prompt_text import parse_fim_prompt, split_context
+from tabd.predictor.prompt.prompt_text import parse_fim_prompt, split_context
 from tabd.predictor.types import GenSettings, Interrupted, Prediction
 
 

@@ -3,7 +3,7 @@ prompt built from the file's name, the user's recent edits, the lines around the
 and the model's answer read back into the rewritten window. The daemon diffs that against the window as it is
 (edit_prompt.line_hunks / narrowed) into the edits it shows, whatever the format.
 
-  tabd   tabd's own layout (predictor/edit_prompt.py), which the embedded model is trained on; sent as the prefix of
+  tabd   tabd's own layout (predictor/prompt/edit_prompt.py), which the embedded model is trained on; sent as the prefix of
          a FIM request with an empty suffix, as before.
   sweep  Sweep's next-edit models (sweepai/sweep-next-edit-1.5B and -0.5B), a plain completion:
              <|file_sep|>{other file}            (optional, each)
@@ -69,7 +69,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from tabd.predictor.edit_prompt import EditPair, Window, answer_budget, edit_prompt, line_starts, read_answer, window
+from tabd.predictor.prompt.edit_prompt import EditPair, Window, answer_budget, edit_prompt, line_starts, read_answer, window
 
 NAMES = ("tabd", "sweep", "zeta")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tabd.predictor.engine_names import TORCH_NATIVE
+from tabd.predictor.loading.engine_names import TORCH_NATIVE
 
 
 @dataclass(frozen=True)
@@ -17,9 +17,9 @@ class LocalSettings:
     model_dir: str | None = None  # a Hugging Face model directory; None: the embedded model
     device: str = "auto"  # auto, cpu or cuda
     fim: str | None = None  # "family[:layout]"; None: the template the tokenizer's special tokens say
-    engine: str = TORCH_NATIVE  # a name predictor/engine_names.py accepts (an alias too)
+    engine: str = TORCH_NATIVE  # a name predictor/loading/engine_names.py accepts (an alias too)
     weights: str = "auto"  # how the engine holds the weights: auto, fp32, bf16 or int8
-    threads: int | None = None  # model threads; None: adapted to the machine's load (predictor/threads.py)
+    threads: int | None = None  # model threads; None: adapted to the machine's load (predictor/loading/threads.py)
     trust_remote_code: bool = False  # let a model directory run its own Python code
     kv_reuse: bool = True  # keep each document's KV cache and run only what changed
     max_slots: int = 8  # documents (and speculation branches) whose KV caches are kept

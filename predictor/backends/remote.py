@@ -43,14 +43,14 @@ from typing import Any, Callable, Sequence
 
 import httpx
 
-from tabd.predictor import postprocess
-from tabd.predictor.prompt_text import fim_prompt, guess_template
-from tabd.predictor.templates import FimTemplate, template_for
-from tabd.predictor.fim import FAMILIES, PAD, chunk_text
-from tabd.predictor.backend_settings import RemoteSettings
+from tabd.predictor.text import postprocess
+from tabd.predictor.prompt.prompt_text import fim_prompt, guess_template
+from tabd.predictor.prompt.templates import FimTemplate, template_for
+from tabd.predictor.prompt.fim import FAMILIES, PAD, chunk_text
+from tabd.predictor.backends.backend_settings import RemoteSettings
 from tabd.predictor.types import Backend, ContextChunk, GenSettings, Interrupted, Prediction, prompt_chunks
-from tabd.predictor.urls import shown_url
-from tabd.predictor.wire import Call, RemoteError, Retry, error_message, one_line
+from tabd.predictor.backends.urls import shown_url
+from tabd.predictor.backends.wire import Call, RemoteError, Retry, error_message, one_line
 
 SERVER_FIM = "server"  # the FIM template setting that lets the server apply the model's own
 PRIORITY_MODES = ("auto", "on", "off")

@@ -1,13 +1,13 @@
 """The copy candidate verified by the model, and the per-token confidence marks (a mixin of LocalBackend).
 
-LocalBackend (predictor/local.py) owns the state these methods use: tokenizer,
+LocalBackend (predictor/backends/local.py) owns the state these methods use: tokenizer,
 runner, pool (the KV slots), encode, _allowed_first, last_tokens.
 """
 from __future__ import annotations
 
-from tabd.predictor import postprocess
+from tabd.predictor.text import postprocess
 from tabd.predictor.engine import generate
-from tabd.predictor.lookup import copy_suggestion
+from tabd.predictor.text.lookup import copy_suggestion
 from tabd.predictor.types import GenSettings
 
 

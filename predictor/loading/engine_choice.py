@@ -1,6 +1,6 @@
 """The runner factory: which engine serves a model here, and why, returned as data (EngineChoice).
 
-Engines by name (predictor/engine_names.py): torch-free where boot.py can serve the model (auto and torch-free),
+Engines by name (predictor/loading/engine_names.py): torch-free where boot.py can serve the model (auto and torch-free),
 else the hand-written forward (model.py: FastLlama) with its decode steps in native code (torch+native) or in
 torch (torch, or torch+native without a C compiler), else transformers' own forward for what FastLlama does not
 run. `why` and `weights_why` are what tabd/stats reports. The hand-over after a torch-free start is another
@@ -12,11 +12,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from tabd.predictor import loader
+from tabd.predictor.loading import loader
 from tabd.predictor.engine.runner import Runner
-from tabd.predictor.engine_names import AUTO, REPORTED, TORCH, TORCH_FREE, TORCH_NATIVE, TRANSFORMERS, canonical
-from tabd.predictor.backend_settings import LocalSettings
-from tabd.predictor.threads import AdaptiveThreads
+from tabd.predictor.loading.engine_names import AUTO, REPORTED, TORCH, TORCH_FREE, TORCH_NATIVE, TRANSFORMERS, canonical
+from tabd.predictor.backends.backend_settings import LocalSettings
+from tabd.predictor.loading.threads import AdaptiveThreads
 from tabd.predictor.types import ModelLoadError
 
 
@@ -89,7 +89,7 @@ def _torch_free(model_dir: str, settings: LocalSettings, threads: AdaptiveThread
                 engine: str) -> tuple[EngineChoice | None, str]:
     """(the torch-free runner's choice, "") where it can serve this model here, else (None, why not). It needs no
     torch: `import torch` is most of a cold start."""
-    from tabd.predictor import fastload
+    from tabd.predictor.loading import fastload
     from tabd.predictor.engine import boot
 
     d = loader.check_model_dir(model_dir)

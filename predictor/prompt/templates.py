@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from tabd.predictor.fim import FAMILIES, REPO_TOKENS, plain_context_pieces, repo_context_pieces, tabd_context_pieces
+from tabd.predictor.prompt.fim import FAMILIES, REPO_TOKENS, plain_context_pieces, repo_context_pieces, tabd_context_pieces
 from tabd.predictor.types import ContextChunk
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tabd.predictor.types import ModelLoadError
 
-DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "model"
+DEFAULT_MODEL_DIR = Path(__file__).resolve().parents[1] / "model"
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ def model_dir_for(path: str | os.PathLike | None) -> str | None:
     a directory, or None (the embedded model), as it is."""
     if path is None or Path(path).is_dir():
         return None if path is None else str(path)
-    from tabd.predictor import gguf_import
+    from tabd.predictor.loading import gguf_import
 
     return gguf_import.model_dir_for(path)
 
@@ -69,13 +69,13 @@ def choose_placement(device: str = "auto") -> Placement:
 def load(path: str | os.PathLike, device: str = "auto", trust_remote_code: bool = False, fast: bool = False):
     """(model, tokenizer, placement) for a local model directory.
 
-    With `fast`, a Llama-shaped directory is read without transformers (predictor/fastload.py: seconds less at
+    With `fast`, a Llama-shaped directory is read without transformers (predictor/loading/fastload.py: seconds less at
     start-up); anything else, and every directory when not `fast`, loads through transformers.
     """
     d = check_model_dir(path, trust_remote_code)
     placement = choose_placement(device)
     if fast and not trust_remote_code:
-        from tabd.predictor import fastload
+        from tabd.predictor.loading import fastload
 
         try:
             loaded = fastload.load(d, placement.device, placement.dtype)

@@ -14,18 +14,20 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from tabd.predictor import loader, postprocess, prompt_ids
+from tabd.predictor.backends.backend_settings import LocalSettings
+from tabd.predictor.types import Backend, ContextChunk, GenSettings, Interrupted, ModelLoadError, Prediction, prompt_chunks
 from tabd.predictor.engine import chunking, generate
 from tabd.predictor.engine.runner import Runner
 from tabd.predictor.engine.slots import SlotPool
-from tabd.predictor.engine_choice import EngineChoice, after_hand_over, choose
-from tabd.predictor.fim import PAD
-from tabd.predictor.names import KnownNames
-from tabd.predictor.backend_settings import LocalSettings
-from tabd.predictor.templates import FimTemplate, detect_family, template_for
-from tabd.predictor.threads import AdaptiveThreads
-from tabd.predictor.types import Backend, ContextChunk, GenSettings, Interrupted, ModelLoadError, Prediction, prompt_chunks
-from tabd.predictor.verify import CopyVerification
+from tabd.predictor.loading import loader
+from tabd.predictor.loading.engine_choice import EngineChoice, after_hand_over, choose
+from tabd.predictor.loading.threads import AdaptiveThreads
+from tabd.predictor.prompt import prompt_ids
+from tabd.predictor.prompt.fim import PAD
+from tabd.predictor.prompt.templates import FimTemplate, detect_family, template_for
+from tabd.predictor.text import postprocess
+from tabd.predictor.text.names import KnownNames
+from tabd.predictor.text.verify import CopyVerification
 
 
 @dataclass(frozen=True)
