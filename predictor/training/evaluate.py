@@ -31,11 +31,21 @@ def suggestion_figures(suggest: Suggest, line_cuts: Sequence[Cut], mid_cuts: Seq
             "edit_similarity": round((line_sim + mid_sim) / 2, 4), "cuts": len(line_cuts) + len(mid_cuts)}
 
 
+def loss_of(model, x, y, bf16: bool = False):
+    """The mean cross-entropy of the model's next-token guesses on a batch (training's loss, and validation's)."""
+    import torch
+    import torch.nn.functional as F
+
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        logits = model(input_ids=x, use_cache=False).logits
+    return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1))
+
+
 def validation_loss(model, tok, texts: list[str], cfg) -> float:
     import torch
 
     from tabd.predictor.training.data import Source
-    from tabd.predictor.training.train import Rows, loss_of
+    from tabd.predictor.training.rows import Rows
 
     rows = Rows([Source("val", str(i), t, False) for i, t in enumerate(texts)], tok, cfg, cfg.seed + 1)
     losses = []

@@ -24,6 +24,7 @@ from typing import Callable
 from tabd.predictor.prompt.fim import EOT, PAD, SPECIAL_TOKENS
 from tabd.predictor.training.data import Source, cap_test_share, corpus_sources, is_held_out, stdlib_sources
 from tabd.predictor.training.edits_corpus import read_pairs
+from tabd.predictor.training.evaluate import evaluate, loss_of
 from tabd.predictor.training.rows import Rows
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "model"
@@ -172,15 +173,6 @@ def make_optimizer(model, cfg: TrainConfig):
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8, fused=True)
 
 
-def loss_of(model, x, y, bf16: bool = False):
-    import torch
-    import torch.nn.functional as F
-
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        logits = model(input_ids=x, use_cache=False).logits
-    return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1))
-
-
 def save_model(model, tok, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out), safe_serialization=True)
@@ -283,8 +275,6 @@ def train(cfg: TrainConfig, progress_bar: bool = True) -> dict:
                "tokens_seen_total": prog.total_tokens, **stats,
                "train_loss_ema": None if prog.ema is None else round(prog.ema, 4),
                "train_files": len(train_src), "train_mb": round(chars / 1e6, 1), "val_files": len(val_src)}
-    from tabd.predictor.training.evaluate import evaluate
-
     results.update(evaluate(model, tok, out, [s.text for s in val_src], cfg))
     with (out / "train_log.jsonl").open("a") as log:
         log.write(json.dumps({"event": "eval", **results}) + "\n")
