@@ -6,7 +6,7 @@ whole forward pass from weight panels and only needs pointers. So this module
 reads config.json and the safetensors with numpy, packs the weights exactly as
 weights.py does (the same panels, the same bf16 rounding and int8 scales),
 computes the rotary tables as transformers does in fp32, and runs prefill as
-pieces of up to max_batch tokens (`tabd_prefill_n`: the lm_head only for the
+pieces of up to max_prefill tokens (`tabd_prefill_n`: the lm_head only for the
 last) and decoding one token a step. It implements the Runner protocol
 (runner.py); its logits are numpy arrays.
 """
@@ -174,10 +174,10 @@ class TorchFreeRunner:
         return NumpyKV(len(self.layers), self.n_kv, self.head_dim, capacity)
 
     def forward_last(self, ids: list[int], cache: NumpyKV) -> np.ndarray:
-        """Logits after `ids` (continuing the cache's positions), fed in pieces of up to max_batch tokens."""
+        """Logits after `ids` (continuing the cache's positions), fed in pieces of up to max_prefill tokens."""
         if not ids:
             raise ValueError("forward_last needs at least one token")
-        step = self.max_batch
+        step = self.native.max_prefill
         for i in range(0, len(ids), step):
             logits = self.native.prefill(ids[i : i + step], cache)
         return logits.copy()

@@ -104,6 +104,7 @@ def load() -> tuple[ctypes.CDLL | None, str]:
                 lib.tabd_scratch_floats.restype = ctypes.c_int64
                 lib.tabd_scratch_floats.argtypes = [M]
                 lib.tabd_max_batch.restype = ctypes.c_int32
+                lib.tabd_max_prefill.restype = ctypes.c_int32
                 _loaded["lib"], _loaded["why"] = lib, ""
             except (RuntimeError, OSError, subprocess.TimeoutExpired, AttributeError) as exc:
                 _loaded["lib"], _loaded["why"] = None, str(exc)
@@ -170,6 +171,7 @@ class NativeDecoder:
         )
         self.ref = ctypes.byref(self.model)
         self.max_batch = int(lib.tabd_max_batch())
+        self.max_prefill = int(lib.tabd_max_prefill())  # prefill() takes this many tokens a call (the lm_head once)
         floats = int(lib.tabd_scratch_floats(self.ref))
         if hasattr(fast.norm, "data_ptr"):
             import torch
@@ -186,12 +188,12 @@ class NativeDecoder:
         self.logits = self.logits_buf[0]
         self.best = (ctypes.c_int32 * self.max_batch)()
         self.probs = (ctypes.c_float * self.max_batch)()
-        self.ids = (ctypes.c_int32 * self.max_batch)()
+        self.ids = (ctypes.c_int32 * self.max_prefill)()
 
-    def _run(self, fn, ids: list[int], cache) -> None:
+    def _run(self, fn, ids: list[int], cache, most: int) -> None:
         n, pos = len(ids), cache.length
-        if not 1 <= n <= self.max_batch:
-            raise ValueError(f"native decode takes 1 to {self.max_batch} tokens, not {n}")
+        if not 1 <= n <= most:
+            raise ValueError(f"native decode takes 1 to {most} tokens, not {n}")
         cache.ensure(pos + n)
         self.model.capacity = cache.capacity
         for i, t in enumerate(ids):
@@ -205,13 +207,13 @@ class NativeDecoder:
     def steps(self, ids: list[int], cache):
         """Feed up to max_batch tokens after the cache's positions, each weight read once for all of them;
         the logits after each ([n, vocab], a view of a reused buffer)."""
-        self._run(self.lib.tabd_decode_n, ids, cache)
+        self._run(self.lib.tabd_decode_n, ids, cache, self.max_batch)
         return self.logits_buf[: len(ids)]
 
     def prefill(self, ids: list[int], cache):
-        """As steps(), but the logits after the last token alone (a view of a reused buffer; its argmax in
-        best[0]): a prompt's other positions need no lm_head."""
-        self._run(self.lib.tabd_prefill_n, ids, cache)
+        """As steps(), but up to max_prefill tokens, and the logits after the last token alone (a view of a reused
+        buffer; its argmax in best[0]): a prompt's other positions need no lm_head."""
+        self._run(self.lib.tabd_prefill_n, ids, cache, self.max_prefill)
         return self.logits
 
     def step(self, token: int, cache):

@@ -1,6 +1,8 @@
-/* Decode steps of a Llama-shaped model on the CPU, up to MAXB tokens per call, with no Python in between.
+/* Decode steps of a Llama-shaped model on the CPU, up to MAXB tokens per call (a prefill's pieces up to MAXP),
+ * with no Python in between.
  *
- * The torch engine prefills (MKL GEMMs and flash attention win there); this file
+ * The torch engine prefills long chunks (MKL GEMMs and flash attention); the torch-free runner prefills here, in
+ * pieces of MAXP whose matrix products are blocked as GEMMs (matvec.h's mm_panel); and this file
  * runs the short steps that follow (a decoded token, a keystroke's few tokens, a
  * token and its prompt-lookup drafts), over the same weights and the same KV
  * cache tensors, reading them in place through their data pointers.  Per call it
@@ -22,6 +24,10 @@
 #endif
 
 #define MAXB 8 /* tokens per call at most: a keystroke's few, or a token and its prompt-lookup drafts */
+/* tokens per prefill call at most (tabd_prefill_n): each weight panel is read from memory once for all of them and
+ * swept from L2 for every group of MAXB.  With MAXB a call, a prompt streamed all the weights from DRAM every 8 tokens:
+ * at Qwen2.5-Coder-0.5B's shape (bf16, 1 thread) that was most of a prefill's time. */
+#define MAXP 64
 
 /* Weight formats (wtype) of the matrices and the embedding: 0 fp32, 1 bf16 (the top half of an fp32),
  * 2 int8 with one fp32 scale per output column (per vocabulary row for the embedding). Sums are fp32. */
@@ -49,14 +55,15 @@ typedef struct {
     const float **down_scale;
 } Model;
 
-/* Scratch floats a call of up to MAXB tokens needs; the caller allocates them once. */
+/* Scratch floats a call of up to MAXP tokens needs; the caller allocates them once. */
 int64_t tabd_scratch_floats(const Model *m) {
     int64_t qkv = (int64_t)(m->heads + 2 * m->kv_heads) * m->head_dim;
-    return MAXB * (2 * (int64_t)m->hidden + qkv + (int64_t)m->heads * m->head_dim + 2 * (int64_t)m->inter) +
+    return MAXP * (2 * (int64_t)m->hidden + qkv + (int64_t)m->heads * m->head_dim + 2 * (int64_t)m->inter) +
            (int64_t)m->heads * m->max_pos + 8;
 }
 
 int32_t tabd_max_batch(void) { return MAXB; }
+int32_t tabd_max_prefill(void) { return MAXP; }
 
 /* Eight floats in one vector register (AVX on x86-64, two NEON registers on arm64). */
 typedef float v8 __attribute__((vector_size(32)));
@@ -330,20 +337,20 @@ static void attend_group128(const float *q, int group, const float *k, const flo
     attend_group(q, group, k, v, len, 128, scale, s, out);
 }
 
-/* Feeds `n` <= MAXB tokens at positions pos .. pos + n - 1 (the cache holds positions [0, pos)), writes
+/* Feeds `n` <= MAXB tokens (MAXP where last_only) at positions pos .. pos + n - 1 (the cache holds positions [0, pos)), writes
  * their keys and values into kcache/vcache ([layers, kv_heads, capacity, head_dim]), the next-token
  * logits after each into logits[n][vocab], their argmax into best[n] and, when prob is not NULL, the softmax
  * probability of that argmax into prob[n]; 0, or -1 when the arguments are out of range.  Token t attends to
  * positions [0, pos + t]: the same numbers as n calls of one token. */
 static int32_t forward_n(const Model *m, float *kcache, float *vcache, int32_t pos, const int32_t *tokens, int32_t n,
                          float *logits, int32_t *best, float *prob, float *scratch, int32_t threads, int last_only) {
-    if (n < 1 || n > MAXB || pos < 0 || pos + n > m->capacity || pos + n > m->max_pos || m->head_dim > 512) return -1;
+    if (n < 1 || n > (last_only ? MAXP : MAXB) || pos < 0 || pos + n > m->capacity || pos + n > m->max_pos || m->head_dim > 512) return -1;
     for (int t = 0; t < n; t++)
         if (tokens[t] < 0 || tokens[t] >= m->vocab) return -1;
     const int H = m->hidden, D = m->head_dim, NQ = m->heads * D, NKV = m->kv_heads * D, I = m->inter;
     const int NQKV = NQ + 2 * NKV, group = m->heads / m->kv_heads;
-    float *x = scratch, *h = x + MAXB * H, *qkv = h + MAXB * H, *attn = qkv + MAXB * NQKV, *gu = attn + MAXB * NQ;
-    float *scores = gu + MAXB * 2 * I;
+    float *x = scratch, *h = x + MAXP * H, *qkv = h + MAXP * H, *attn = qkv + MAXP * NQKV, *gu = attn + MAXP * NQ;
+    float *scores = gu + MAXP * 2 * I;
     const int64_t layer_stride = (int64_t)m->kv_heads * m->capacity * D;
     /* a KV head's whole query group in one pass over its keys, when there are enough KV heads for the threads */
     const int nthreads = threads > 0 ? threads : 1;
@@ -413,14 +420,14 @@ static int32_t forward_n(const Model *m, float *kcache, float *vcache, int32_t p
                 rmsnorm(x + t * H, m->mlp_norm[l], H, m->eps, h + t * H);
             }
             MATVEC(h, H, n, m->gate_up[l], H, 2 * I, gu, 2 * I, m->gate_up_scale[l])
-            for (int t = 0; t < n; t++) {  /* no division per element: at 0.5B that cost a millisecond a step */
-                float *row = gu + (int64_t)t * 2 * I;
-#pragma omp for schedule(static)
+            /* no division per element: at 0.5B that cost a millisecond a step; one loop (one barrier) for all tokens */
+#pragma omp for schedule(static) collapse(2)
+            for (int t = 0; t < n; t++)
                 for (int i = 0; i < I; i++) {
+                    float *row = gu + (int64_t)t * 2 * I;
                     const float g = row[i];
                     row[i] = (g / (1.0f + expf(-g))) * row[I + i];
                 }
-            }
             MATVEC(gu, 2 * I, n, m->down[l], I, H, h, H, m->down_scale[l])
 #pragma omp single
             for (int k = 0; k < n * H; k++) x[k] += h[k];

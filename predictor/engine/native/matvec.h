@@ -175,6 +175,116 @@ static void mv_block(const float *x, int64_t xs, int n, const void *w, int T, in
     else mv_block_t(x, xs, n, w, 0, rows, lo, hi, out, os, scale);
 }
 
+/* Up to MAXP tokens: the panel is read from memory by the first group of MAXB and from L2 by the others (a panel
+ * is at most rows x 64 weights: 1.2 MB at fp32 and 8960 rows, 0.6 at bf16).  Each token's lanes are the same
+ * bits whatever group it is in. */
+static void mv_groups(const float *x, int64_t xs, int n, const void *w, int T, int rows, int lo, int hi, float *out,
+                      int64_t os, const float *scale) {
+    for (int t0 = 0; t0 < n; t0 += MAXB)
+        mv_block(x + t0 * xs, xs, n - t0 < MAXB ? n - t0 : MAXB, w, T, rows, lo, hi, out + t0 * os, os, scale);
+}
+
+/* A prefill's many tokens against one full panel, blocked as a GEMM: KB rows of the panel at a time are made fp32
+ * once (bf16 and int8 converted into a buffer on the thread's stack, 64 KB: L2) and swept by every group of tokens, whose 64
+ * sums each are carried in `out` from one block of rows to the next.  A lane is still sum + x_i * w_i, rounded
+ * twice, row by row from zero (a partial sum stored and reloaded is the same float), then times the int8 scale:
+ * the bits mv_block gives.  Converting per group (mv_groups) cost as much as the arithmetic at bf16. */
+#define KB 256
+#ifdef __AVX512F__
+#define MM_GROUP 6 /* 24 accumulators, 4 weight vectors and a broadcast: the 32 registers, no spill */
+__attribute__((always_inline))
+static inline void mm_tile(const float *x, int64_t xs, const int NT, const float *wb, int k0, int k1, float *out,
+                           int64_t os, int lo, int first) {
+    __m512 a[4 * MM_GROUP];
+    for (int t = 0; t < NT; t++)
+        for (int c = 0; c < 4; c++)
+            a[4 * t + c] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(out + t * os + lo + 16 * c);
+    for (int i = k0; i < k1; i++) {
+        const float *wr = wb + (int64_t)(i - k0) * 64;
+        const __m512 w0 = _mm512_loadu_ps(wr), w1 = _mm512_loadu_ps(wr + 16);
+        const __m512 w2 = _mm512_loadu_ps(wr + 32), w3 = _mm512_loadu_ps(wr + 48);
+        for (int t = 0; t < NT; t++) {
+            const __m512 xi = _mm512_set1_ps(x[t * xs + i]);
+            a[4 * t] = _mm512_add_ps(a[4 * t], _mm512_mul_ps(xi, w0));
+            a[4 * t + 1] = _mm512_add_ps(a[4 * t + 1], _mm512_mul_ps(xi, w1));
+            a[4 * t + 2] = _mm512_add_ps(a[4 * t + 2], _mm512_mul_ps(xi, w2));
+            a[4 * t + 3] = _mm512_add_ps(a[4 * t + 3], _mm512_mul_ps(xi, w3));
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        for (int c = 0; c < 4; c++) _mm512_storeu_ps(out + t * os + lo + 16 * c, a[4 * t + c]);
+}
+#else
+#define MM_GROUP 3 /* 8-float vectors: 3 tokens x 4 vectors (half the panel) in the 16 registers with the weights */
+__attribute__((always_inline))
+static inline void mm_tile(const float *x, int64_t xs, const int NT, const float *wb, int k0, int k1, float *out,
+                           int64_t os, int lo, int first) {
+    for (int half = 0; half < 64; half += 32) {
+        v8 a[4 * MM_GROUP];
+        for (int t = 0; t < NT; t++)
+            for (int c = 0; c < 4; c++) a[4 * t + c] = first ? splat(0.0f) : load8(out + t * os + lo + half + 8 * c);
+        for (int i = k0; i < k1; i++) {
+            const float *wr = wb + (int64_t)(i - k0) * 64 + half;
+            const v8 w0 = load8(wr), w1 = load8(wr + 8), w2 = load8(wr + 16), w3 = load8(wr + 24);
+            for (int t = 0; t < NT; t++) {
+                const v8 xi = splat(x[t * xs + i]);
+                v8 p0 = xi * w0, p1 = xi * w1, p2 = xi * w2, p3 = xi * w3;
+                a[4 * t] += p0, a[4 * t + 1] += p1, a[4 * t + 2] += p2, a[4 * t + 3] += p3;
+            }
+        }
+        for (int t = 0; t < NT; t++)
+            for (int c = 0; c < 4; c++) store8(out + t * os + lo + half + 8 * c, a[4 * t + c]);
+    }
+}
+#endif
+
+static void mm_tiles(const float *x, int64_t xs, int nt, const float *wb, int k0, int k1, float *out, int64_t os,
+                     int lo, int first) {
+    switch (nt) {  /* NT a constant in each, so the accumulators stay in registers */
+        case 1: mm_tile(x, xs, 1, wb, k0, k1, out, os, lo, first); break;
+        case 2: mm_tile(x, xs, 2, wb, k0, k1, out, os, lo, first); break;
+#if MM_GROUP > 3
+        case 3: mm_tile(x, xs, 3, wb, k0, k1, out, os, lo, first); break;
+        case 4: mm_tile(x, xs, 4, wb, k0, k1, out, os, lo, first); break;
+        case 5: mm_tile(x, xs, 5, wb, k0, k1, out, os, lo, first); break;
+#endif
+        default: mm_tile(x, xs, MM_GROUP, wb, k0, k1, out, os, lo, first); break;
+    }
+}
+
+static void mm_panel(const float *x, int64_t xs, int n, const void *w, int T, int rows, int lo, float *out,
+                     int64_t os, const float *scale) {
+    float buf[KB * 64] __attribute__((aligned(64)));  /* on the stack: a thread-local one cost 4% in __tls_get_addr */
+    const int64_t base = (int64_t)lo * rows;
+    for (int k0 = 0; k0 < rows; k0 += KB) {
+        const int k1 = k0 + KB < rows ? k0 + KB : rows;
+        const float *wb = (const float *)w + base + (int64_t)k0 * 64;
+        if (T != 0) {
+            const int64_t from = base + (int64_t)k0 * 64, count = (int64_t)(k1 - k0) * 64;
+#ifdef __AVX512F__
+            for (int64_t j = 0; j < count; j += 16) _mm512_store_ps(buf + j, wload16(w, from + j, T));
+#else
+            for (int64_t j = 0; j < count; j += 8) store8(buf + j, wload(w, from + j, T));
+#endif
+            wb = buf;
+        }
+        for (int t0 = 0; t0 < n; t0 += MM_GROUP) {
+            const int nt = n - t0 < MM_GROUP ? n - t0 : MM_GROUP;
+            mm_tiles(x + t0 * xs, xs, nt, wb, k0, k1, out + t0 * os, os, lo, k0 == 0);
+        }
+    }
+    if (T == 2)
+        for (int t = 0; t < n; t++)
+            for (int c = 0; c < 64; c += 8) store8(out + t * os + lo + c, load8(out + t * os + lo + c) * load8(scale + lo + c));
+}
+
+/* x @ W's panel [lo, hi) for n tokens: a prefill's many as a blocked GEMM, a step's few streaming the panel once. */
+static void mv_any(const float *x, int64_t xs, int n, const void *w, int T, int rows, int lo, int hi, float *out,
+                   int64_t os, const float *scale) {
+    if (n > MAXB && hi - lo == 64) mm_panel(x, xs, n, w, T, rows, lo, out, os, scale);
+    else mv_groups(x, xs, n, w, T, rows, lo, hi, out, os, scale);
+}
+
 /* The columns are split into blocks of 64 (whole cache lines, eight vectors) between the threads;
  * x holds n rows `xs` floats apart, out n rows `os` apart. */
 #define BLOCK 64
@@ -182,7 +292,7 @@ static void mv_block(const float *x, int64_t xs, int n, const void *w, int T, in
     _Pragma("omp for schedule(static)")                                                    \
     for (int b = 0; b < ((cols) + BLOCK - 1) / BLOCK; b++) {                                \
         int lo = b * BLOCK, hi = lo + BLOCK < (cols) ? lo + BLOCK : (cols);                \
-        mv_block((x), (xs), (n), (w), m->wtype, (rows), lo, hi, (out), (os), (scale));     \
+        mv_any((x), (xs), (n), (w), m->wtype, (rows), lo, hi, (out), (os), (scale));       \
     }
 
 /* logits[t][r] = h[t] . w[r] for the rows r0..r1 of a [rows, cols] matrix in torch's layout (the
