@@ -49,7 +49,7 @@ class Prediction:
     context_tokens: int = 0  # prompt tokens of workspace context at the head of the prompt
     decode_passes: int = 0  # model passes the decode took (prompt-lookup drafts verified together save some)
     accepted_drafts: int = 0  # decode tokens that came as prompt-lookup drafts the model agreed with
-    engine: str = ""  # the engine that computed it (a local backend's: "native", "fast", ...)
+    engine: str = ""  # the engine that computed it, by its one name (a local backend's: "torch-free", "torch+native", ...)
     torch_loaded: bool | None = None  # whether torch was imported (or being imported) in this process then
     # other candidates the run had, best first: the model's own guess where a copy won, the copy where the model's
     # own guess won (an invoked request offers them to cycle through; automatic ones show `text` alone)

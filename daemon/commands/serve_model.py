@@ -45,10 +45,11 @@ def run(args: argparse.Namespace) -> int:
 
     from tabd.daemon.runtime.backends import make_backend
     from tabd.predictor.backends.serving import make_server
+    from tabd.predictor.loading.engine_names import AUTO, TORCH_NATIVE
     from tabd.predictor.types import ModelLoadError
 
-    if config.engine == "auto":  # a long-running server of whole prompts: torch's prefill, no torch-free start
-        config = dataclasses.replace(config, engine="fast")
+    if config.engine == AUTO:  # a long-running server of whole prompts: torch's prefill, no torch-free start
+        config = dataclasses.replace(config, engine=TORCH_NATIVE)
     try:
         backend = make_backend(config)
     except ModelLoadError as exc:

@@ -4,7 +4,7 @@ Each engine runs in its own process (`python -m tabd.predictor.bench.engines
 --worker ENGINE`), the parent asks them for rounds in turn, so both see the
 same machine noise, and medians are reported with ratios tabd / llama.cpp
 (below 1.0: tabd is faster); `tabd_engine` says which engine tabd ran
-("fast": native one-token steps; "torch" where they could not be built).
+("torch+native": native one-token steps; "torch" where they could not be built).
 Measured at 2048 context with 2 threads:
 prefill at 512 and 2048, decode per token, and the "keystroke later" request
 (the previous request's prompt is cached; the new prompt appends 1 token, or

@@ -14,7 +14,7 @@ from typing import Any
 
 from tabd.predictor.loading import loader
 from tabd.predictor.engine.runner import Runner
-from tabd.predictor.loading.engine_names import AUTO, REPORTED, TORCH, TORCH_FREE, TORCH_NATIVE, TRANSFORMERS, canonical
+from tabd.predictor.loading.engine_names import AUTO, TORCH, TORCH_FREE, TORCH_NATIVE, TRANSFORMERS, canonical
 from tabd.predictor.backends.backend_settings import LocalSettings
 from tabd.predictor.loading.threads import AdaptiveThreads
 from tabd.predictor.types import ModelLoadError
@@ -32,7 +32,7 @@ class ModelFacts:
 
 @dataclass(frozen=True)
 class EngineChoice:
-    name: str  # as reported (engines.REPORTED): "native", "fast", "torch" or "hf"
+    name: str  # the engine serving, by its one name (engine_names.SERVED): what tabd reports
     runner: Runner
     why: str  # why this engine (tabd/stats "engine_why")
     weights_why: str  # the format the weights are held in, and why (tabd/stats "weights")
@@ -44,35 +44,34 @@ class EngineChoice:
     @property
     def numpy_logits(self) -> bool:
         """The torch-free runner's logits are numpy arrays."""
-        return self.name == REPORTED[TORCH_FREE]
+        return self.name == TORCH_FREE
 
     @property
     def native_passes(self) -> bool:
         """Whether the runner verifies several tokens a native pass (what prompt-lookup drafts need)."""
-        return self.name in (REPORTED[TORCH_FREE], REPORTED[TORCH_NATIVE])
+        return self.name in (TORCH_FREE, TORCH_NATIVE)
 
 
 def choose(settings: LocalSettings, threads: AdaptiveThreads) -> EngineChoice:
     """The engine `settings.engine` asks for where it can serve the model, else the one that can and why;
     ModelLoadError where the engine asked for cannot."""
-    asked = settings.engine
     try:
-        engine = canonical(asked)
+        engine = canonical(settings.engine)
     except ValueError as exc:
         raise ModelLoadError(str(exc), "engine") from None
     # a GGUF file is served from its imported directory (converted once, cached), by whichever engine serves that
     model_dir = str(loader.model_dir_for(settings.model_dir) or loader.DEFAULT_MODEL_DIR)
-    why = f"{asked} (asked for)"
+    why = f"{engine} (asked for)"
     if engine in (AUTO, TORCH_FREE):
         if settings.trust_remote_code:
             if engine == TORCH_FREE:
-                raise ModelLoadError(f"the {asked} engine runs no model's own code", "engine")
+                raise ModelLoadError(f"the {engine} engine runs no model's own code", "engine")
         else:
             choice, why_not = _torch_free(model_dir, settings, threads, engine)
             if choice is not None:
                 return choice
             if engine == TORCH_FREE:
-                raise ModelLoadError(f"the {asked} engine cannot serve {model_dir}: {why_not}", "engine")
+                raise ModelLoadError(f"the {engine} engine cannot serve {model_dir}: {why_not}", "engine")
             why = f"torch (the torch-free runner cannot serve this model here: {why_not})"
     engine = TORCH_NATIVE if engine == AUTO else engine
     model, tokenizer, placement = loader.load(model_dir, settings.device, settings.trust_remote_code,
@@ -105,8 +104,8 @@ def _torch_free(model_dir: str, settings: LocalSettings, threads: AdaptiveThread
     except Exception as exc:  # a tensor missing, a dtype or a file it cannot read: torch's loader says it clearly
         return None, f"{type(exc).__name__}: {exc}"[:300]
     facts = ModelFacts(runner.config, "cpu", "float32", runner.parameters)
-    why = "native (torch-free: the native step serves the whole forward pass from numpy buffers)"
-    return EngineChoice(REPORTED[TORCH_FREE], runner, why, runner.weights_why, facts, tokenizer,
+    why = f"{TORCH_FREE} (the native step serves the whole forward pass from numpy buffers)"
+    return EngineChoice(TORCH_FREE, runner, why, runner.weights_why, facts, tokenizer,
                         loader.Placement("cpu", "float32"), hands_over=engine == AUTO), ""
 
 
@@ -131,18 +130,18 @@ def _torch_engine(engine: str, model_dir: str, model, tokenizer, placement: load
             weights_why = weights_why if runner.weights == fmt else runner.weights
             served = TORCH_NATIVE if runner.native is not None else TORCH
             facts = ModelFacts(model.config, model.device, model.dtype, parameters)  # the runner holds the weights
-            return EngineChoice(REPORTED[served], runner, why, weights_why, facts, tokenizer, placement)
+            return EngineChoice(served, runner, why, weights_why, facts, tokenizer, placement)
         if not hasattr(model, "forward"):  # read without transformers, which transformers' forward needs
             model, tokenizer, placement = loader.load(model_dir, placement.device)
     from tabd.predictor.engine.runner import TransformersRunner
 
     weights_why = f"{str(model.dtype).removeprefix('torch.')} (transformers' own tensors)"
     facts = ModelFacts(model.config, model.device, model.dtype, parameters)
-    return EngineChoice(REPORTED[TRANSFORMERS], TransformersRunner(model), why, weights_why, facts, tokenizer, placement)
+    return EngineChoice(TRANSFORMERS, TransformersRunner(model), why, weights_why, facts, tokenizer, placement)
 
 
 def after_hand_over(choice: EngineChoice, runner: Runner) -> EngineChoice:
     """The torch+native engine over the torch-free runner's weights (engine/swap.py) serving from now on."""
-    why = ("fast (took over from the torch-free runner after it had answered: torch's prefill runs a long prompt "
-           "several times faster than native pieces)")
-    return dataclasses.replace(choice, name=REPORTED[TORCH_NATIVE], runner=runner, why=why, hands_over=False)
+    why = (f"{TORCH_NATIVE} (took over from the {TORCH_FREE} engine after it had answered: torch's prefill runs a long "
+           "prompt several times faster than native pieces)")
+    return dataclasses.replace(choice, name=TORCH_NATIVE, runner=runner, why=why, hands_over=False)

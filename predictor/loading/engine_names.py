@@ -1,12 +1,13 @@
-"""The local engines' names, declared once and without torch: what `--engine` accepts and the backend builds.
+"""The local engines' names, declared once and without torch: what `--engine` accepts, the backend builds and tabd reports.
 
-ENGINES are the names a user picks from, each saying what runs the forward pass; ALIASES maps an older name
-that is still accepted to the engine it means, so that a command line written for an earlier tabd keeps working.
-REPORTED is the name tabd/stats, the log's `engine` field and Prediction.engine give for each: the names
-before #25, which other tools read, so they stay as they were.
+Each engine has one name, which says what runs the forward pass (ENGINES, `auto` choosing among the others): the
+backend is built by it, and tabd/stats, the log's `engine` field, the benches and Prediction.engine report it.
+ALIASES maps an older name that is still accepted as input to the engine it means, so that a command line or a
+config written for an earlier tabd keeps working; those names are never used inside, nor reported. They are also
+the names logs written before this one report (`native`, `fast`, `hf`): `canonical` reads them too.
 
-In the code, "native" means only the C code (engine/native.py, native/decode.c); "torch-free" the runner
-that serves the whole forward pass from it (engine/boot.py).
+"native" means only the C code (engine/native.py, native/decode.c); "torch-free" is the engine that serves the
+whole forward pass from it (engine/boot.py), "torch+native" the one that runs torch's prefill and native decode steps.
 """
 from __future__ import annotations
 
@@ -32,8 +33,7 @@ HELP: dict[str, str] = {
     TRANSFORMERS: "transformers' own forward (any architecture transformers loads), over the same KV cache",
 }
 
-# the name a served engine is reported by (tabd/stats "engine", the log, Prediction.engine)
-REPORTED: dict[str, str] = {TORCH_FREE: "native", TORCH_NATIVE: "fast", TORCH: "torch", TRANSFORMERS: "hf"}
+SERVED: tuple[str, ...] = (TORCH_FREE, TORCH_NATIVE, TORCH, TRANSFORMERS)  # what auto resolves to
 
 
 def canonical(name: str) -> str:

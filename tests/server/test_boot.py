@@ -40,8 +40,8 @@ def _bits(t) -> np.ndarray:
 @needs_native
 @pytest.mark.parametrize("weights", ["fp32", "bf16", "int8"])
 def test_the_weights_are_packed_as_the_fast_engine_packs_them(weights):
-    ours = LocalBackend(LocalSettings(engine="native", weights=weights, threads=1)).runner
-    fast = LocalBackend(LocalSettings(engine="fast", weights=weights, threads=1)).runner
+    ours = LocalBackend(LocalSettings(engine="torch-free", weights=weights, threads=1)).runner
+    fast = LocalBackend(LocalSettings(engine="torch+native", weights=weights, threads=1)).runner
     assert ours.weights == fast.weights == weights
     for a, b in zip(ours.layers, fast.layers):
         for i in (1, 3, 5, 6):  # qkv, o, gate_up, down: the panels and their int8 scales, byte for byte
@@ -60,9 +60,9 @@ def test_the_weights_are_packed_as_the_fast_engine_packs_them(weights):
 @needs_native
 @pytest.mark.parametrize("weights", ["fp32", "int8"])
 def test_the_torch_free_and_fast_engines_suggest_the_same_tokens_over_an_edit_session(weights):
-    ours = LocalBackend(LocalSettings(engine="native", weights=weights, threads=1))
-    fast = LocalBackend(LocalSettings(engine="fast", weights=weights, threads=1))
-    assert ours.engine_name == "native" and fast.engine_name == "fast"
+    ours = LocalBackend(LocalSettings(engine="torch-free", weights=weights, threads=1))
+    fast = LocalBackend(LocalSettings(engine="torch+native", weights=weights, threads=1))
+    assert ours.engine_name == "torch-free" and fast.engine_name == "torch+native"
     settings = GenSettings(max_new_tokens=24)
     for a, b in same_tokens_over_edits(ours, fast, settings):
         assert a.text == b.text and a.reused_tokens == b.reused_tokens and a.confidence == b.confidence
@@ -75,8 +75,8 @@ def test_the_torch_free_and_fast_engines_suggest_the_same_tokens_over_an_edit_se
 @needs_native
 def test_the_fast_engine_takes_over_mid_session_with_the_same_tokens_and_one_copy_of_the_weights():
     ours = LocalBackend(LocalSettings(engine="auto", threads=1))
-    fast = LocalBackend(LocalSettings(engine="fast", threads=1))
-    assert ours.engine_name == "native" and ours.can_hand_over() and not fast.can_hand_over()
+    fast = LocalBackend(LocalSettings(engine="torch+native", threads=1))
+    assert ours.engine_name == "torch-free" and ours.can_hand_over() and not fast.can_hand_over()
     settings = GenSettings(max_new_tokens=24)
     session = list(edits())
     for i, (prefix, suffix) in enumerate(session):
@@ -84,21 +84,21 @@ def test_the_fast_engine_takes_over_mid_session_with_the_same_tokens_and_one_cop
             store = ours.runner
             ours.hand_over(ours.prepare_hand_over())
             taken = ours.runner
-            assert ours.engine_name == "fast" and taken.native is not None and not ours.can_hand_over()
+            assert ours.engine_name == "torch+native" and taken.native is not None and not ours.can_hand_over()
             for a, b in zip(store.layers, taken.layers):  # views of the same panels: the weights are held once
                 assert all(b[i].data.data_ptr() == a[i].data.ctypes.data for i in (1, 3, 5, 6))
             assert taken.embed_rows.data.data_ptr() == store.embed_rows.data.ctypes.data
             assert taken.native.lm_panels.data_ptr() == store.lm_panels.ctypes.data
         a = ours.predict(prefix, suffix, settings, slot_id="d")
         b = fast.predict(prefix, suffix, settings, slot_id="d")
-        assert a.engine == ("native" if i < len(session) // 2 else "fast")
+        assert a.engine == ("torch-free" if i < len(session) // 2 else "torch+native")
         # the same tokens, and the documents' KV carried over: as much of each prompt reused as the fast engine
         assert ours.last_tokens == fast.last_tokens and a.text == b.text and a.reused_tokens == b.reused_tokens
 
 
 @needs_native
 def test_a_prefill_piece_gives_the_last_logits_and_the_cache_of_a_full_step():
-    backend = LocalBackend(LocalSettings(engine="native", threads=1))
+    backend = LocalBackend(LocalSettings(engine="torch-free", threads=1))
     runner, ids = backend.runner, backend.tokenizer.encode(CODE)[:13]
     a, b = runner.new_cache(64), runner.new_cache(64)
     runner.native.steps(ids[:5], a)
@@ -122,8 +122,8 @@ def test_a_qwen2_checkpoint_with_biases_in_fp32_or_bf16_is_served_torch_free_wit
 
         path = next(d.glob("*.safetensors"))
         save_file({k: v.to(torch.bfloat16) for k, v in load_file(str(path)).items()}, str(path), {"format": "pt"})
-    ours = LocalBackend(LocalSettings(str(d), engine="native", threads=1))
-    fast = LocalBackend(LocalSettings(str(d), engine="fast", threads=1))
+    ours = LocalBackend(LocalSettings(str(d), engine="torch-free", threads=1))
+    fast = LocalBackend(LocalSettings(str(d), engine="torch+native", threads=1))
     assert ours.runner.layers[0][2] is not None and ours.runner.lm_rows is not ours.runner.embed_rows
     ids = fast.tokenizer.encode(CODE, add_special_tokens=False)[:300]
     got = ours.runner.forward_last(ids, ours.runner.new_cache(len(ids)))  # a random model: compare the logits too
@@ -141,8 +141,8 @@ def test_a_file_it_cannot_read_goes_to_torchs_loader_with_its_clear_error(tmp_pa
     (d / "model.safetensors").write_bytes(b"not a safetensors file")
     with pytest.raises(ModelLoadError, match="cannot load the model"):
         LocalBackend(LocalSettings(str(d), engine="auto", threads=1))
-    with pytest.raises(ModelLoadError, match="native engine cannot serve .*not a safetensors file"):
-        LocalBackend(LocalSettings(str(d), engine="native", threads=1))
+    with pytest.raises(ModelLoadError, match="the torch-free engine cannot serve .*not a safetensors file"):
+        LocalBackend(LocalSettings(str(d), engine="torch-free", threads=1))
 
 
 def test_a_model_the_native_step_cannot_run_loads_through_torch_and_says_why(tmp_path):
@@ -154,9 +154,9 @@ def test_a_model_the_native_step_cannot_run_loads_through_torch_and_says_why(tmp
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         shutil.copy(DEFAULT_MODEL_DIR / name, d / name)
     backend = LocalBackend(LocalSettings(str(d), engine="auto", threads=1))
-    assert backend.engine_name == "hf" and "gpt2" in backend.engine_why and backend.engine_why.startswith("torch")
-    with pytest.raises(ModelLoadError, match="native engine cannot serve .*gpt2"):
-        LocalBackend(LocalSettings(str(d), engine="native", threads=1))
+    assert backend.engine_name == "transformers" and "gpt2" in backend.engine_why and backend.engine_why.startswith("torch")
+    with pytest.raises(ModelLoadError, match="the torch-free engine cannot serve .*gpt2"):
+        LocalBackend(LocalSettings(str(d), engine="torch-free", threads=1))
 
 
 def test_no_gpu_check_imports_torch_and_a_gpu_device_goes_to_torch():
@@ -225,8 +225,8 @@ async def test_a_fresh_server_answers_before_torch_is_imported_then_hands_over(f
     assert result.items and result.items[0].insert_text == SUGGESTION  # the model's own answer, written natively
     s = await stats(fixture_client)
     # counted when computed, not when asked: the hand-over may import torch any time after this answer
-    assert s["served_by"] == {"native": 1} and s["torch_free_answers"] == 1, s
-    assert s["engine_why"].startswith("native")
+    assert s["served_by"] == {"torch-free": 1} and s["torch_free_answers"] == 1, s
+    assert s["engine_why"].startswith("torch-free")
     # while the user keeps asking (cache hits too), torch's import (which holds the GIL) waits: past IDLE_S in all
     for _ in range(5):
         await asyncio.sleep(handover.IDLE_S / 3)
@@ -238,17 +238,17 @@ async def test_a_fresh_server_answers_before_torch_is_imported_then_hands_over(f
     await fixture_client.workspace_execute_command_async(
         types.ExecuteCommandParams(command="tabd.dismiss", arguments=again.items[0].command.arguments))
     s = await wait_for(fixture_client, lambda s: s["hand_over"]["state"] in ("done", "failed"))
-    assert s["hand_over"]["state"] == "done" and s["engine"] == "fast" and s["torch_loaded"] is True, s
+    assert s["hand_over"]["state"] == "done" and s["engine"] == "torch+native" and s["torch_loaded"] is True, s
     # nothing showed, so the import never waited; and no collection ran among torch's objects while it imported
     assert s["hand_over"]["imports_held"] == 0 and s["hand_over"]["collections_while_importing"] == 0, s
-    assert s["engine_why"].startswith("fast (took over")
+    assert s["engine_why"].startswith("torch+native (took over")
     result = await inline(fixture_client, URI, 5, len("    return items"))
     assert result.items and result.items[0].insert_text == SUGGESTION
     s = await stats(fixture_client)
-    assert s["served_by"] == {"native": 1, "fast": 1} and s["torch_free_answers"] == 1, s
+    assert s["served_by"] == {"torch-free": 1, "torch+native": 1} and s["torch_free_answers"] == 1, s
     events = [json.loads(line) for line in LOG.read_text().splitlines()]
     model = [e for e in events if e["event"] == "completion" and e["origin"] == "model"]
-    assert [(e["engine"], e["torch_loaded"]) for e in model] == [("native", False), ("fast", True)]
+    assert [(e["engine"], e["torch_loaded"]) for e in model] == [("torch-free", False), ("torch+native", True)]
     assert model[1]["reused_tokens"] > 0  # the document's KV, computed natively, carried over to the fast engine
 
 
@@ -263,7 +263,7 @@ async def test_the_hand_over_imports_torch_only_while_no_suggestion_shows(held_c
     # the user pauses with the suggestion on screen: the hand-over starts, and its import waits at a module
     s = await wait_for(held_client, lambda s: s["hand_over"]["holding"] or s["hand_over"]["state"] == "done", 90)
     assert s["hand_over"]["state"] == "preparing" and s["hand_over"]["holding"], s
-    assert s["hand_over"]["imports_held"] == 1 and s["engine"] == "native", s
+    assert s["hand_over"]["imports_held"] == 1 and s["engine"] == "torch-free", s
     # what it has imported so far is frozen out of the collector's sight, which runs while the import waits
     freezes = s["gc"]["freezes"]
     assert s["gc"]["enabled"] is True and freezes == 2, s["gc"]  # 1: after the model load
@@ -271,18 +271,18 @@ async def test_the_hand_over_imports_torch_only_while_no_suggestion_shows(held_c
     again = await inline(held_client, URI, 1, len("    return items"))
     assert again.items and again.items[0].insert_text == SUGGESTION
     s = await stats(held_client)
-    assert s["last"]["source"] == "cache" and s["hand_over"]["state"] == "preparing" and s["engine"] == "native", s
+    assert s["last"]["source"] == "cache" and s["hand_over"]["state"] == "preparing" and s["engine"] == "torch-free", s
     # the user dismisses it: nothing shows, the import goes on and the fast engine takes over
     await held_client.workspace_execute_command_async(
         types.ExecuteCommandParams(command="tabd.dismiss", arguments=again.items[0].command.arguments))
     s = await wait_for(held_client, lambda s: s["hand_over"]["state"] in ("done", "failed"))
-    assert s["hand_over"]["state"] == "done" and s["engine"] == "fast" and not s["hand_over"]["holding"], s
+    assert s["hand_over"]["state"] == "done" and s["engine"] == "torch+native" and not s["hand_over"]["holding"], s
     assert s["gc"]["enabled"] is True and s["gc"]["freezes"] == freezes + 1, s["gc"]  # back on, torch frozen out of it
     assert s["hand_over"]["collections_while_importing"] == 0, s["hand_over"]  # none held the GIL among its objects
     result = await inline(held_client, URI, 5, len("    return items"))
     assert result.items and result.items[0].insert_text == SUGGESTION
     s = await stats(held_client)
-    assert s["served_by"] == {"native": 1, "fast": 1}, s
+    assert s["served_by"] == {"torch-free": 1, "torch+native": 1}, s
     assert s["nice"]["hand_over"] > s["nice"]["lsp"], s["nice"]  # it ran below the LSP thread
 
 
@@ -293,7 +293,7 @@ async def test_the_shipped_model_is_served_torch_free(shipped_client: LanguageCl
     await inline(shipped_client, URI, len(lines) - 1, len(lines[-1]))
     s = await stats(shipped_client)
     assert s["requests_to_model"]["finished"] >= 1 and s["error"] is None
-    assert s["served_by"] == {"native": 1} and s["torch_free_answers"] == 1, s
+    assert s["served_by"] == {"torch-free": 1} and s["torch_free_answers"] == 1, s
 
 
 async def test_without_a_compiler_the_server_loads_through_torch_and_says_why(no_cc_client: LanguageClient):
@@ -313,6 +313,6 @@ def test_bench_start_reports_which_engine_answered_first(fixture_model):
                         "--model", fixture_model], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     start = json.loads(r.stdout)["start"]
-    want = "native" if LIB is not None else "torch"
+    want = "torch-free" if LIB is not None else "torch"
     assert start["served_by"] == [{want: start["requests_until_first"][0]}]
     assert start["torch_free"] is (LIB is not None)

@@ -26,7 +26,7 @@ needs_native = pytest.mark.skipif(LIB is None, reason=f"no native build here: {W
 
 @pytest.fixture(scope="module")
 def backend():
-    return LocalBackend(LocalSettings(kv_reuse=True, engine="fast", threads=1))
+    return LocalBackend(LocalSettings(kv_reuse=True, engine="torch+native", threads=1))
 
 
 def prompt_ids(backend, n: int) -> list[int]:
@@ -108,25 +108,27 @@ def test_other_shapes_one_kv_head_odd_widths(threads, head_dim, weights):
 @needs_native
 def test_native_and_torch_engines_suggest_the_same_tokens_over_an_edit_session(backend):
     torch_only = LocalBackend(LocalSettings(kv_reuse=True, engine="torch", threads=1))
-    assert backend.engine_name == "fast" and torch_only.engine_name == "torch"
+    assert backend.engine_name == "torch+native" and torch_only.engine_name == "torch"
     settings = GenSettings(max_new_tokens=24)
     assert all(a.text == b.text for a, b in same_tokens_over_edits(backend, torch_only, settings, slot_id="n"))
 
 
-RUNNERS = {"native": "TorchFreeRunner", "fast": "FastLlama", "torch": "FastLlama", "hf": "TransformersRunner"}
+RUNNERS = {"torch-free": "TorchFreeRunner", "torch+native": "FastLlama", "torch": "FastLlama",
+           "transformers": "TransformersRunner"}
 
 
 @needs_native
 @pytest.mark.parametrize("asked, reported", [
-    ("torch-free", "native"), ("native", "native"), ("auto", "native"), ("torch+native", "fast"), ("fast", "fast"),
-    ("torch", "torch"), ("transformers", "hf"), ("hf", "hf"), ("plain", "hf")])
-def test_each_engine_name_old_or_new_builds_the_engine_it_names_reported_as_before(asked, reported):
+    ("torch-free", "torch-free"), ("native", "torch-free"), ("auto", "torch-free"), ("torch+native", "torch+native"),
+    ("fast", "torch+native"), ("torch", "torch"), ("transformers", "transformers"), ("hf", "transformers"),
+    ("plain", "transformers")])
+def test_each_engine_name_old_or_new_builds_the_engine_it_names_reported_by_its_one_name(asked, reported):
     """--engine takes the names that say what runs (predictor/loading/engine_names.py) and the older ones for the same
-    engines; tabd/stats and the log keep reporting the older names, which other tools read."""
+    engines; tabd/stats, the log and Prediction.engine report each engine by its one name, whichever name asked."""
     b = LocalBackend(LocalSettings(engine=asked, threads=1))
     assert b.engine_name == reported and type(b.runner).__name__ == RUNNERS[reported]
-    if reported in ("fast", "torch"):  # the same forward, its steps in native code or in torch
-        assert (b.runner.native is not None) == (reported == "fast")
+    if reported in ("torch+native", "torch"):  # the same forward, its steps in native code or in torch
+        assert (b.runner.native is not None) == (reported == "torch+native")
     assert b.predict("def area(width, height):\n    return ", "", GenSettings(8)).engine == reported
 
 
@@ -261,7 +263,7 @@ def test_bench_engines_measures_both_engines_side_by_side():
         pytest.skip(r.stderr.strip())
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)["engines"]
-    assert d["tabd_engine"] == ("fast" if LIB is not None else "torch")
+    assert d["tabd_engine"] == ("torch+native" if LIB is not None else "torch")
     keys = ("prefill_512", "prefill_2048", "decode_per_token", "keystroke_first", "keystroke_16", "replace_first", "replace_16")
     for key in keys:
         best = min(d["llamacpp"][key], d["llamacpp_flash_attn"][key])
@@ -283,7 +285,7 @@ def repetitive_states():
 
 
 @needs_native
-@pytest.mark.parametrize("engine", ["fast", "native"])  # native: the torch-free runner, numpy buffers
+@pytest.mark.parametrize("engine", ["torch+native", "torch-free"])  # torch-free: numpy buffers
 def test_prompt_lookup_gives_the_tokens_and_probabilities_of_plain_decoding(engine):
     from tabd.predictor.bench.engines import repetitive_states as bench_session
 
@@ -333,8 +335,8 @@ def test_compact_weights_agree_with_fp32_over_the_edit_session(backend):
     from tabd.predictor.bench.agreement import agreement
 
     states = list(edits())
-    bf16 = LocalBackend(LocalSettings(engine="fast", threads=1, weights="bf16"))
-    int8 = LocalBackend(LocalSettings(engine="fast", threads=1, weights="int8"))
+    bf16 = LocalBackend(LocalSettings(engine="torch+native", threads=1, weights="bf16"))
+    int8 = LocalBackend(LocalSettings(engine="torch+native", threads=1, weights="int8"))
     assert bf16.runner.native is not None and int8.runner.native is not None
     assert agreement(backend, bf16, states)["rate"] >= 0.99
     assert agreement(backend, int8, states)["rate"] >= 0.95  # measured 1.0 on the embedded model
@@ -346,7 +348,7 @@ def test_the_weights_are_held_once_in_their_format(weights, per_weight, monkeypa
     from tabd.predictor.engine import model
 
     monkeypatch.setattr(model, "SMALL_BYTES", 0)  # as for any model over 64 MB (a small one keeps prefill copies too)
-    b = LocalBackend(LocalSettings(engine="fast", threads=1, weights=weights))
+    b = LocalBackend(LocalSettings(engine="torch+native", threads=1, weights=weights))
     loaded, _, _ = loader.load(DEFAULT_MODEL_DIR, "cpu", fast=True)
     model.FastLlama(loaded, weights=weights, release=True)
     left = sum(t.numel() for t in loaded.parameters())

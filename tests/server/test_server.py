@@ -71,7 +71,7 @@ async def test_stats_report_resident_memory_and_the_weight_format(client: Langua
     assert s["weights"].startswith("fp32 (auto: ")  # the embedded model is small: auto keeps fp32, and says so
     # the server's own resident memory: more than its runtime and the weights (107 MB torch-free with this model, the
     # torch runtime adds ~200 MB after the hand-over), far less than a second model copy
-    assert (50 << 20 if s["engine"] == "native" else 250 << 20) < s["rss_bytes"] < 2 << 30
+    assert (50 << 20 if s["engine"] == "torch-free" else 250 << 20) < s["rss_bytes"] < 2 << 30
 
 
 ENDINGS = [

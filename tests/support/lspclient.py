@@ -4,7 +4,11 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from pathlib import Path
+from typing import Any
+
+import attrs
 
 from lsprotocol import types
 
@@ -67,9 +71,21 @@ def end_of(text: str) -> tuple[int, int]:
     return len(lines) - 1, len(lines[-1])
 
 
+@attrs.define
+class _PlainResult:
+    """A response whose result stays the JSON it was: pygls makes a custom method's result namedtuples, which rename
+    keys that are not identifiers (tabd/stats' `served_by` is keyed by engine names such as "torch-free")."""
+
+    id: int | str
+    jsonrpc: str
+    result: Any = None
+
+
 async def stats(client, timeout: float = 30.0) -> dict:
-    result = await asyncio.wait_for(client.protocol.send_request_async("tabd/stats", {}), timeout)
-    return to_dict(result)
+    msg_id = f"stats-{uuid.uuid4()}"
+    future = client.protocol.send_request("tabd/stats", {}, msg_id=msg_id)
+    client.protocol._result_types[msg_id] = _PlainResult  # set before the loop can read the response
+    return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
 
 
 async def until_stats(client, check, what: str = "", timeout: float = 60.0, every: float = 0.05) -> dict:

@@ -18,7 +18,7 @@ SETTINGS = GenSettings(max_new_tokens=16, multiline=True, lookup_min_p=0.0)  # t
 
 @pytest.fixture(scope="module")
 def backend(fixture_model):
-    return LocalBackend(LocalSettings(fixture_model, engine="fast", threads=1))
+    return LocalBackend(LocalSettings(fixture_model, engine="torch+native", threads=1))
 
 
 def reuse(p) -> float:
@@ -49,7 +49,7 @@ def test_a_new_branch_copies_its_parents_prefix(backend):
 
 
 def test_slots_stay_within_their_byte_bound():
-    small = LocalBackend(LocalSettings(engine="fast", threads=1, max_kv_bytes=4 << 20, max_slots=64))
+    small = LocalBackend(LocalSettings(engine="torch+native", threads=1, max_kv_bytes=4 << 20, max_slots=64))
     biggest = 0
     for i in range(12):
         small.predict(f"# file {i}\n" + CODE[: 400 + 40 * i], "", GenSettings(max_new_tokens=4), slot_id=f"doc{i}")

@@ -70,7 +70,7 @@ def test_a_rows_prompt_ids_are_the_ids_the_daemons_local_backend_lays_out():
     from tabd.predictor.backends.backend_settings import LocalSettings
     from tabd.predictor.backends.local import LocalBackend
 
-    backend = LocalBackend(LocalSettings(engine="plain", threads=1))
+    backend = LocalBackend(LocalSettings(engine="transformers", threads=1))
     for ex in examples(OLD, renamed([2, 4, 5, 9, 20, 21, 40]), 20, p_mid=0.5, seed=2):
         layout = backend.layout(ex.prompt(), "", ep.answer_budget(ex.win))
         assert layout.heal == ""  # the prompt ends its line: no token is backed off

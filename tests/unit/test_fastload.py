@@ -21,8 +21,8 @@ TEXTS = [CODE, "x = 'é ü 中文 🙂'\n\tdef  f():\r\n  pass", "<tabd_pre>a<ta
 def test_the_embedded_model_loads_without_transformers_modeling():
     model, tokenizer, _ = loader.load(loader.DEFAULT_MODEL_DIR, "cpu", fast=True)
     assert isinstance(model, fastload.FastModel) and isinstance(tokenizer, fastload.FastTokenizer)
-    backend = LocalBackend(LocalSettings(engine="fast", threads=1))
-    assert backend.engine_name in ("fast", "torch") and isinstance(backend.tokenizer, fastload.FastTokenizer)
+    backend = LocalBackend(LocalSettings(engine="torch+native", threads=1))
+    assert backend.engine_name in ("torch+native", "torch") and isinstance(backend.tokenizer, fastload.FastTokenizer)
 
 
 def test_the_tokenizer_encodes_and_decodes_as_transformers_does():
@@ -43,8 +43,8 @@ def test_the_tokenizer_encodes_and_decodes_as_transformers_does():
 
 
 def test_fast_loaded_engine_suggests_what_the_transformers_loaded_engine_does():
-    fast = LocalBackend(LocalSettings(engine="fast", threads=1))
-    ref = LocalBackend(LocalSettings(engine="plain", threads=1))  # transformers' loader and forward: the reference
+    fast = LocalBackend(LocalSettings(engine="torch+native", threads=1))
+    ref = LocalBackend(LocalSettings(engine="transformers", threads=1))  # transformers' loader and forward: the reference
     assert not isinstance(ref.runner.model, fastload.FastModel)
     settings = GenSettings(max_new_tokens=16)
     assert all(a.text == b.text for a, b in same_tokens_over_edits(fast, ref, settings, 8))
@@ -55,7 +55,7 @@ def test_fast_loaded_engine_suggests_what_the_transformers_loaded_engine_does():
 def test_a_qwen2_checkpoint_with_bias_and_an_untied_head_loads_fast_and_agrees(tmp_path):
     d = qwen2_dir(tmp_path)
     fast = LocalBackend(LocalSettings(str(d), engine="torch", threads=1))
-    ref = LocalBackend(LocalSettings(str(d), engine="plain", threads=1))
+    ref = LocalBackend(LocalSettings(str(d), engine="transformers", threads=1))
     assert isinstance(loader.load(d, "cpu", fast=True)[0], fastload.FastModel) and fast.engine_name == "torch"
     ids = fast.tokenizer.encode(CODE, add_special_tokens=False)[:300]
     assert ids == ref.tokenizer.encode(CODE, add_special_tokens=False)[:300]

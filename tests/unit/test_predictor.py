@@ -18,19 +18,19 @@ from support.predictor_cases import CODE, edits, same_tokens_over_edits
 
 @pytest.fixture(scope="module")
 def reuse():
-    return LocalBackend(LocalSettings(kv_reuse=True, engine="fast", threads=1))
+    return LocalBackend(LocalSettings(kv_reuse=True, engine="torch+native", threads=1))
 
 
 @pytest.fixture(scope="module")
 def fresh():
     # transformers' own forward (its older name, plain, still accepted), the whole prompt every time
-    return LocalBackend(LocalSettings(kv_reuse=False, engine="plain", threads=1))
+    return LocalBackend(LocalSettings(kv_reuse=False, engine="transformers", threads=1))
 
 
 @pytest.fixture(scope="module")
 def chunked():
     # prefill in chunks of 16 tokens (the embedded model's default is one chunk of 2048)
-    return LocalBackend(LocalSettings(kv_reuse=True, engine="fast", threads=1, prefill_chunk=16))
+    return LocalBackend(LocalSettings(kv_reuse=True, engine="torch+native", threads=1, prefill_chunk=16))
 
 
 
@@ -59,9 +59,9 @@ def test_greedy_with_kv_reuse_equals_full_recompute(reuse, fresh, chunked):
 
 
 def test_transformers_forward_with_the_in_place_cache_agrees():
-    hf = LocalBackend(LocalSettings(kv_reuse=True, engine="hf", threads=1))
-    fast = LocalBackend(LocalSettings(kv_reuse=True, engine="fast", threads=1))
-    assert fast.engine_name == "fast" and hf.engine_name == "hf"
+    hf = LocalBackend(LocalSettings(kv_reuse=True, engine="transformers", threads=1))
+    fast = LocalBackend(LocalSettings(kv_reuse=True, engine="torch+native", threads=1))
+    assert fast.engine_name == "torch+native" and hf.engine_name == "transformers"
     settings = GenSettings(max_new_tokens=16)
     same_tokens_over_edits(hf, fast, settings, 6)
 

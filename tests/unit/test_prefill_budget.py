@@ -43,7 +43,7 @@ def test_a_short_window_preempted_mid_prefill_resumes_on_the_same_window_from_it
     from tabd.predictor.backends.local import LocalBackend
     from tabd.predictor.types import GenSettings, Interrupted
 
-    backend = LocalBackend(LocalSettings(kv_reuse=True, engine="fast", threads=1, prefill_chunk=16, max_prompt_ms=100))
+    backend = LocalBackend(LocalSettings(kv_reuse=True, engine="torch+native", threads=1, prefill_chunk=16, max_prompt_ms=100))
     prefix = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(200)) + "def g(y):\n    return "
     settings = GenSettings(max_new_tokens=4)
     backend.prefill_speed.ms_per_token = 1.0  # 100 tokens fit the budget: the whole window does not
