@@ -25,6 +25,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+from tabd.lsp.args import plain
+
 logger = logging.getLogger(__name__)
 
 CONTENT_LENGTH = re.compile(rb"content-length[ \t]*:[ \t]*(\d+)", re.IGNORECASE)
@@ -52,17 +54,6 @@ class Suggestion:
     text: str
     range: dict[str, Any] | None  # {"start": pos, "end": pos}, or None when the item gave none
     item_id: Any = None  # the first argument of its command (tabd.accept's item id)
-
-
-def plain(value: Any) -> Any:
-    """A result as plain dicts and lists (namedtuples, which older clients produced, become dicts)."""
-    if hasattr(value, "_asdict"):
-        value = value._asdict()
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    return value
 
 
 def suggestions(result: Any) -> list[Suggestion]:

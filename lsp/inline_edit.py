@@ -32,9 +32,10 @@ from urllib.parse import unquote
 from pygls.exceptions import JsonRpcInvalidParams
 
 from tabd.daemon.edits.edit_service import EditSuggestion
+from tabd.lsp.args import command_args, doc_id
 from tabd.lsp.documents import DocumentError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # never run: the server imports this module, not the other way round
     from tabd.lsp.server import TabdServer
 
 logger = logging.getLogger(__name__)
@@ -89,7 +90,7 @@ def _asked(ls: "TabdServer", params: Any) -> tuple[str, Any, int] | dict:
         raise JsonRpcInvalidParams(str(exc)) from None
     if ls.service is None:
         raise JsonRpcInvalidParams("the server is not initialized")
-    if ls.edits is None or uri not in ls.serving:  # --no-inline-edits; an excluded or switched-off document
+    if ls.edits is None or uri not in ls.admission.serving:  # --no-inline-edits; an excluded or switched-off document
         return {"edits": []}
     if version is not None and version != doc.version:
         ls.edits.stale()  # the range would be against a text the client no longer has
@@ -97,13 +98,23 @@ def _asked(ls: "TabdServer", params: Any) -> tuple[str, Any, int] | dict:
     return uri, doc, doc.offset_at(line, character, NES_ENCODING)
 
 
-async def inline_edit(ls: "TabdServer", params: Any) -> dict:
+def copilot_inline_edit(ls: "TabdServer", params: Any) -> Any:
+    """textDocument/copilotInlineEdit, its one handler, on plain JSON: the next edit of a chain after a Tab from memory,
+    with no task and no loop turn; else the awaitable of the edit service's answer (held until the pause)."""
     asked = _asked(ls, params)
     if isinstance(asked, dict):
         return asked
     uri, doc, offset = asked
-    from tabd.lsp.server import doc_id
+    assert ls.edits is not None
+    text = doc.text
+    recalled = ls.edits.recall(doc_id(uri), doc.version, text, offset)
+    if recalled is None:
+        return inline_edit(ls, uri, doc, offset)
+    edit = recalled[0]
+    return {"edits": []} if edit is None else _answered(ls, uri, doc, text, offset, edit, NES_ENCODING)
 
+
+async def inline_edit(ls: "TabdServer", uri: str, doc: Any, offset: int) -> dict:
     text, at_version = doc.text, doc.version
     assert ls.edits is not None
     edit = await ls.edits.suggest(doc_id(uri), at_version, text, offset, unquote(uri.rstrip("/").rsplit("/", 1)[-1]))
@@ -112,39 +123,15 @@ async def inline_edit(ls: "TabdServer", params: Any) -> dict:
     return _answered(ls, uri, doc, text, offset, edit, NES_ENCODING)
 
 
-def edit_now(ls: "TabdServer", params: Any) -> Any:
-    """A copilotInlineEdit answered from memory on plain JSON (the next edit of a chain after a Tab), with no task
-    and no loop turn; NOT_PLAIN when memory does not have it, or the params need the normal path to report them."""
-    from tabd.lsp.protocol import NOT_PLAIN
-    from tabd.lsp.server import doc_id
-
-    try:
-        asked = _asked(ls, params)
-    except JsonRpcInvalidParams:
-        return NOT_PLAIN
-    if isinstance(asked, dict):
-        return asked
-    uri, doc, offset = asked
-    assert ls.edits is not None
-    text = doc.text
-    recalled = ls.edits.recall(doc_id(uri), doc.version, text, offset)
-    if recalled is None:
-        return NOT_PLAIN
-    edit = recalled[0]
-    return {"edits": []} if edit is None else _answered(ls, uri, doc, text, offset, edit, NES_ENCODING)
-
-
-def ghost_item(ls: "TabdServer", uri: str, position: Any) -> dict | None:
+def ghost_item(ls: "TabdServer", uri: str, at: tuple[int, int]) -> dict | None:
     """An inline completion item for the next edit remembered at the cursor, where it only rewrites the rest of the
     cursor's line in a way VS Code draws as ghost text (EditService.as_ghost_text); None otherwise. Accepting it is
     accepting the edit (its command), so the chain after it is answered from memory as after a Tab on the edit."""
-    from tabd.lsp.server import doc_id
-
-    if ls.edits is None or ls.service is None or uri not in ls.serving:
+    if ls.edits is None or ls.service is None or uri not in ls.admission.serving:
         return None
     try:
         doc = ls.documents.get(uri)
-        offset = doc.offset_at(position.line, position.character, ls.encoding)
+        offset = doc.offset_at(at[0], at[1], ls.encoding)
     except DocumentError:
         return None
     text = doc.text
@@ -159,14 +146,12 @@ def _answered(ls: "TabdServer", uri: str, doc: Any, text: str, offset: int, edit
               encoding: str) -> dict:
     """The result for an edit (its range in `encoding`), with what it sets going: the edit after it and the
     completion where it leaves the cursor, both computed ahead."""
-    from tabd.lsp.server import doc_id
-
     assert ls.edits is not None and ls.service is not None
     start, end = doc.position_at(edit.start, encoding), doc.position_at(edit.end, encoding)
     speculation = asyncio.ensure_future(ls.edits.speculate(edit, text))  # the next Tab's answer, computed ahead
     speculation.add_done_callback(_retrieve)
     after, cursor = ls.edits.applied(edit, text)  # and the completion where the cursor lands once it is applied
-    ls.service.prefetch_at(doc_id(uri), ls.state_from(after, cursor), ls.state_from(text, offset))
+    ls.service.docs.prefetch_at(doc_id(uri), ls.state_from(after, cursor), ls.state_from(text, offset))
     return {"edits": [{
         "text": edit.text,
         "range": {"start": {"line": start[0], "character": start[1]}, "end": {"line": end[0], "character": end[1]}},
@@ -190,19 +175,13 @@ def shown_id(params: Any) -> str | None:
 
 
 def register(server: "TabdServer") -> None:
-    """The handlers and commands of next-edit suggestions on `server`."""
-    from tabd.lsp.server import command_args
-
-    server.protocol.plain[INLINE_EDIT] = lambda params: edit_now(server, params)
+    """The handlers and commands of next-edit suggestions on `server`: one handler per method."""
+    server.protocol.plain[INLINE_EDIT] = lambda params: copilot_inline_edit(server, params)
     server.protocol.now = server.protocol.now | {INLINE_EDIT}
 
-    # the handlers' `ls` is typed Any: pygls resolves the annotations of what it registers, and this module cannot
+    # the handlers' `ls` is typed Any: pygls resolves the annotations of what it registers, and this module does not
     # import TabdServer at run time (it is imported by it); "TabdServer" there made pygls answer malformed params
     # with "name 'TabdServer' is not defined"
-    @server.feature(INLINE_EDIT)
-    async def copilot_inline_edit(ls: Any, params: Any) -> dict:
-        return await inline_edit(ls, params)
-
     @server.feature(DID_SHOW)
     def did_show_inline_edit(ls: Any, params: Any) -> None:
         edit_id = shown_id(params)
@@ -218,8 +197,6 @@ def register(server: "TabdServer") -> None:
         document = field(params, "textDocument")
         uri = field(document, "uri") if document is not None else None
         if isinstance(uri, str) and ls.service is not None:
-            from tabd.lsp.server import doc_id
-
             ls.service.computations.elsewhere(doc_id(uri))
 
     def accept_edit(*args: Any) -> dict:
@@ -230,13 +207,5 @@ def register(server: "TabdServer") -> None:
         edit_id, _ = command_args(args, REJECT_EDIT)
         return {"rejected": server.edits.reject(edit_id) if server.edits is not None else False}
 
-    server.commands[ACCEPT_EDIT] = accept_edit
+    server.commands[ACCEPT_EDIT] = accept_edit  # workspace/executeCommand runs them (server.py execute_command)
     server.commands[REJECT_EDIT] = reject_edit
-
-    @server.command(ACCEPT_EDIT)
-    def accept(ls: Any, *args: Any) -> dict:
-        return ls.commands[ACCEPT_EDIT](*args)
-
-    @server.command(REJECT_EDIT)
-    def reject(ls: Any, *args: Any) -> dict:
-        return ls.commands[REJECT_EDIT](*args)

@@ -33,10 +33,12 @@ import json
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from functools import partial
+from typing import Any, Awaitable, Callable
 
 from lsprotocol import types
 from pygls.exceptions import (
+    JsonRpcException,
     JsonRpcInternalError,
     JsonRpcInvalidParams,
     JsonRpcInvalidRequest,
@@ -290,9 +292,6 @@ class Unparsable:
         self.reason = reason
 
 
-NOT_PLAIN = object()  # a plain handler's "not mine": the message takes the structured path
-
-
 def _valid_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
@@ -301,12 +300,13 @@ class TabdProtocol(LanguageServerProtocol):
     initialized = False
     exit_code: int | None = None
     on_exit: Callable[[int], None] | None = None  # set by the transport: stop serving with this code
-    # set by the server, method -> handler on plain JSON params (lsp/rawparams.py): a request's result, or NOT_PLAIN to
-    # take the normal, structured path (a notification's handler returns anything else once it has handled it)
+    # set by the server, method -> its one handler, on plain JSON params (lsp/rawparams.py): a request's result, or an
+    # awaitable of it (run as a task $/cancelRequest cancels), or a JsonRpcException raised for the client; the
+    # methods without one take pygls' structured path
     plain: dict[str, Callable[[Any], Any]] = {}
     lazy: frozenset[str] = frozenset()  # methods whose plain-path answers nobody waits on (lsp/outbox.py)
     now: frozenset[str] = frozenset()  # methods whose plain-path answers go out at once, mid-read too
-    after_answer: Callable[[], None] | None = None  # run once a request answered on the plain path is written
+    notifications: frozenset[str] = frozenset()  # plain methods that are notifications: sent with an id, an error
     input_fd: int | None = None  # the connection's file descriptors, where it has them (stdio): set by the transport
     output_fd: int | None = None
 
@@ -427,21 +427,30 @@ class TabdProtocol(LanguageServerProtocol):
         handler = self.plain.get(value["method"])
         if handler is not None and self.initialized and not self._shutdown:
             try:
-                result = handler(value["params"])  # on plain JSON: no structuring, task or loop turn
+                result = handler(value["params"])  # on plain JSON: no structuring, and a task only if it must wait
+            except JsonRpcException as exc:  # the client's params, told in the handler's words
+                if request_id is not None:
+                    self._send_data({"jsonrpc": "2.0", "id": request_id, "error": exc.to_response_error()})
+                return
             except Exception as exc:  # not run again on the structured path: it may have applied an edit already
                 logger.exception("error handling %s", value["method"])
                 if request_id is not None:
                     self.send_error(request_id, JsonRpcInternalError.CODE, f"internal error: {type(exc).__name__}: {exc}")
                 return
-            if result is not NOT_PLAIN:
-                if request_id is not None:
-                    method = value["method"]
-                    self._send_data({"jsonrpc": "2.0", "id": request_id, "result": result}, lazy=method in self.lazy)
-                    if method in self.now:
-                        self.outbox.flush()  # the answer the user waits for goes out now, mid-read or not
-                    if self.after_answer is not None:
-                        self.after_answer()  # the answer is out: now what it sets going, before the next message
+            if request_id is None:
                 return
+            if value["method"] in self.notifications:  # handled as the notification it is, and still answered
+                self.send_error(request_id, JsonRpcInvalidRequest.CODE,
+                                f"{value['method'][:200]} is a notification: it takes no id and has no result")
+                return
+            if inspect.isawaitable(result):
+                self._answer_later(request_id, result)
+                return
+            method = value["method"]
+            self._send_data({"jsonrpc": "2.0", "id": request_id, "result": result}, lazy=method in self.lazy)
+            if method in self.now:
+                self.outbox.flush()  # the answer the user waits for goes out now, mid-read or not
+            return
         try:
             message = self.structure_message(value)
         except Exception as exc:  # a notification whose params do not parse: nobody to answer
@@ -460,6 +469,13 @@ class TabdProtocol(LanguageServerProtocol):
         if notification_with_id:  # handled as the notification it is ($/cancelRequest cancels), and still answered
             self.send_error(request_id, JsonRpcInvalidRequest.CODE,
                             f"{value['method'][:200]} is a notification: it takes no id and has no result")
+
+    def _answer_later(self, request_id: Any, result: Awaitable[Any]) -> None:
+        """A plain handler's awaitable result: run as a task that $/cancelRequest cancels (pygls' table of requests),
+        its result or error written when it is done."""
+        task = asyncio.ensure_future(result)
+        self._request_futures[request_id] = task
+        task.add_done_callback(partial(self._send_handler_result, msg_id=request_id))
 
     def structure_message(self, data: dict[str, Any]):
         try:

@@ -14,7 +14,8 @@ from tabd.cache.state import DocState
 from tabd.daemon.runtime.backends import make_backend
 from tabd.daemon.runtime.config import ConfigError
 from tabd.daemon.runtime.options import add_model_arguments, config_from_args
-from tabd.daemon.runtime.service import CompletionService
+from tabd.daemon.runtime.request import Asked
+from tabd.daemon.runtime.service import compose
 from tabd.lsp import positions
 
 
@@ -32,13 +33,14 @@ def offset_of(text: str, line: int, character: int) -> int:
 
 
 async def complete_once(config, text: str, offset: int) -> dict:
-    service = CompletionService(config, make_backend)
+    service = compose(config, make_backend)
     try:
         state = DocState.from_text(text, offset, config.prefix_chars * 2, config.suffix_chars * 2)
-        answer = await service.complete("cli", 1, state)
-        if service.load_error:
-            raise ConfigError(service.load_error)
-        return {"text": answer.text, "source": answer.source, "latency_ms": round(answer.latency_ms, 3), "model": service.model_id}
+        answer = await service.complete(Asked("cli", 1, state))
+        if service.model.error:
+            raise ConfigError(service.model.error)
+        return {"text": answer.text, "source": answer.source, "latency_ms": round(answer.latency_ms, 3),
+                "model": service.model.model_id}
     finally:
         service.close()
 

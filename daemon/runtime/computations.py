@@ -7,30 +7,29 @@ another document, or a focus on one (`elsewhere`). Its KV progress stays in the 
 """
 from __future__ import annotations
 
-from typing import Callable
-
 from tabd.cache.key import short_key
 from tabd.cache.state import Window
 from tabd.cache.typed import typed_length
 from tabd.daemon.runtime.computation import Computation
-from tabd.daemon.runtime.events import EventLog
+from tabd.daemon.runtime.events import EventLog, Signal
 from tabd.daemon.runtime.fields import prediction_fields
 from tabd.daemon.runtime.jobs import ModelCall, ModelJobs, Tally
 from tabd.daemon.runtime.memory import Memory
 from tabd.daemon.runtime.scheduler import FOREGROUND
-from tabd.daemon.runtime.stats import Stats
+from tabd.daemon.runtime.stats import PromptReuse
 from tabd.predictor.types import Prediction
-
-Prefetched = Callable[[Computation, Prediction], None]
 
 
 class Computations:
-    def __init__(self, jobs: ModelJobs, memory: Memory, stats: Stats, events: EventLog) -> None:
+    def __init__(self, jobs: ModelJobs, memory: Memory, events: EventLog) -> None:
         self.jobs = jobs
         self.memory = memory
-        self.stats = stats
         self.events = events
-        self.prefetched: Prefetched = lambda comp, p: None  # what a finished prefetch sets going (the speculator's)
+        self.request_runs = Tally()  # requests' model runs
+        self.prefetch_runs = Tally()
+        self.reuse = PromptReuse()  # of requests' and prefetches' prompts
+        # a prefetch finished: the speculator plans on from it, the debounce learns how long a model call takes
+        self.prefetched: Signal[[Computation, Prediction]] = Signal()
         self._foreground: dict[str, Computation] = {}  # doc -> its latest request's computation
 
     def supersede(self, doc: str, key: str) -> None:
@@ -41,7 +40,7 @@ class Computations:
 
     def request(self, comp: Computation) -> Computation:
         self.elsewhere(comp.doc)
-        self._foreground[comp.doc] = self._start(comp, FOREGROUND, "request", self.stats.model)
+        self._foreground[comp.doc] = self._start(comp, FOREGROUND, "request", self.request_runs)
         return comp
 
     def elsewhere(self, doc: str) -> None:
@@ -52,7 +51,7 @@ class Computations:
                 self.cancel(comp, "elsewhere")
 
     def prefetch(self, comp: Computation) -> Computation:
-        return self._start(comp, comp.depth, "prefetch", self.stats.prefetch)
+        return self._start(comp, comp.depth, "prefetch", self.prefetch_runs)
 
     def _start(self, comp: Computation, priority: int, kind: str, tally: Tally) -> Computation:
         call = ModelCall(comp.window, comp.settings, comp.slot, comp.context)
@@ -79,6 +78,9 @@ class Computations:
             elif now is None or now != comp.window:
                 self.cancel(comp, "closed" if now is None else "stale")
 
+    def closed(self, doc: str) -> None:
+        self.cancel_unreachable(doc, None)
+
     def cancel_prefetches(self, doc: str, unless_digest: str) -> None:
         """The document's context changed: its prefetches under another context compute keys nobody will ask."""
         for comp in self.memory.runs_of(doc):
@@ -90,12 +92,14 @@ class Computations:
         if self._foreground.get(comp.doc) is comp:
             del self._foreground[comp.doc]
         if not comp.prefetch:
+            if prediction is not None:
+                self.reuse.reused("request", prediction)
             return
         if prediction is None:
             self.events.emit("prefetch", outcome="cancelled", depth=comp.depth, key=short_key(comp.key), doc=comp.doc,
                              reason=comp.cancel_reason or "shutdown")
             return
-        self.stats.reused("prefetch", prediction)
+        self.reuse.reused("prefetch", prediction)
         self.events.emit("prefetch", outcome="finished", depth=comp.depth, branch=comp.branch, key=short_key(comp.key),
                          doc=comp.doc, **prediction_fields(prediction), chars=len(prediction.text),
                          queue_depth=self.jobs.scheduler.depth())

@@ -44,6 +44,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from tabd.predictor.types import Prediction
+
 MAX_MS = 1000.0  # Tabby's ceiling; far above what the embedded model needs
 PAUSE_S = 1.0  # a gap longer than this ends a burst of typing
 ALPHA = 0.25  # EMA weight of the newest sample: about the last 4-8 keystrokes
@@ -96,6 +98,10 @@ class Debounce:
         """A model answer took `ms` after its wait."""
         if ms >= 0:
             self._model.add(ms)
+
+    def prefetched(self, comp: object, prediction: Prediction) -> None:
+        """A prefetch finished: its call is one the request after a Tab it stands in for would have made."""
+        self.model_answered(prediction.prefill_ms + prediction.decode_ms)
 
     def closed(self, doc: str) -> None:
         self._last_edit.pop(doc, None)
@@ -162,6 +168,9 @@ class Waits:
             timer.cancel()
             if self._by_doc.get(doc, (None,))[0] is fut:
                 del self._by_doc[doc]
+
+    def closed(self, doc: str) -> None:
+        self.end(doc, "closed")
 
     def end(self, doc: str, reason: str, unless_window: object = None) -> None:
         """Cut doc's wait short (it answers empty), unless it waits for `unless_window` (the edit did not move it)."""

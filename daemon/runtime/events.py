@@ -1,4 +1,5 @@
-"""The event log: JSONL, one object per event, append-only, flushed per event, mode 0600.
+"""The event log: JSONL, one object per event, append-only, flushed per event, mode 0600; and Signal, how the
+service's collaborators hear one another's events (a document closed, a prefetch finished) without calling each other.
 
 Every event goes to the sinks (the file, live metrics, the stats counters) as a
 plain dict. No source text goes in unless the user asked for it with --log-text.
@@ -9,9 +10,10 @@ import json
 import os
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Generic, ParamSpec
 
 LOG_VERSION = 1
+P = ParamSpec("P")
 
 Sink = Callable[[dict[str, Any]], None]
 
@@ -58,3 +60,17 @@ class EventLog:
             except Exception:  # a sink must never take a request down with it
                 pass
         return record
+
+
+class Signal(Generic[P]):
+    """One kind of event: calling it tells every subscriber, in the order they subscribed."""
+
+    def __init__(self) -> None:
+        self._subscribers: list[Callable[P, None]] = []
+
+    def subscribe(self, subscriber: Callable[P, None]) -> None:
+        self._subscribers.append(subscriber)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> None:
+        for subscriber in self._subscribers:
+            subscriber(*args, **kwargs)

@@ -1,4 +1,5 @@
-"""The `tabd/stats` report and the completion log line: read from the service's parts, changing none of them.
+"""The `tabd/stats` report and the completion log line: read from the service's collaborators and their own
+counters (stats.py), changing none of them.
 
 The keys are a contract (editors, replay, dashboards and tests read them):
 extend, never rename. tests/unit/test_service.py holds their shape.
@@ -15,6 +16,7 @@ from typing import Any, Iterable
 from tabd.cache.key import short_key
 from tabd.daemon.runtime import heap
 from tabd.daemon.runtime.answer import Outcome
+from tabd.daemon.runtime.computations import Computations
 from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime.debounce import Debounce, Waits
 from tabd.daemon.runtime.fields import engine_fields, prediction_fields
@@ -25,7 +27,7 @@ from tabd.daemon.runtime.priority import nice_of_thread
 from tabd.daemon.runtime.request import Request
 from tabd.daemon.runtime.scheduler import Scheduler
 from tabd.daemon.runtime.speculator import Speculator
-from tabd.daemon.runtime.stats import Stats
+from tabd.daemon.runtime.stats import Answers, PromptReuse, REUSE_KINDS
 from tabd.daemon.runtime.workspace import Workspace
 from tabd.predictor.types import Prediction
 
@@ -39,17 +41,23 @@ def rss_bytes() -> int:
         return 0
 
 
+def _share(reused: int, total: int) -> float:
+    return round(reused / total, 4) if total else 0.0
+
+
 def _p50(values: Iterable[float]) -> float:
     values = list(values)
     return round(statistics.median(values), 3) if values else 0.0
 
 
 class Reporter:
-    def __init__(self, config: Config, stats: Stats, model: Model, scheduler: Scheduler, memory: Memory,
-                 speculator: Speculator, debounce: Debounce, waits: Waits, workspace: Workspace,
-                 handover: HandOver) -> None:
+    def __init__(self, config: Config, answers: Answers, model: Model, scheduler: Scheduler, memory: Memory,
+                 computations: Computations, speculator: Speculator, debounce: Debounce, waits: Waits,
+                 workspace: Workspace, handover: HandOver, warm_reuse: PromptReuse) -> None:
         self.config = config
-        self.stats = stats
+        self.answers = answers
+        self.computations = computations
+        self.warm_reuse = warm_reuse
         self.model = model
         self.scheduler = scheduler
         self.memory = memory
@@ -80,7 +88,8 @@ class Reporter:
         }
 
     def stats_dict(self) -> dict[str, Any]:
-        s = self.stats
+        s = self.answers
+        runs = self.computations
         aa = s.after_accept_requests
         backend = self.model.backend
         return {
@@ -98,10 +107,10 @@ class Reporter:
             "refusals": dict(s.refusals),  # requests answered empty at once: excluded or disabled documents
             "debounce": {**self.debounce.summary(), **s.debounce, "p50_ms": _p50(s.debounce_ms),
                          "waiting": len(self.waits)},
-            "model_calls": s.model.started + s.prefetch.started,  # every job the model worker was given
-            "requests_to_model": s.model.counts(preempted=False),
-            "accepts": s.accepts,
-            "dismisses": s.dismisses,
+            "model_calls": runs.request_runs.started + runs.prefetch_runs.started,  # every job the worker was given
+            "requests_to_model": runs.request_runs.counts(preempted=False),
+            "accepts": self.speculator.stats.accepts,
+            "dismisses": self.speculator.stats.dismisses,
             "cache": {"entries": len(self.memory.cache), "bytes": self.memory.cache.bytes,
                       "bound_bytes": self.memory.cache.max_bytes},
             "kv_bytes": backend.kv_bytes() if backend is not None else 0,
@@ -140,18 +149,22 @@ class Reporter:
             "weights": backend.weights_why if backend is not None else None,  # the weights' format, and why
             "rss_bytes": rss_bytes(),
             "error": self.model.error,
-            "context": {**self.workspace.stats_dict(), "last_tokens": s.last_context_tokens},
-            "prompt_reuse": {**{kind: round(r / t, 4) if t else 0.0 for kind, (r, t) in s.reuse.items()},
-                             "last": round(s.last_reuse, 4)},
+            "context": {**self.workspace.stats_dict(), "last_tokens": runs.reuse.last_context_tokens},
+            "prompt_reuse": {**{kind: _share(*self._reuse(kind)) for kind in REUSE_KINDS},
+                             "last": round(runs.reuse.last_reuse, 4)},
         }
 
+    def _reuse(self, kind: str) -> list[int]:
+        return (self.warm_reuse if kind == "warmup" else self.computations.reuse).reuse[kind]
+
     def _speculation(self) -> dict[str, Any]:
-        s = self.stats
+        s = self.speculator.stats
+        prefetch = self.computations.prefetch_runs
         used = s.prefetch_used
         return {
-            "prefetch": {**s.prefetch.counts(), "used": used,
+            "prefetch": {**prefetch.counts(), "used": used,
                          # prefetches whose answer the user never saw, per suggestion accepted
-                         "wasted_per_accept": round((s.prefetch.started - used) / s.accepts, 3) if s.accepts else None},
+                         "wasted_per_accept": round((prefetch.started - used) / s.accepts, 3) if s.accepts else None},
             "accepts_by": dict(s.accepts_by),
             "speculation": {**self.speculator.policy_summary(),
                             # "all_word": the accepts from the user's state, joined by _ (JSON keys clients can map)

@@ -1,16 +1,15 @@
-"""A completion request, built once from a document state: its prompt window, settings, context, key and gating.
+"""A completion request, built once from what the editor asked: its prompt window, settings, context, key and gating.
 
-An inline completion often reaches the service twice before the model runs
-(the LSP layer's answer from memory, then its handler that may await); the
-builder holds a request that memory could not answer until the awaiting path
-takes it, so the window, context pick and key digest are computed once.
+The LSP layer decodes a message into an Asked (plain data: the document's state and how it was asked); the service
+builds its Request once, and the prompt and key of every state (a request's, and the states prefetched for the
+requests after an accept) in one place, RequestBuilder.prompt.
 """
 from __future__ import annotations
 
 import dataclasses
 import itertools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from tabd.predictor.prompt import pairs
@@ -29,6 +28,18 @@ BLOCK_LINES = 16
 BLOCK_TOKENS = 160
 
 Confidence = Sequence[tuple[int, float]]  # (end of text, probability) per token
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What the editor asked: a completion at a document's state (at its version), invoked (Alt+\\) or automatic;
+    `arrived`: when the message reached the server (monotonic), which the answer's latency counts from."""
+
+    doc: str
+    version: int
+    state: DocState
+    invoked: bool = False
+    arrived: float = field(default_factory=time.monotonic)
 
 
 @dataclass(frozen=True)
@@ -77,7 +88,6 @@ class RequestBuilder:
         self.workspace = workspace
         self.after_accept = after_accept  # whether a key is one an accept reaches (the speculator's)
         self._ids = itertools.count(1)
-        self._held: dict[str, Request] = {}  # doc -> a request memory could not answer, for the path that awaits
         self._openers: dict[str, tuple[str, ...]] = {}  # doc -> where its blocks open (context/languages.py)
 
     def window_of(self, state: DocState) -> Window:
@@ -137,37 +147,13 @@ class RequestBuilder:
         min_confidence, min_chars = (0.0, 1) if invoked else (self.config.min_confidence, self.config.min_chars)
         return pairs.shown(shown_part(text, confidence, min_confidence, min_chars), after)
 
-    def hold(self, doc: str, version: int, state: DocState, invoked: bool) -> Request:
-        """The request for a state with a loaded model, kept until take() or another state in the document."""
-        req = self._matching(doc, version, state, invoked, True)
-        if req is None:
-            req = self._held[doc] = self._build(doc, version, state, invoked, True)
-        return req
-
-    def take(self, doc: str, version: int, state: DocState, invoked: bool, ready: bool,
-             t0: float | None = None) -> Request:
-        """The request the awaiting path answers, started at `t0` (now by default): the one held for this state, or
-        a new one."""
-        held = self._matching(doc, version, state, invoked, ready)
-        self._held.pop(doc, None)
-        req = self._build(doc, version, state, invoked, ready) if held is None else held
-        return dataclasses.replace(req, t0=time.monotonic() if t0 is None else t0)
-
-    def release(self, doc: str) -> None:
-        """The held request was answered (from memory), or the document is gone."""
-        self._held.pop(doc, None)
-
-    def _matching(self, doc: str, version: int, state: DocState, invoked: bool, ready: bool) -> Request | None:
-        held = self._held.get(doc)
-        if held is None or (held.version, held.state, held.invoked, bool(held.key)) != (version, state, invoked, ready):
-            return None
-        return held
-
-    def _build(self, doc: str, version: int, state: DocState, invoked: bool, ready: bool) -> Request:
+    def build(self, asked: Asked, ready: bool = True) -> Request:
+        """The request for what the editor asked, built once (`ready`: a model is loaded, so there is a key)."""
+        doc, state, invoked = asked.doc, asked.state, asked.invoked
         self.workspace.requested(doc, state)
         context = self.workspace.snapshot(doc, state, self.window_of(state))
         prompt = self.prompt(doc, state, context, invoked)
         key = prompt.key if ready else ""
-        return Request(str(next(self._ids)), doc, version, state, prompt.window, prompt.settings, key, time.monotonic(),
-                       self.after_accept(key), invoked, 0.0 if invoked else self.config.min_confidence, context,
-                       1 if invoked else self.config.min_chars)
+        return Request(str(next(self._ids)), doc, asked.version, state, prompt.window, prompt.settings, key,
+                       asked.arrived, self.after_accept(key), invoked, 0.0 if invoked else self.config.min_confidence,
+                       context, 1 if invoked else self.config.min_chars)

@@ -24,7 +24,7 @@ from tabd.daemon.runtime.engine_load import EngineLoad
 from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime.memory import Memory
 from tabd.daemon.runtime.request import Request, RequestBuilder
-from tabd.daemon.runtime.stats import Stats
+from tabd.daemon.runtime.stats import Speculation
 from tabd.daemon.speculation.acceptance import AcceptanceModel
 from tabd.daemon.speculation.planner import DepthPolicy, FixedDepth, plan_after
 from tabd.predictor.types import Prediction
@@ -56,12 +56,13 @@ class RecentKeys:
 
 class Speculator:
     def __init__(self, config: Config, requests: RequestBuilder, memory: Memory, computations: Computations,
-                 stats: Stats, events: EventLog, context_of: Callable[[str], Snapshot], planned: RecentKeys) -> None:
+                 events: EventLog, context_of: Callable[[str], Snapshot], planned: RecentKeys) -> None:
         self.config = config
         self.requests = requests
         self.memory = memory
         self.computations = computations
-        self.stats = stats
+        computations.prefetched.subscribe(self.prefetched_answer)
+        self.stats = Speculation()
         self.events = events
         self.context_of = context_of  # a document's kept context (an accept at the cursor keeps it)
         self.acceptance = AcceptanceModel(config.depth)
@@ -121,7 +122,9 @@ class Speculator:
             handle.cancel()
 
     def prefetched_answer(self, comp: Computation, prediction: Prediction) -> None:
-        """A prefetch finished: what it would show is typed-through material, and the next step's plan."""
+        """A prefetch finished: its call says how early a shared engine's Tab prefetch must start
+        (engine_load.pause_s); what it would show is typed-through material, and the next step's plan."""
+        self.engine.prefetched((prediction.prefill_ms + prediction.decode_ms) / 1000)
         # speculation plans from what is shown
         shown = self.requests.shown(prediction.text, prediction.confidence, comp.state.after, comp.invoked)
         if shown and self.memory.enabled:

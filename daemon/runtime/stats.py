@@ -1,6 +1,8 @@
-"""The service's counters: what the answers came from and took, what the model ran, what the user accepted.
+"""Counters, each kept by the collaborator whose work it counts, and read (never written) by report.py.
 
-Counting is all they do; report.py turns them into `tabd/stats` and log fields.
+  Answers      the service's answers: sources, latency, after-accept hits, the last answer, debounce waits
+  Speculation  the speculator's: accepts, dismisses, prefetch branches started, prefetched answers used
+  PromptReuse  a kind of model run's prompt tokens the kept KV covered (computations.py; the warm-ups' own)
 """
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from tabd.daemon.runtime.fields import reuse_of
-from tabd.daemon.runtime.jobs import Tally
 from tabd.predictor.types import Prediction
 
 SOURCES = ("cache", "typed", "inflight", "model", "none")
@@ -20,17 +21,12 @@ def _window() -> deque[float]:
 
 
 @dataclass
-class Stats:
+class Answers:
     sources: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SOURCES, 0))
-    model: Tally = field(default_factory=Tally)  # requests' model runs
-    prefetch: Tally = field(default_factory=Tally)
-    prefetch_used: int = 0  # prefetched answers that reached the user
     after_accept_requests: int = 0
     after_accept_from_cache: int = 0
     after_accept_ms: deque[float] = field(default_factory=_window)
     latency_ms: deque[float] = field(default_factory=_window)
-    accepts: int = 0
-    dismisses: int = 0
     last_source: str = ""
     last_latency_ms: float = 0.0
     last_depth: int = 0  # the speculation depth that computed the last answer (0: the request itself)
@@ -38,12 +34,6 @@ class Stats:
     last_origin: str = ""  # the layer that answered last, even with nothing to show (model: the model ran for it)
     last_reason: str = ""  # why the last answer was empty ("" when it had text; runtime/answer.py's codes)
     refusals: dict[str, int] = field(default_factory=dict)  # requests answered empty before the service: excluded...
-    accepts_by: dict[str, int] = field(default_factory=dict)  # "command" (tabd.accept) or "edit" (seen in didChange)
-    branches: dict[str, int] = field(default_factory=dict)  # prefetches started per branch ("all", "all.word", ...)
-    # prompt tokens [reused, total] per kind of model run: what share of each prompt the kept KV covered
-    reuse: dict[str, list[int]] = field(default_factory=lambda: {kind: [0, 0] for kind in REUSE_KINDS})
-    last_context_tokens: int = 0
-    last_reuse: float = 0.0
     # requests that waited out a debounce, and those a newer keystroke ended during it (they never reach the model)
     debounce: dict[str, int] = field(default_factory=lambda: {"waited": 0, "superseded": 0})
     debounce_ms: deque[float] = field(default_factory=_window)  # the waits, for their median
@@ -69,14 +59,6 @@ class Stats:
         self.last_reason, self.last_origin = reason, "none"
         self.refusals[reason] = self.refusals.get(reason, 0) + 1
 
-    def reused(self, kind: str, p: Prediction) -> None:
-        """A model run's prompt: how much of it the kept KV covered."""
-        total = self.reuse[kind]
-        total[0] += p.reused_tokens
-        total[1] += p.reused_tokens + p.prefill_tokens
-        if kind != "warmup":
-            self.last_context_tokens, self.last_reuse = p.context_tokens, reuse_of(p)
-
     def served(self, p: Prediction) -> None:
         """A request's model answer, by the engine that computed it (and whether torch was loaded then)."""
         self.served_by[p.engine] = self.served_by.get(p.engine, 0) + 1
@@ -86,6 +68,15 @@ class Stats:
         self.debounce["waited"] += 1
         self.debounce_ms.append(ms)
 
+
+@dataclass
+class Speculation:
+    prefetch_used: int = 0  # prefetched answers that reached the user
+    accepts: int = 0
+    dismisses: int = 0
+    accepts_by: dict[str, int] = field(default_factory=dict)  # "command" (tabd.accept) or "edit" (seen in didChange)
+    branches: dict[str, int] = field(default_factory=dict)  # prefetches started per branch ("all", "all.word", ...)
+
     def prefetch_started(self, branch: str) -> None:
         self.branches[branch] = self.branches.get(branch, 0) + 1
 
@@ -94,3 +85,18 @@ class Stats:
         if via is not None:
             self.accepts_by[via] = self.accepts_by.get(via, 0) + 1
 
+
+@dataclass
+class PromptReuse:
+    """Prompt tokens [reused, total] per kind of model run: what share of each prompt the kept KV covered."""
+
+    reuse: dict[str, list[int]] = field(default_factory=lambda: {kind: [0, 0] for kind in REUSE_KINDS})
+    last_context_tokens: int = 0
+    last_reuse: float = 0.0
+
+    def reused(self, kind: str, p: Prediction) -> None:
+        total = self.reuse[kind]
+        total[0] += p.reused_tokens
+        total[1] += p.reused_tokens + p.prefill_tokens
+        if kind != "warmup":
+            self.last_context_tokens, self.last_reuse = p.context_tokens, reuse_of(p)

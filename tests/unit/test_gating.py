@@ -11,7 +11,8 @@ import asyncio
 
 from tabd.cache.state import DocState
 from tabd.daemon.runtime.config import Config, apply_client_options
-from tabd.daemon.runtime.service import CompletionService
+from tabd.daemon.runtime.request import Asked
+from tabd.daemon.runtime.service import CompletionService, compose
 from tabd.predictor.types import Prediction
 
 from support.fakes import FakeBackend
@@ -37,13 +38,13 @@ def _run(coro):
 
 
 async def _complete(service, text, invoked=False):
-    return await service.complete("doc", 1, DocState.from_text(text, len(text), 4800, 1200), invoked)
+    return await service.complete(Asked("doc", 1, DocState.from_text(text, len(text), 4800, 1200), invoked))
 
 
 def _service(min_confidence: float, speculation: bool = False) -> tuple[CompletionService, FakeBackend]:
     backend = FakeBackend(text=scripted)
     config = Config(min_confidence=min_confidence, speculation=speculation).validate()
-    return CompletionService(config, lambda c: backend, None), backend
+    return compose(config, lambda c: backend, None), backend
 
 
 def test_a_suggestion_is_cut_where_confidence_drops():

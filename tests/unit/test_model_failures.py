@@ -26,9 +26,9 @@ async def test_a_cancelled_request_is_answered_request_cancelled():
 
 
 async def test_a_model_too_slow_to_answer_is_an_empty_result_in_bounded_time(monkeypatch):
-    import tabd.lsp.server as server_module
+    import tabd.daemon.runtime.service as service_module
 
-    monkeypatch.setattr(server_module, "REQUEST_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(service_module, "REQUEST_TIMEOUT_S", 0.3)
     srv = InProcess(FakeBackend(delay=5.0))
     try:
         await srv.initialize({"speculation": False})
@@ -70,9 +70,9 @@ async def test_a_model_that_cannot_load_is_shown_to_the_user():
 
 
 async def test_a_model_still_loading_when_the_wait_runs_out_answers_loading(monkeypatch):
-    import tabd.lsp.server as server_module
+    import tabd.daemon.runtime.service as service_module
 
-    monkeypatch.setattr(server_module, "LOAD_WAIT_S", 0.2)
+    monkeypatch.setattr(service_module, "LOAD_WAIT_S", 0.2)
 
     def slow_factory(config):
         time.sleep(1.0)

@@ -69,17 +69,18 @@ async def test_server_down_gives_an_empty_suggestion_and_an_error_event():
     from tabd.daemon.runtime.backends import make_backend
     from tabd.daemon.runtime.config import Config
     from tabd.daemon.runtime.events import EventLog
-    from tabd.daemon.runtime.service import CompletionService
+    from tabd.daemon.runtime.request import Asked
+    from tabd.daemon.runtime.service import compose
 
     config = Config(fim="tabd", backend="openai", url=f"http://127.0.0.1:{free_port()}")
     events = EventLog()
     seen: list[dict] = []
     events.add_sink(seen.append)
-    service = CompletionService(config, make_backend, events)
+    service = compose(config, make_backend, events)
     try:
         assert await service.ready()
         t0 = time.monotonic()
-        answer = await service.complete("doc", 1, DocState.from_text("x = ", 4, 2000, 600))
+        answer = await service.complete(Asked("doc", 1, DocState.from_text("x = ", 4, 2000, 600)))
         assert answer.text == "" and time.monotonic() - t0 < 2
         errors = [e for e in seen if e.get("event") == "error"]
         assert errors and "cannot reach" in errors[-1]["message"]

@@ -9,7 +9,7 @@ from tabd.cache.state import DocState
 from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime.loaded_model import Model
-from tabd.daemon.runtime.request import RequestBuilder, shown_part
+from tabd.daemon.runtime.request import Asked, RequestBuilder, shown_part
 from tabd.daemon.runtime.scheduler import Scheduler
 from tabd.daemon.runtime.workspace import Workspace, context_options
 
@@ -29,31 +29,27 @@ async def _builder(config: Config | None = None, planned: frozenset[str] = froze
     return RequestBuilder(config, model, workspace, planned.__contains__), workspace, scheduler
 
 
-async def test_a_request_held_for_a_state_is_the_one_taken_for_it_with_no_second_build():
+async def test_a_request_is_built_once_with_one_context_pick_and_its_latency_counts_from_its_arrival():
     builder, workspace, scheduler = await _builder()
     try:
-        held = builder.hold("d", 1, _state(), False)
-        again = builder.hold("d", 1, _state(), False)  # the LSP handler's lookup after the plain path's
+        asked = Asked("d", 1, _state())
         await asyncio.sleep(0.01)
-        taken = builder.take("d", 1, _state(), False, True)
-        assert again is held and taken.id == held.id and taken.key == held.key
-        assert taken.t0 > held.t0  # the awaiting path's latency starts when it does
-        assert workspace.stats.picks == 1  # one context pick, not one per path
-        fresh = builder.take("d", 1, _state(), False, True)  # taken already: a new request
-        assert fresh.id != held.id
+        req = builder.build(asked)
+        assert req.t0 == asked.arrived  # the wait before the build is the user's too
+        assert workspace.stats.picks == 1
+        again = builder.build(Asked("d", 1, _state()))
+        assert again.id != req.id and again.key == req.key and workspace.stats.picks == 1  # the kept context
     finally:
         scheduler.stop()
 
 
-async def test_another_state_version_or_trigger_builds_a_new_request():
+async def test_a_prefetch_s_prompt_and_the_request_it_stands_in_for_have_one_key_for_either_trigger():
     builder, _, scheduler = await _builder()
     try:
-        held = builder.hold("d", 1, _state(), False)
-        assert builder.take("d", 2, _state(), False, True).id != held.id
-        held = builder.hold("d", 2, _state(), False)
-        assert builder.take("d", 2, _state(), True, True).id != held.id
-        held = builder.hold("d", 2, _state(), False)
-        assert builder.take("d", 2, _state(TEXT + "x"), False, True).id != held.id
+        for text in ("def total(items):", "x = total("):
+            for invoked in (False, True):
+                req = builder.build(Asked("d", 1, _state(text), invoked))
+                assert builder.prompt("d", _state(text), req.context, invoked).key == req.key, (text, invoked)
     finally:
         scheduler.stop()
 
@@ -61,14 +57,14 @@ async def test_another_state_version_or_trigger_builds_a_new_request():
 async def test_the_key_follows_the_window_and_settings_and_a_planned_key_is_after_accept():
     builder, _, scheduler = await _builder()
     try:
-        a = builder.take("d", 1, _state(), False, True)
-        b = builder.take("d", 1, _state(), False, True)
-        c = builder.take("d", 1, _state(TEXT + "x"), False, True)
+        a = builder.build(Asked("d", 1, _state()))
+        b = builder.build(Asked("d", 1, _state()))
+        c = builder.build(Asked("d", 1, _state(TEXT + "x"), False))
         assert a.key == b.key != c.key and a.key == builder.prompt("", _state()).key
         assert not a.after_accept
         builder.after_accept = {a.key}.__contains__
-        assert builder.take("d", 1, _state(), False, True).after_accept
-        assert builder.take("d", 1, _state(), False, False).key == ""  # no model: no key to look up
+        assert builder.build(Asked("d", 1, _state())).after_accept
+        assert builder.build(Asked("d", 1, _state()), ready=False).key == ""  # no model: no key to look up
     finally:
         scheduler.stop()
 
@@ -76,8 +72,8 @@ async def test_the_key_follows_the_window_and_settings_and_a_planned_key_is_afte
 async def test_an_invoked_request_shows_any_guess_and_an_automatic_one_only_what_the_model_is_sure_of():
     builder, _, scheduler = await _builder(Config(min_confidence=0.5, min_chars=2))
     try:
-        auto = builder.take("d", 1, _state(), False, True)
-        invoked = builder.take("d", 1, _state(), True, True)
+        auto = builder.build(Asked("d", 1, _state()))
+        invoked = builder.build(Asked("d", 1, _state(), True))
         confidence = ((3, 0.9), (9, 0.2))
         assert auto.shown("abc + def", confidence) == "abc"
         assert invoked.shown("abc + def", confidence) == "abc + def"
@@ -96,11 +92,11 @@ async def test_an_invoked_request_where_a_block_starts_may_write_a_whole_block()
     builder, workspace, scheduler = await _builder()
     try:
         for text in ("def total(items):", "def total(items):\n    "):
-            invoked = builder.hold("d", 1, _state(text), True)
-            auto = builder.hold("d", 1, _state(text), False)
+            invoked = builder.build(Asked("d", 1, _state(text), True))
+            auto = builder.build(Asked("d", 1, _state(text), False))
             assert invoked.settings.multiline and invoked.settings.max_lines == 16, text
             assert auto.settings.max_lines < 16 and invoked.key != auto.key  # its own answer, not the one-liner's
-        mid = builder.hold("d", 1, _state("x = total("), True)  # no block starts here: the usual settings
+        mid = builder.build(Asked("d", 1, _state("x = total("), True))  # no block starts here: the usual settings
         assert not mid.settings.multiline
     finally:
         scheduler.stop()

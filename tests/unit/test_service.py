@@ -13,8 +13,10 @@ from tabd.daemon.runtime.engine_load import PAUSE_S
 from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime.handover import HandOver
 from tabd.daemon.runtime.loaded_model import Model
+from tabd.daemon.runtime.answer import Answer
 from tabd.daemon.runtime.scheduler import Scheduler
-from tabd.daemon.runtime.service import CompletionService
+from tabd.daemon.runtime.request import Asked
+from tabd.daemon.runtime.service import CompletionService, compose
 from tabd.predictor.types import Prediction
 
 TEXT = "x = 1\ny = "
@@ -68,7 +70,7 @@ def _service(backend: FakeBackend, **config) -> tuple[CompletionService, list[di
     events = EventLog()
     logged: list[dict] = []
     events.add_sink(logged.append)
-    return CompletionService(Config(**{"debounce_ms": 0, **config}), lambda c: backend, events), logged
+    return compose(Config(**{"debounce_ms": 0, **config}), lambda c: backend, events), logged
 
 
 def _section(stats: dict, path: str) -> dict:
@@ -77,8 +79,17 @@ def _section(stats: dict, path: str) -> dict:
     return stats
 
 
+def _now(service: CompletionService, asked: Asked) -> Answer | None:
+    """The answer from memory, given at once with no await; None where the service would await the model."""
+    got = service.answer(asked)
+    if isinstance(got, Answer):
+        return got
+    got.close()  # type: ignore[attr-defined]  # a coroutine: not run
+    return None
+
+
 async def _settle(service: CompletionService) -> None:
-    while service.stats.prefetch.finished + service.stats.prefetch.cancelled < service.stats.prefetch.started:
+    while service.computations.prefetch_runs.finished + service.computations.prefetch_runs.cancelled < service.computations.prefetch_runs.started:
         await asyncio.sleep(0.01)
     service.run_after()
 
@@ -87,16 +98,16 @@ async def test_a_model_answer_then_the_same_state_from_memory_and_a_tab_into_a_p
     backend = FakeBackend(text="foo(bar, baz)")
     service, logged = _service(backend)
     try:
-        first = await service.complete("d", 1, _state())
+        first = await service.complete(Asked("d", 1, _state()))
         assert (first.text, first.source, first.depth) == ("foo(bar, baz)", "model", 0)
         service.run_after()
-        again = service.lookup("d", 1, _state())  # no await: the LSP layer answers it on plain JSON
+        again = _now(service, Asked("d", 1, _state()))  # no await: the LSP layer answers it on plain JSON
         assert (again.text, again.source) == ("foo(bar, baz)", "cache")
         await _settle(service)
-        service.document_edited("d", len(TEXT), 0, "foo(bar, baz)")  # the Tab, seen in the edit
-        tab = service.lookup("d", 2, _state(TEXT + "foo(bar, baz)"))
+        service.docs.edited("d", len(TEXT), 0, "foo(bar, baz)")  # the Tab, seen in the edit
+        tab = _now(service, Asked("d", 2, _state(TEXT + "foo(bar, baz)")))
         assert tab is not None and (tab.source, tab.depth) == ("cache", 1)
-        assert len(backend.calls) == 1 + service.stats.prefetch.started  # no second call for a state it knew
+        assert len(backend.calls) == 1 + service.computations.prefetch_runs.started  # no second call for a state it knew
         s = service.stats_dict()
         assert s["accepts_by"] == {"edit": 1} and s["after_accept"]["from_cache"] == 1
     finally:
@@ -107,12 +118,12 @@ async def test_a_tab_whose_prefetch_found_nothing_to_add_counts_as_answered_from
     backend = FakeBackend(text=lambda prefix, suffix: "" if prefix.endswith("foo(bar, baz)") else "foo(bar, baz)")
     service, _ = _service(backend)
     try:
-        await service.complete("d", 1, _state())
+        await service.complete(Asked("d", 1, _state()))
         service.run_after()
         await _settle(service)
-        service.document_edited("d", len(TEXT), 0, "foo(bar, baz)")  # the Tab
+        service.docs.edited("d", len(TEXT), 0, "foo(bar, baz)")  # the Tab
         calls = len(backend.calls)
-        tab = service.lookup("d", 2, _state(TEXT + "foo(bar, baz)"))
+        tab = _now(service, Asked("d", 2, _state(TEXT + "foo(bar, baz)")))
         assert tab is not None and tab.text == "" and len(backend.calls) == calls  # nothing to show, from memory
         s = service.stats_dict()
         assert (s["last"]["source"], s["last"]["origin"]) == ("none", "cache")
@@ -121,14 +132,20 @@ async def test_a_tab_whose_prefetch_found_nothing_to_add_counts_as_answered_from
         service.close()
 
 
-async def test_a_request_memory_cannot_answer_is_built_once_for_both_paths():
+async def test_a_request_memory_cannot_answer_is_built_once_and_looks_in_memory_once():
     service, _ = _service(FakeBackend())
     try:
         assert await service.ready()
-        assert service.lookup("d", 1, _state()) is None  # the plain path: not in memory
-        assert service.lookup("d", 1, _state()) is None  # the handler's own look first
-        answer = await service.complete("d", 1, _state())
-        assert answer.id == "1" and answer.source == "model"  # the three looks at the state made one request
+        recall, looks = service.memory.recall, []
+
+        def counted(*args, **kwargs):
+            looks.append(args[0])
+            return recall(*args, **kwargs)
+
+        service.memory.recall = counted  # type: ignore[method-assign]
+        answer = await service.complete(Asked("d", 1, _state()))
+        assert answer.id == "1" and answer.source == "model"  # one request
+        assert looks == [answer.key]  # memory was looked in once on the way to the model
     finally:
         service.close()
 
@@ -137,9 +154,9 @@ async def test_an_edit_that_moves_the_state_cancels_the_request_for_the_old_one(
     backend = FakeBackend(delay=5.0)
     service, logged = _service(backend)
     try:
-        pending = asyncio.ensure_future(service.complete("d", 1, _state()))
+        pending = asyncio.ensure_future(service.complete(Asked("d", 1, _state())))
         await asyncio.to_thread(backend.started.wait, 5)
-        service.document_changed("d", _state(TEXT + "z"), TEXT + "z", len(TEXT) + 1)
+        service.docs.changed("d", _state(TEXT + "z"), TEXT + "z", len(TEXT) + 1)
         answer = await asyncio.wait_for(pending, 5)
         assert (answer.text, answer.source) == ("", "none")
         assert [e["reason"] for e in logged if e["event"] == "cancel"] == ["stale"]
@@ -151,13 +168,13 @@ async def test_an_edit_that_moves_the_state_cancels_the_request_for_the_old_one(
 async def test_the_lsp_layer_s_workspace_verbs_reach_the_context():
     service, _ = _service(FakeBackend())
     try:
-        service.document_opened("other", "lib/helpers.py", "def compute_total(items):\n    return sum(items)\n")
-        service.document_opened("d", "main.py", TEXT)
-        snap = service.focus("d", _state())
+        service.docs.opened("other", "lib/helpers.py", "def compute_total(items):\n    return sum(items)\n")
+        service.docs.opened("d", "main.py", TEXT)
+        snap = service.docs.focus("d", _state())
         assert "lib/helpers.py" in [path for path, _ in snap.sources]  # the other open file, to copy from
-        assert service.context_of("d") == snap
-        service.document_closed("d")
-        assert service.context_of("d").digest == ""
+        assert service.docs.context_of("d") == snap
+        service.docs.closed("d")
+        assert service.docs.context_of("d").digest == ""
     finally:
         service.close()
 
@@ -165,12 +182,12 @@ async def test_the_lsp_layer_s_workspace_verbs_reach_the_context():
 async def test_a_model_that_cannot_load_answers_empty_with_why():
     def broken(config):
         raise RuntimeError("no weights here")
-    service = CompletionService(Config(), broken)
+    service = compose(Config(), broken)
     try:
         assert await service.ready() is False
-        answer = await service.complete("d", 1, _state())
+        answer = await service.complete(Asked("d", 1, _state()))
         assert (answer.text, answer.source, answer.reason) == ("", "none", "error")
-        assert service.load_error == "no weights here" and service.stats_dict()["error"] == "no weights here"
+        assert service.model.error == "no weights here" and service.stats_dict()["error"] == "no weights here"
     finally:
         service.close()
 
@@ -184,7 +201,7 @@ async def test_an_empty_answer_says_why():
     for name, backend in cases.items():
         service, _ = _service(backend, speculation=False)
         try:
-            answer = await service.complete("d", 1, _state())
+            answer = await service.complete(Asked("d", 1, _state()))
             reasons[name] = (answer.text, answer.reason, service.stats_dict()["last"]["reason"])
         finally:
             service.close()
@@ -198,12 +215,12 @@ async def test_an_empty_answer_says_why():
 async def test_stats_keys_and_log_fields_are_the_ones_other_tools_read():
     service, logged = _service(FakeBackend(text="foo(bar, baz)"))
     try:
-        first = await service.complete("d", 1, _state())
+        first = await service.complete(Asked("d", 1, _state()))
         await _settle(service)
-        service.document_edited("d", len(TEXT), 0, "foo")
-        second = service.lookup("d", 2, _state(TEXT + "foo")) or await service.complete("d", 2, _state(TEXT + "foo"))
+        service.docs.edited("d", len(TEXT), 0, "foo")
+        second = _now(service, Asked("d", 2, _state(TEXT + "foo"))) or await service.complete(Asked("d", 2, _state(TEXT + "foo")))
         service.run_after()
-        service.dismiss(second.id)
+        service.docs.dismiss(second.id)
         await asyncio.sleep(0.05)
         service.run_after()
         stats = service.stats_dict()
@@ -222,9 +239,9 @@ async def test_a_service_composed_over_a_model_loaded_elsewhere_answers_with_it(
     backend = FakeBackend(text="composed()")
     model = Model(config, lambda c: backend, scheduler, events)
     assert await model.ready()
-    service = CompletionService.compose(config, events, scheduler, model, HandOver(scheduler, events))
+    service = compose(config, events=events, scheduler=scheduler, model=model, handover=HandOver(scheduler, events))
     try:
-        answer = await service.complete("d", 1, _state())
+        answer = await service.complete(Asked("d", 1, _state()))
         assert (answer.text, answer.source) == ("composed()", "model") and len(backend.calls) == 1
         assert service.stats_dict()["hand_over"] == {"state": "off"}
     finally:
@@ -236,10 +253,10 @@ async def test_an_invoked_request_offers_the_run_s_other_candidates_and_an_autom
     backend = FakeBackend(text=lambda prefix, suffix: Prediction("compute(a)", alternatives=("compute(b)", "compute(a)", " ")))
     service, _ = _service(backend, speculation=False)
     try:
-        auto = await service.complete("d", 1, _state())
+        auto = await service.complete(Asked("d", 1, _state()))
         assert (auto.text, auto.alternatives) == ("compute(a)", ())
         service.run_after()
-        invoked = service.lookup("d", 1, _state(), invoked=True)  # the same state, from memory: the others kept
+        invoked = _now(service, Asked("d", 1, _state(), invoked=True))  # the same state, from memory: the others kept
         assert invoked is not None and invoked.source == "cache"
         assert invoked.alternatives == (("compute(b)", 0),)  # distinct, not blank, not the shown text
     finally:
@@ -251,13 +268,13 @@ async def test_an_alternative_taken_is_the_accept_and_the_request_after_it_an_af
     backend = FakeBackend(text=lambda prefix, suffix: Prediction("compute(a)", alternatives=("compute(b)",)))
     service, _ = _service(backend, speculation=False)
     try:
-        await service.complete("d", 1, _state())
+        await service.complete(Asked("d", 1, _state()))
         service.run_after()
-        invoked = service.lookup("d", 1, _state(), invoked=True)
+        invoked = _now(service, Asked("d", 1, _state(), invoked=True))
         assert invoked is not None and invoked.alternatives == (("compute(b)", 0),)
         service.run_after()  # shown
-        assert service.accept(invoked.id, alternative="compute(b)")
-        service.accept(invoked.id, alternative="compute(b)")  # a client that sends it twice: one accept
+        assert service.docs.accept(invoked.id, alternative="compute(b)")
+        service.docs.accept(invoked.id, alternative="compute(b)")  # a client that sends it twice: one accept
         assert service.speculator.stats.accepts == 1
         taken = _state().insert("compute(b)")
         assert service.speculator.requests.prompt("d", taken, service.speculator.context_of("d")).key in service.speculator.planned
@@ -272,11 +289,11 @@ async def test_a_loaded_shared_engine_holds_prefetches_back_and_says_so():
     config = Config(debounce_ms=0, backend="openai", url="http://127.0.0.1:9", adaptive_depth=False, depth=2)
     events, logged = EventLog(), []
     events.add_sink(logged.append)
-    service = CompletionService(config, lambda c: fake, events)
+    service = compose(config, lambda c: fake, events)
     try:
         for ms in [40.0] * 20 + [400.0] * 8:  # the engine answers ten times slower than it did unloaded
             service.speculator.engine.observe(ms)
-        first = await service.complete("d", 1, _state())
+        first = await service.complete(Asked("d", 1, _state()))
         service.run_after()
         await asyncio.sleep(PAUSE_S + 0.05)  # the suggestion stays on screen: the Tab's prefetch goes
         service.run_after()
@@ -289,7 +306,7 @@ async def test_a_loaded_shared_engine_holds_prefetches_back_and_says_so():
         assert (1, "word", "partial_branch") in held and (2, "all.all", "engine_loaded") in held, held
         assert s["held_back"]["partial_branch"] >= 1 and s["held_back"]["engine_loaded"] >= 1, s["held_back"]
         # the Tab is answered from memory
-        tab = service.lookup("d", 2, _state(TEXT + "foo(bar, baz)"))
+        tab = _now(service, Asked("d", 2, _state(TEXT + "foo(bar, baz)")))
         assert tab is not None and tab.source == "cache"
     finally:
         service.close()
@@ -297,8 +314,7 @@ async def test_a_loaded_shared_engine_holds_prefetches_back_and_says_so():
 
 def _shared(backend: FakeBackend) -> CompletionService:
     """A service in front of a shared engine (--backend openai) that `backend` stands in for."""
-    return CompletionService(Config(debounce_ms=0, backend="openai", url="http://127.0.0.1:9"), lambda c: backend,
-                             EventLog())
+    return compose(Config(debounce_ms=0, backend="openai", url="http://127.0.0.1:9"), lambda c: backend, EventLog())
 
 
 async def test_a_shared_engine_answers_a_next_word_accept_from_memory_without_its_prefetch():
@@ -306,11 +322,11 @@ async def test_a_shared_engine_answers_a_next_word_accept_from_memory_without_it
     fake = FakeBackend(text="foo(bar, baz)")
     service = _shared(fake)
     try:
-        await service.complete("d", 1, _state())
+        await service.complete(Asked("d", 1, _state()))
         service.run_after()
         await asyncio.sleep(PAUSE_S + 0.05)  # the suggestion stays on screen: the Tab's prefetch goes
         assert service.stats_dict()["held_back"]["partial_branch"] == 1
-        word = service.lookup("d", 2, _state(TEXT + "foo"))  # Ctrl+Right takes "foo"
+        word = _now(service, Asked("d", 2, _state(TEXT + "foo")))  # Ctrl+Right takes "foo"
         assert word is not None and (word.source, word.text) == ("typed", "(bar, baz)")
     finally:
         service.close()
@@ -324,7 +340,7 @@ async def test_a_loaded_shared_engine_skips_the_prefetch_for_a_document_whose_su
             service.speculator.acceptance.record("d", "none")
         for ms in [40.0] * 20 + [200.0] * 8:  # the engine's first tokens come five times slower than unloaded
             service.speculator.engine.observe(ms)
-        await service.complete("d", 1, _state())
+        await service.complete(Asked("d", 1, _state()))
         service.run_after()
         await asyncio.sleep(PAUSE_S + 0.05)  # the suggestion stays on screen: the Tab's prefetch goes
         s = service.stats_dict()
@@ -339,18 +355,18 @@ async def test_a_shared_engine_s_tab_prefetch_waits_until_the_user_pauses_and_an
     fake = FakeBackend(text="foo(bar, baz)")
     service = _shared(fake)
     try:
-        await service.complete("d", 1, _state())
+        await service.complete(Asked("d", 1, _state()))
         service.run_after()
         await asyncio.sleep(PAUSE_S / 3)
         assert service.stats_dict()["prefetch"]["started"] == 0  # not yet: the user may be typing on
-        service.document_edited("d", len(TEXT), 0, "x")  # they were
+        service.docs.edited("d", len(TEXT), 0, "x")  # they were
         await asyncio.sleep(PAUSE_S + 0.05)
         assert service.stats_dict()["prefetch"]["started"] == 0
-        await service.complete("d", 2, _state(TEXT + "x"))
+        await service.complete(Asked("d", 2, _state(TEXT + "x")))
         service.run_after()
         await asyncio.sleep(PAUSE_S + 0.05)  # this time they stop and read it
         assert service.stats_dict()["prefetch"]["started"] == 1
-        tab = service.lookup("d", 3, _state(TEXT + "x" + "foo(bar, baz)"))
+        tab = _now(service, Asked("d", 3, _state(TEXT + "x" + "foo(bar, baz)")))
         assert tab is not None and tab.source == "cache"
     finally:
         service.close()
@@ -360,10 +376,10 @@ async def _three_tabs(service: CompletionService, text: str) -> str:
     """Three suggestions of `text`, each read for PAUSE_S + 50 ms and taken with Tab; the text they leave."""
     cur = TEXT
     for version in range(1, 4):
-        await service.complete("d", version, _state(cur))
+        await service.complete(Asked("d", version, _state(cur)))
         service.run_after()
         await asyncio.sleep(PAUSE_S + 0.05)  # they read it, and press Tab
-        service.document_edited("d", len(cur), 0, text)
+        service.docs.edited("d", len(cur), 0, text)
         cur += text
     return cur
 
@@ -377,10 +393,10 @@ async def test_a_user_who_tabs_sooner_than_a_prefetch_takes_gets_the_tab_s_prefe
     try:
         cur = await _three_tabs(service, text)
         assert service.stats_dict()["held_back"]["pause_ms"] == 0.0
-        service.document_edited("d", len(cur), 0, "\n")  # a new line: a state no prefetch reached
+        service.docs.edited("d", len(cur), 0, "\n")  # a new line: a state no prefetch reached
         cur += "\n"
         started = service.stats_dict()["prefetch"]["started"]
-        await service.complete("d", 4, _state(cur))
+        await service.complete(Asked("d", 4, _state(cur)))
         service.run_after()
         await asyncio.sleep(0.01)  # well before the fixed pause
         assert service.stats_dict()["prefetch"]["started"] > started  # the Tab's (and, done at once, the next one's)
@@ -406,7 +422,7 @@ async def test_a_local_engine_prefetches_every_branch_whatever_its_latency():
     try:
         for ms in [40.0] * 20 + [400.0] * 8:
             service.speculator.engine.observe(ms)
-        await service.complete("d", 1, _state())
+        await service.complete(Asked("d", 1, _state()))
         service.run_after()
         await asyncio.sleep(0.05)
         held = [e for e in logged if e["event"] == "prefetch" and e["outcome"] == "held"]
@@ -420,13 +436,13 @@ async def test_a_shared_engine_s_load_is_read_from_the_wait_for_its_first_token(
     """Answers that come whole in a few ms but whose first token waited 200 ms (an engine queue) read as a loaded
     engine: what its load is judged by is the first token, not the whole latency."""
     fake = FakeBackend(text=lambda prefix, suffix: Prediction("foo(bar)", first_token_ms=200.0))
-    service = CompletionService(Config(debounce_ms=0, backend="openai", url="http://127.0.0.1:9", speculation=False),
-                                lambda c: fake, EventLog())
+    service = compose(Config(debounce_ms=0, backend="openai", url="http://127.0.0.1:9", speculation=False),
+                      lambda c: fake, EventLog())
     try:
         for ms in [40.0] * 20:  # the engine unloaded
             service.speculator.engine.observe(ms)
         for i in range(8):
-            await service.complete("d", i + 1, _state(TEXT + "a" * i))
+            await service.complete(Asked("d", i + 1, _state(TEXT + "a" * i)))
         assert service.speculator.engine.ratio() == 5.0 and service.speculator.engine.depth_cap() == 0
     finally:
         service.close()
@@ -440,13 +456,13 @@ async def test_a_prefetch_s_call_counts_in_the_debounce_s_model_latency():
     backend = FakeBackend(text=lambda prefix, suffix: Prediction("foo(bar, baz)", prefill_ms=100.0, decode_ms=200.0))
     service, _ = _service(backend)
     try:
-        await service.complete("d", 1, _state())
+        await service.complete(Asked("d", 1, _state()))
         before = service.stats_dict()["debounce"]["model_ms"]  # the answer's own latency here, a few ms
         service.run_after()
         await _settle(service)
-        assert service.stats.prefetch.finished >= 1
+        assert service.computations.prefetch_runs.finished >= 1
         expected = before
-        for _ in range(service.stats.prefetch.finished):  # each prefetch's 300 ms call, into the EMA
+        for _ in range(service.computations.prefetch_runs.finished):  # each prefetch's 300 ms call, into the EMA
             expected = 0.25 * 300.0 + 0.75 * expected
         assert service.stats_dict()["debounce"]["model_ms"] == pytest.approx(expected, abs=0.3)
     finally:

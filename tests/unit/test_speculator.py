@@ -13,10 +13,9 @@ from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime.jobs import ModelJobs
 from tabd.daemon.runtime.memory import Memory
 from tabd.daemon.runtime.loaded_model import Model
-from tabd.daemon.runtime.request import RequestBuilder
+from tabd.daemon.runtime.request import Asked, RequestBuilder
 from tabd.daemon.runtime.scheduler import Scheduler
 from tabd.daemon.runtime.speculator import RecentKeys, Speculator
-from tabd.daemon.runtime.stats import Stats
 from tabd.daemon.runtime.workspace import Workspace, context_options
 
 TEXT = "total = compute(items)\ntotal = "
@@ -36,17 +35,17 @@ class Stack:
         planned = RecentKeys(64)
         self.requests = RequestBuilder(config, self.model, self.workspace, planned.__contains__)
         self.memory = Memory(config)
-        self.stats = Stats()
-        self.computations = Computations(ModelJobs(self.scheduler, self.model), self.memory, self.stats, self.events)
-        self.speculator = Speculator(config, self.requests, self.memory, self.computations, self.stats, self.events,
+        self.computations = Computations(ModelJobs(self.scheduler, self.model), self.memory, self.events)
+        self.speculator = Speculator(config, self.requests, self.memory, self.computations, self.events,
                                      self.workspace.current, planned)
-        self.computations.prefetched = self.speculator.prefetched_answer
+        self.stats = self.speculator.stats
+        self.runs = self.computations.prefetch_runs
 
     def prefetches(self, outcome: str) -> list[dict]:
         return [e for e in self.logged if e["event"] == "prefetch" and e["outcome"] == outcome]
 
     async def settled(self) -> None:
-        while self.stats.prefetch.finished + self.stats.prefetch.cancelled < self.stats.prefetch.started:
+        while self.runs.finished + self.runs.cancelled < self.runs.started:
             await asyncio.sleep(0.01)
 
 
@@ -58,11 +57,11 @@ async def test_a_shown_suggestion_prefetches_its_whole_and_partial_accepts_and_a
     s = Stack(Config(depth=1, adaptive_depth=False))
     try:
         assert await s.model.ready()
-        req = s.requests.take("d", 1, _state(), False, True)
+        req = s.requests.build(Asked("d", 1, _state()))
         s.speculator.shown(req, "compute(items)", typed=False)
         await s.settled()
         assert sorted(e["branch"] for e in s.prefetches("finished")) == ["all", "word"]
-        assert s.requests.take("d", 2, _state(TEXT + "compute(items)"), False, True).after_accept
+        assert s.requests.build(Asked("d", 2, _state(TEXT + "compute(items)"))).after_accept
         assert s.memory.has(s.requests.prompt("", _state(TEXT + "compute")).key)  # the next word's state is computed
         assert s.stats.branches == {"all": 1, "word": 1}
     finally:
@@ -74,7 +73,7 @@ async def test_a_finished_prefetch_plans_the_step_after_it_up_to_the_depth():
     try:
         assert await s.model.ready()
         s.backend.text = lambda prefix, suffix: "ab" if prefix.endswith("= ") else "cd"
-        req = s.requests.take("d", 1, _state(), False, True)
+        req = s.requests.build(Asked("d", 1, _state()))
         s.speculator.shown(req, "ab", typed=False)
         await s.settled()
         assert [e["depth"] for e in s.prefetches("finished")] == [1, 2]
@@ -87,10 +86,10 @@ async def test_with_speculation_off_nothing_is_prefetched_but_a_tab_is_still_rec
     s = Stack(Config(speculation=False))
     try:
         assert await s.model.ready()
-        req = s.requests.take("d", 1, _state(), False, True)
+        req = s.requests.build(Asked("d", 1, _state()))
         s.speculator.shown(req, "compute(items)", typed=False)
-        assert s.stats.prefetch.started == 0
-        assert s.requests.take("d", 2, _state(TEXT + "compute(items)"), False, True).after_accept
+        assert s.runs.started == 0
+        assert s.requests.build(Asked("d", 2, _state(TEXT + "compute(items)"))).after_accept
     finally:
         s.scheduler.stop()
 
@@ -99,7 +98,7 @@ async def test_an_accept_seen_as_an_edit_and_as_a_command_counts_once_and_a_dism
     s = Stack(Config(speculation=False))
     try:
         assert await s.model.ready()
-        req = s.requests.take("d", 1, _state(), False, True)
+        req = s.requests.build(Asked("d", 1, _state()))
         s.speculator.shown(req, "compute(items)", typed=False)
         s.speculator.edited("d", len(TEXT), 0, "compute(items)")
         assert s.speculator.accept(req.id, len("compute(items)")) is True
@@ -116,7 +115,7 @@ async def test_a_prefetched_answer_is_used_once():
     s = Stack(Config(depth=1, adaptive_depth=False))
     try:
         assert await s.model.ready()
-        req = s.requests.take("d", 1, _state(), False, True)
+        req = s.requests.build(Asked("d", 1, _state()))
         s.speculator.shown(req, "compute(items)", typed=False)
         key = s.requests.prompt("", _state(TEXT + "compute(items)")).key
         s.speculator.used(key)
@@ -130,7 +129,7 @@ async def test_a_context_change_under_a_suggestion_on_screen_prefetches_again_un
     s = Stack(Config(depth=1, adaptive_depth=False, partial_accept_prefetch=False))
     try:
         assert await s.model.ready()
-        req = s.requests.take("d", 1, _state(), False, True)
+        req = s.requests.build(Asked("d", 1, _state()))
         s.speculator.shown(req, "compute(items)", typed=False)
         await s.settled()
         new = Snapshot(digest="new")
