@@ -13,7 +13,7 @@ from tabd.cache.typed import typed_length
 from tabd.daemon.runtime.computation import Computation
 from tabd.daemon.runtime.events import EventLog, Signal
 from tabd.daemon.runtime.fields import prediction_fields
-from tabd.daemon.runtime.jobs import ModelCall, ModelJobs, Tally
+from tabd.daemon.runtime.jobs import ModelJobs, Tally
 from tabd.daemon.runtime.memory import Memory
 from tabd.daemon.runtime.scheduler import FOREGROUND
 from tabd.daemon.runtime.stats import PromptReuse
@@ -54,8 +54,7 @@ class Computations:
         return self._start(comp, comp.depth, "prefetch", self.prefetch_runs)
 
     def _start(self, comp: Computation, priority: int, kind: str, tally: Tally) -> Computation:
-        call = ModelCall(comp.window, comp.settings, comp.slot, comp.context)
-        comp.job = self.jobs.start(call, priority, f"{kind}:{short_key(comp.key)}", tally,
+        comp.job = self.jobs.start(comp, priority, f"{kind}:{short_key(comp.key)}", tally,
                                    lambda job, p: self._ended(comp, p), lambda: self._preempted(comp), comp.doc)
         self.memory.started(comp)
         return comp
