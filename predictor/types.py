@@ -88,6 +88,26 @@ def text_chunks(context: Sequence["ContextChunk"]) -> list["ContextChunk"]:
     return [c for c in context if not c.lookup_only and not c.current]
 
 
+@dataclass(frozen=True)
+class Query:
+    """What a backend is asked, once: the suggestion at the cursor between prefix and suffix, generated as settings
+    say, in KV slot slot_id (one per document, and per speculation branch), with the workspace context before them.
+    priority: how soon an engine shared with others should run it (0: a request the user waits for; more: a prefetch
+    or a warm-up); an engine in this process ignores it."""
+
+    prefix: str
+    suffix: str
+    settings: GenSettings
+    slot_id: str = "default"
+    context: Sequence[ContextChunk] = ()
+    priority: int = 0
+
+
+def never() -> bool:
+    """A should_stop that never stops the run."""
+    return False
+
+
 class Backend(Protocol):
     """What the daemon asks a model for: local (LocalBackend), remote (RemoteBackend) or the copy baseline.
 
@@ -112,16 +132,12 @@ class Backend(Protocol):
     # engine in this process lays every prompt out in its FIM template
     plain_prompts: bool = False
 
-    def predict(self, prefix: str, suffix: str, settings: GenSettings, should_stop: Callable[[], bool] = ...,
-                slot_id: str = "default", context: Sequence["ContextChunk"] = (), priority: int = 0) -> Prediction:
-        """The suggestion at the cursor between prefix and suffix, workspace context before them;
-        Interrupted when should_stop() says so. priority: how soon an engine shared with others should run it
-        (0: a request the user waits for; more: a prefetch or a warm-up); an engine in this process ignores it."""
+    def predict(self, query: Query, should_stop: Callable[[], bool] = never) -> Prediction:
+        """The suggestion the query asks for; Interrupted when should_stop() says so."""
         ...
 
-    def warm(self, prefix: str, suffix: str, settings: GenSettings, should_stop: Callable[[], bool] = lambda: False,
-             slot_id: str = "default", context: Sequence["ContextChunk"] = (), priority: int = 0) -> Prediction | None:
-        """Prefill that prompt without decoding, so the next predict() reuses it; None where the backend cannot
+    def warm(self, query: Query, should_stop: Callable[[], bool] = never) -> Prediction | None:
+        """Prefill the query's prompt without decoding, so the next predict() reuses it; None where the backend cannot
         (then the next request pays, as without a warm-up)."""
         return None
 

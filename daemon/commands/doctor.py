@@ -202,14 +202,14 @@ def check_remote(args: argparse.Namespace) -> Check:
     if not getattr(args, "url", None) and getattr(args, "backend", None) != "openai":
         return Check("remote", None, "no remote engine set (--url): the local model answers")
     from tabd.daemon.runtime.backends import make_backend
-    from tabd.predictor.types import GenSettings
+    from tabd.predictor.types import GenSettings, Query
 
     url = getattr(args, "url", None) or "?"
     try:
         config = config_from_args(args)
         backend = make_backend(config)
         t0 = time.monotonic()
-        prediction = backend.predict(PROBE, "\n", GenSettings(max_new_tokens=8))
+        prediction = backend.predict(Query(PROBE, "\n", GenSettings(max_new_tokens=8)))
         ms = round((time.monotonic() - t0) * 1000)
     except Exception as exc:
         return Check("remote", False, str(exc) if url in str(exc) else f"{url}: {exc}", remote_fix(str(exc), url))

@@ -13,7 +13,7 @@ from tabd.daemon.runtime.loaded_model import Model
 from tabd.daemon.runtime.request import RequestBuilder
 from tabd.daemon.runtime.scheduler import FOREGROUND, Cancelled, Scheduler
 from tabd.predictor.prompt.nes_formats import TABD, NesFormat, format_named
-from tabd.predictor.types import GenSettings, Prediction
+from tabd.predictor.types import GenSettings, Prediction, Query
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class EditRuns:
         window, settings = self.requests.window_of(state), self.requests.settings_for(state)
 
         def run(should_stop: Callable[[], bool]) -> Prediction:
-            return backend.predict(window.prefix, window.suffix, settings, should_stop, slot_id=f"{doc}#edit")
+            return backend.predict(Query(window.prefix, window.suffix, settings, slot_id=f"{doc}#edit"), should_stop)
 
         job = self.scheduler.submit(run, 1 if background else FOREGROUND, "edit-score")
         try:
@@ -88,7 +88,7 @@ class EditRuns:
                                stop=fmt.stops)
 
         def run(should_stop: Callable[[], bool]) -> Prediction:
-            return backend.predict(prompt, "", settings, should_stop, slot_id=f"{doc}#nes", priority=int(background))
+            return backend.predict(Query(prompt, "", settings, slot_id=f"{doc}#nes", priority=int(background)), should_stop)
 
         job = self.scheduler.submit(run, 1 if background else FOREGROUND, "edit-write")
         try:

@@ -21,7 +21,7 @@ from tabd.daemon.context.chunk_store import EMPTY, Snapshot
 from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime.fields import warmup_fields
 from tabd.daemon.runtime.scheduler import Job, Scheduler
-from tabd.predictor.types import Backend, ContextChunk, GenSettings, Interrupted, Prediction
+from tabd.predictor.types import Backend, ContextChunk, GenSettings, Interrupted, Prediction, Query
 
 if TYPE_CHECKING:  # the model loads through `queue` (loaded_model.py): it imports this module
     from tabd.daemon.runtime.loaded_model import Model
@@ -124,8 +124,8 @@ def asked(prompt: Prompt, backend: Backend, should_stop: Callable[[], bool], pri
     """The backend's suggestion for the prompt (warm: its prefill only); priority: the scheduler's for the run (0 a
     request; a prefetch its depth), for an engine shared with others."""
     ask = backend.warm if warm else backend.predict
-    return ask(prompt.window.prefix, prompt.window.suffix, prompt.settings, should_stop, slot_id=prompt.slot,
-               context=chunks_of(prompt.context), priority=priority)
+    return ask(Query(prompt.window.prefix, prompt.window.suffix, prompt.settings, prompt.slot, chunks_of(prompt.context),
+                     priority), should_stop)
 
 
 def chunks_of(context: Snapshot) -> list[ContextChunk]:

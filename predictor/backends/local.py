@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from tabd.predictor.backends.backend_settings import LocalSettings
-from tabd.predictor.types import Backend, ContextChunk, GenSettings, Interrupted, ModelLoadError, Prediction, prompt_chunks
+from tabd.predictor.types import (Backend, ContextChunk, GenSettings, Interrupted, ModelLoadError, Prediction, Query, never,
+                                  prompt_chunks)
 from tabd.predictor.engine import chunking, generate
 from tabd.predictor.engine.runner import Runner
 from tabd.predictor.engine.slots import SlotPool
@@ -266,16 +267,10 @@ class LocalBackend(CopyVerification, Backend):
 
     # -- the request ------------------------------------------------------------
 
-    def predict(
-        self,
-        prefix: str,
-        suffix: str,
-        settings: GenSettings,
-        should_stop: Callable[[], bool] = lambda: False,
-        slot_id: str = "default",
-        context: Sequence[ContextChunk] = (),
-        priority: int = 0,  # one engine, one user: the daemon's scheduler already ran the urgent first
-    ) -> Prediction:
+    def predict(self, query: Query, should_stop: Callable[[], bool] = never) -> Prediction:
+        prefix, suffix, settings, slot_id, context = (query.prefix, query.suffix, query.settings, query.slot_id,
+                                                      query.context)
+        priority = query.priority  # one engine, one user: the daemon's scheduler already ran the urgent first
         lookup = self._lookup_now(self.threads.adjust())
         if settings.raw:
             return self._predict_raw(prefix, suffix, settings, should_stop, slot_id, lookup)
@@ -468,20 +463,11 @@ class LocalBackend(CopyVerification, Backend):
             return head, tail, short
         return None
 
-    def warm(
-        self,
-        prefix: str,
-        suffix: str,
-        settings: GenSettings,
-        should_stop: Callable[[], bool] = lambda: False,
-        slot_id: str = "default",
-        context: Sequence[ContextChunk] = (),
-        priority: int = 0,  # one engine, one user: the daemon's scheduler already ran the urgent first
-    ) -> Prediction:
+    def warm(self, query: Query, should_stop: Callable[[], bool] = never) -> Prediction:
         """Prefill the prompt predict() would run, decode nothing (llama.vim's n_predict 0): its next call is a KV hit."""
         self.threads.adjust()
-        layout = self.layout(prefix, suffix, settings.max_new_tokens, prompt_chunks(context))
+        layout = self.layout(query.prefix, query.suffix, query.settings.max_new_tokens, prompt_chunks(query.context))
         t0 = time.perf_counter()
-        _, reused, _ = self._prefill(slot_id, layout.ids, should_stop)
+        _, reused, _ = self._prefill(query.slot_id, layout.ids, should_stop)
         return Prediction("", prefill_tokens=len(layout.ids) - reused, reused_tokens=reused,
                           prefill_ms=(time.perf_counter() - t0) * 1000, context_tokens=layout.context_tokens)

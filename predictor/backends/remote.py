@@ -39,7 +39,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import httpx
 
@@ -48,7 +48,7 @@ from tabd.predictor.prompt.prompt_text import fim_prompt, guess_template
 from tabd.predictor.prompt.templates import FimTemplate, template_for
 from tabd.predictor.prompt.fim import FAMILIES, PAD, chunk_text
 from tabd.predictor.backends.backend_settings import RemoteSettings
-from tabd.predictor.types import Backend, ContextChunk, GenSettings, Interrupted, Prediction, prompt_chunks
+from tabd.predictor.types import Backend, GenSettings, Interrupted, Prediction, Query, never, prompt_chunks
 from tabd.predictor.backends.urls import shown_url
 from tabd.predictor.backends.wire import Call, RemoteError, Retry, error_message, one_line
 
@@ -296,13 +296,13 @@ class RemoteBackend(Backend):
 
     # -- the request -------------------------------------------------------------
 
-    def _body(self, prefix: str, suffix: str, settings: GenSettings, slot_id: str,
-              context: Sequence[ContextChunk] = (), priority: int = 0) -> tuple[str, dict]:
+    def _body(self, query: Query) -> tuple[str, dict]:
         """The route and JSON body; workspace context where the server takes it (input_extra), else as prompt text."""
         info = self.info or ServerInfo()
-        context = prompt_chunks(context)  # the lookup-only files are the local backend's to copy from
+        prefix, suffix, settings = query.prefix, query.suffix, query.settings
+        context = prompt_chunks(query.context)  # the lookup-only files are the local backend's to copy from
         if settings.plain:
-            return "/v1/completions", self._plain_body(prefix, settings, priority)
+            return "/v1/completions", self._plain_body(prefix, settings, query.priority)
         if self.route == "infill":
             body = {"input_prefix": prefix, "input_suffix": suffix, "prompt": "", "n_predict": settings.max_new_tokens,
                     "temperature": 0, "top_k": 1, "stream": True, "cache_prompt": True}
@@ -321,7 +321,7 @@ class RemoteBackend(Backend):
         if info.owned_by == "tabd":
             # serve-model stops by the local rule and answers the raw text, so clean-up here matches local exactly
             body["tabd"] = {"multiline": settings.multiline, "max_lines": settings.max_lines, "raw": settings.raw}
-            body["user"] = slot_id
+            body["user"] = query.slot_id
         elif self.template is not None and self.template.stop_toks:
             body["stop"] = list(self.template.stop_toks[:4])
         if info.infill or info.owned_by == "llamacpp":
@@ -331,7 +331,7 @@ class RemoteBackend(Backend):
         if self.logit_bias:
             body["logit_bias"] = dict(self.logit_bias)
         if self.orders_by_priority:
-            body["priority"] = priority
+            body["priority"] = query.priority
         return "/v1/completions", body
 
     def _plain_body(self, prompt: str, settings: GenSettings, priority: int) -> dict:
@@ -352,16 +352,8 @@ class RemoteBackend(Backend):
             body["priority"] = priority
         return body
 
-    def predict(
-        self,
-        prefix: str,
-        suffix: str,
-        settings: GenSettings,
-        should_stop: Callable[[], bool] = lambda: False,
-        slot_id: str = "default",
-        context: Sequence[ContextChunk] = (),
-        priority: int = 0,
-    ) -> Prediction:
+    def predict(self, query: Query, should_stop: Callable[[], bool] = never) -> Prediction:
+        prefix, suffix, settings = query.prefix, query.suffix, query.settings
         line = postprocess.CursorLine.of(prefix, suffix)
 
         def done(got: Streamed) -> bool:  # the local backend's stop rule, applied to the streamed text
@@ -373,7 +365,7 @@ class RemoteBackend(Backend):
             raise Interrupted()
         t0 = time.perf_counter()
         got = self._stream(
-            lambda: self._body(prefix, suffix, settings, slot_id, context, priority), should_stop, done)
+            lambda: self._body(query), should_stop, done)
         raw, first_at, chunks, stats = got.text, got.first_at, got.chunks, got.stats
         t2 = time.perf_counter()
         text = raw if settings.raw else postprocess.finish(raw, line, settings.multiline, settings.max_lines)
@@ -393,16 +385,7 @@ class RemoteBackend(Backend):
             first_token_ms=(first_at - t0) * 1000 if first_at else 0.0,
         )
 
-    def warm(
-        self,
-        prefix: str,
-        suffix: str,
-        settings: GenSettings,
-        should_stop: Callable[[], bool] = lambda: False,
-        slot_id: str = "default",
-        context: Sequence[ContextChunk] = (),
-        priority: int = 0,
-    ) -> Prediction:
+    def warm(self, query: Query, should_stop: Callable[[], bool] = never) -> Prediction:
         """Have the server prefill the prompt so the next request reuses it; a no-op where a server cannot.
 
         llama-server takes n_predict 0 (llama.vim's warm-up); `tabd serve-model` decodes one token;
@@ -415,7 +398,7 @@ class RemoteBackend(Backend):
             return Prediction("")
 
         def body() -> tuple[str, dict]:
-            path, fields = self._body(prefix, suffix, settings, slot_id, context, priority)
+            path, fields = self._body(query)
             key = "n_predict" if self.route == "infill" else "max_tokens"
             fields[key] = 1 if (self.info or ServerInfo()).owned_by == "tabd" else 0
             return path, fields

@@ -34,7 +34,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterator
 
 from tabd.predictor.prompt.prompt_text import parse_fim_prompt, split_context
-from tabd.predictor.types import GenSettings, Interrupted, Prediction
+from tabd.predictor.types import GenSettings, Interrupted, Prediction, Query
 
 
 class RequestError(Exception):
@@ -142,8 +142,8 @@ class Engine:
                     raise Interrupted()
                 try:
                     prediction: Prediction = self.backend.predict(
-                        prefix, suffix, settings, lambda: gone() or self.queue.more_urgent_waiting(priority),
-                        slot_id=str(req.get("user") or "default"), context=context)
+                        Query(prefix, suffix, settings, str(req.get("user") or "default"), context),
+                        lambda: gone() or self.queue.more_urgent_waiting(priority))
                 except Interrupted:
                     if gone():
                         raise

@@ -196,7 +196,7 @@ class TabdEngine:
         (the order flips state by state and pass by pass, so both see the machine's noise): per pass the decode
         time both ways, and the time after the prefill (decode and the copy candidate's verification, which
         lookup's multi-token passes also run); medians over the passes, the same text and tokens checked."""
-        from tabd.predictor.types import GenSettings
+        from tabd.predictor.types import GenSettings, Query
 
         settings = GenSettings(max_new_tokens=DECODE, multiline=True)
         b = self.backend
@@ -212,7 +212,7 @@ class TabdEngine:
                 for on in (True, False) if (i + r) % 2 == 0 else (False, True):
                     b.lookup = on
                     t0 = time.perf_counter()
-                    p = b.predict(prefix, suffix, settings, slot_id=f"lookup-{on}")
+                    p = b.predict(Query(prefix, suffix, settings, slot_id=f"lookup-{on}"))
                     whole = (time.perf_counter() - t0) * 1000
                     out[on] = (p.text, list(b.last_tokens))
                     sums[on][0] += p.decode_ms

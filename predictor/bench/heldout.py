@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from tabd.predictor.text import postprocess
 from tabd.predictor.text.lookup import copy_suggestion
 from tabd.predictor.training.data import Cut, edit_similarity, eval_cuts, stdlib_sources
-from tabd.predictor.types import GenSettings, Prediction
+from tabd.predictor.types import GenSettings, Prediction, Query
 
 GATE_TABLE = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
 
@@ -79,7 +79,7 @@ def model_figures(args: argparse.Namespace) -> dict[str, Any]:
     settings = GenSettings(max_new_tokens=args.max_new_tokens, lookup_min_p=args.lookup_min_p)
     line_cuts, mid_cuts = held_out_cuts(args.quality_cuts)
     cuts = [*line_cuts, *mid_cuts]
-    preds = [backend.predict(c.prefix, c.suffix, settings, slot_id="quality") for c in cuts]
+    preds = [backend.predict(Query(c.prefix, c.suffix, settings, slot_id="quality")) for c in cuts]
     texts = [p.text for p in preds]
     copies = [copy_suggestion(c.prefix) for c in cuts]
     k = len(line_cuts)

@@ -12,7 +12,7 @@ import statistics
 import time
 from pathlib import Path
 
-from tabd.predictor.types import GenSettings
+from tabd.predictor.types import GenSettings, Query
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 
@@ -86,10 +86,10 @@ def prefetch_fraction(backend) -> float:
     for i in range(10, len(lines), max(1, len(lines) // 12)):
         cut = sum(len(x) + 1 for x in lines[:i]) + len(lines[i]) // 2
         prefix, suffix = text[:cut], text[cut:]
-        first = backend.predict(prefix, suffix, settings, slot_id="bench")
+        first = backend.predict(Query(prefix, suffix, settings, slot_id="bench"))
         if not first.text:
             continue
-        after = backend.predict(prefix + first.text, suffix, settings, slot_id="bench")
+        after = backend.predict(Query(prefix + first.text, suffix, settings, slot_id="bench"))
         fractions.append(after.reused_tokens / max(1, after.reused_tokens + after.prefill_tokens))
     return round(statistics.median(fractions), 4) if fractions else 0.0
 

@@ -17,7 +17,7 @@ import threading
 import time
 
 from tabd.predictor.bench import exits
-from tabd.predictor.types import GenSettings
+from tabd.predictor.types import GenSettings, Query
 
 SNIPPET = '''import os
 import sys
@@ -53,11 +53,11 @@ def pct(values: list[float], q: float) -> float:
 
 
 def run(backend, label: str, todo: list[tuple[str, str]], settings: GenSettings) -> dict:
-    backend.predict(*todo[0], settings, slot_id="bench")  # warm: first request pays the whole prompt
+    backend.predict(Query(*todo[0], settings, slot_id="bench"))  # warm: first request pays the whole prompt
     wall, engine, over = [], [], []
     for prefix, suffix in todo[1:]:
         t0 = time.perf_counter()
-        p = backend.predict(prefix, suffix, settings, slot_id="bench")
+        p = backend.predict(Query(prefix, suffix, settings, slot_id="bench"))
         wall.append((time.perf_counter() - t0) * 1000)
         engine.append(p.prefill_ms + p.decode_ms)
         over.append(wall[-1] - engine[-1])

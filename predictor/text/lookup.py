@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from tabd.predictor.types import Backend, ContextChunk, GenSettings, Prediction
+from tabd.predictor.types import Backend, Prediction, Query, never
 
 MIN_MATCH, MAX_MATCH = 8, 48
 
@@ -82,12 +82,10 @@ class CopyBackend(Backend):
     engine_name = "copy"
     writes_edits = False  # no model: nothing to write an updated window with
 
-    def predict(self, prefix: str, suffix: str, settings: GenSettings,
-                should_stop: Callable[[], bool] = lambda: False, slot_id: str = "default",
-                context: Sequence[ContextChunk] = (), priority: int = 0) -> Prediction:
+    def predict(self, query: Query, should_stop: Callable[[], bool] = never) -> Prediction:
         # the baseline copies from the window only; workspace context is the model's to use
-        text = copy_suggestion(prefix)
-        after = suffix.split("\n", 1)[0].strip()
+        text = copy_suggestion(query.prefix)
+        after = query.suffix.split("\n", 1)[0].strip()
         if after and text.endswith(after):  # the line's rest already follows the cursor
             text = text[: len(text) - len(after)].rstrip()
         return Prediction(text=text)

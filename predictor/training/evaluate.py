@@ -62,7 +62,7 @@ def evaluate(model, tok, model_dir, val_texts: list[str], cfg) -> dict:
     """Validation loss on held-out rows, then suggestion figures from the saved model in model_dir."""
     from tabd.predictor.backends.local import LocalBackend
     from tabd.predictor.backends.backend_settings import LocalSettings
-    from tabd.predictor.types import GenSettings
+    from tabd.predictor.types import GenSettings, Query
 
     out = {"val_loss": round(validation_loss(model, tok, val_texts, dataclasses.replace(cfg, p_context=0.0)), 4),
            "val_rows": cfg.val_rows}
@@ -70,7 +70,7 @@ def evaluate(model, tok, model_dir, val_texts: list[str], cfg) -> dict:
     settings = GenSettings()
 
     def suggest(prefix: str, suffix: str) -> str:
-        return backend.predict(prefix, suffix, settings).text
+        return backend.predict(Query(prefix, suffix, settings)).text
 
     n = cfg.eval_lines
     out.update(suggestion_figures(suggest, eval_cuts(val_texts, n, cfg.seed + 2, "line"),

@@ -23,7 +23,7 @@ from tabd.predictor.engine import boot, native
 from tabd.predictor.loading.loader import DEFAULT_MODEL_DIR
 from tabd.predictor.backends.local import LocalBackend
 from tabd.predictor.backends.backend_settings import LocalSettings
-from tabd.predictor.types import GenSettings, ModelLoadError
+from tabd.predictor.types import GenSettings, ModelLoadError, Query
 
 from support.predictor_cases import CODE, edits, same_tokens_over_edits
 
@@ -68,7 +68,7 @@ def test_the_torch_free_and_fast_engines_suggest_the_same_tokens_over_an_edit_se
         assert a.text == b.text and a.reused_tokens == b.reused_tokens and a.confidence == b.confidence
     # a whole cold prompt of ~1k tokens through both: the torch-free prefill runs it in native pieces
     prefix = (CODE * 8)[-3000:]
-    a, b = ours.predict(prefix, "", settings, slot_id="cold"), fast.predict(prefix, "", settings, slot_id="cold")
+    a, b = ours.predict(Query(prefix, "", settings, slot_id="cold")), fast.predict(Query(prefix, "", settings, slot_id="cold"))
     assert a.prefill_tokens > 500 and ours.last_tokens == fast.last_tokens
 
 
@@ -89,8 +89,8 @@ def test_the_fast_engine_takes_over_mid_session_with_the_same_tokens_and_one_cop
                 assert all(b[i].data.data_ptr() == a[i].data.ctypes.data for i in (1, 3, 5, 6))
             assert taken.embed_rows.data.data_ptr() == store.embed_rows.data.ctypes.data
             assert taken.native.lm_panels.data_ptr() == store.lm_panels.ctypes.data
-        a = ours.predict(prefix, suffix, settings, slot_id="d")
-        b = fast.predict(prefix, suffix, settings, slot_id="d")
+        a = ours.predict(Query(prefix, suffix, settings, slot_id="d"))
+        b = fast.predict(Query(prefix, suffix, settings, slot_id="d"))
         assert a.engine == ("torch-free" if i < len(session) // 2 else "torch+native")
         # the same tokens, and the documents' KV carried over: as much of each prompt reused as the fast engine
         assert ours.last_tokens == fast.last_tokens and a.text == b.text and a.reused_tokens == b.reused_tokens

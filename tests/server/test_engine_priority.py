@@ -23,7 +23,7 @@ from support.ports import free_port
 from tabd.lsp.client import Client
 from tabd.predictor.backends.backend_settings import RemoteSettings
 from tabd.predictor.backends.remote import RemoteBackend
-from tabd.predictor.types import GenSettings
+from tabd.predictor.types import GenSettings, Query
 
 pytestmark = pytest.mark.server
 
@@ -163,12 +163,12 @@ def test_auto_sends_vllm_the_priority_and_drops_it_at_the_first_refusal(vllm):
     handler, url = vllm
     remote = RemoteBackend(RemoteSettings(url))
     assert remote.orders_by_priority  # vLLM may order by it: tabd tries
-    assert remote.predict("x = ", "", GenSettings(8), priority=0).text == "value"
+    assert remote.predict(Query("x = ", "", GenSettings(8), priority=0)).text == "value"
     assert handler.bodies[-1]["priority"] == 0
-    assert remote.predict("x = ", "", GenSettings(8), priority=2).text == "value"  # refused, asked again without it
+    assert remote.predict(Query("x = ", "", GenSettings(8), priority=2)).text == "value"  # refused, asked again without it
     assert [b.get("priority") for b in handler.bodies[-2:]] == [2, None]
     assert not remote.orders_by_priority and "Priority scheduling is not enabled" in remote.priority_refused
-    remote.predict("y = ", "", GenSettings(8), priority=1)
+    remote.predict(Query("y = ", "", GenSettings(8), priority=1))
     assert "priority" not in handler.bodies[-1]
 
 
@@ -177,11 +177,11 @@ def test_on_keeps_the_field_and_says_what_to_do_off_never_sends_it(vllm):
 
     handler, url = vllm
     with pytest.raises(RemoteError, match="--scheduling-policy priority"):
-        RemoteBackend(RemoteSettings(url, priority="on")).predict("x = ", "", GenSettings(8), priority=1)
+        RemoteBackend(RemoteSettings(url, priority="on")).predict(Query("x = ", "", GenSettings(8), priority=1))
     handler.policy = "priority"
-    assert RemoteBackend(RemoteSettings(url, priority="on")).predict("x = ", "", GenSettings(8), priority=1).text
+    assert RemoteBackend(RemoteSettings(url, priority="on")).predict(Query("x = ", "", GenSettings(8), priority=1)).text
     assert handler.bodies[-1]["priority"] == 1
     off = RemoteBackend(RemoteSettings(url, priority="off"))
     assert not off.orders_by_priority
-    off.predict("x = ", "", GenSettings(8), priority=1)
+    off.predict(Query("x = ", "", GenSettings(8), priority=1))
     assert "priority" not in handler.bodies[-1]

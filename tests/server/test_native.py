@@ -16,7 +16,7 @@ from tabd.predictor.engine import generate, native
 from tabd.predictor.loading.loader import DEFAULT_MODEL_DIR
 from tabd.predictor.backends.local import LocalBackend
 from tabd.predictor.backends.backend_settings import LocalSettings
-from tabd.predictor.types import GenSettings
+from tabd.predictor.types import GenSettings, Query
 
 from support.predictor_cases import CODE, edits, same_tokens_over_edits
 
@@ -129,7 +129,7 @@ def test_each_engine_name_old_or_new_builds_the_engine_it_names_reported_by_its_
     assert b.engine_name == reported and type(b.runner).__name__ == RUNNERS[reported]
     if reported in ("torch+native", "torch"):  # the same forward, its steps in native code or in torch
         assert (b.runner.native is not None) == (reported == "torch+native")
-    assert b.predict("def area(width, height):\n    return ", "", GenSettings(8)).engine == reported
+    assert b.predict(Query("def area(width, height):\n    return ", "", GenSettings(8))).engine == reported
 
 
 def test_an_unknown_engine_name_says_which_there_are():
@@ -170,7 +170,7 @@ def run_child(code: str, env: dict) -> subprocess.CompletedProcess:
 CHILD = """
     from tabd.predictor.backends.local import LocalBackend
     from tabd.predictor.backends.backend_settings import LocalSettings
-    from tabd.predictor.types import GenSettings
+    from tabd.predictor.types import GenSettings, Query
     fast = LocalBackend(LocalSettings(engine="torch+native", threads=1))
     reference = LocalBackend(LocalSettings(engine="transformers", threads=1))
     s = GenSettings(16)
@@ -297,8 +297,8 @@ def test_prompt_lookup_gives_the_tokens_and_probabilities_of_plain_decoding(engi
     # the edit session, a file typed further each time, and tabd bench lookup's keystrokes session (where the
     # drafts run as far as two earlier copies of the pattern agree)
     for prefix, suffix in [*edits(), *repetitive_states(), *bench_session(12)]:
-        a = backend.predict(prefix, suffix, settings, slot_id="l")
-        b = plain.predict(prefix, suffix, settings, slot_id="l")
+        a = backend.predict(Query(prefix, suffix, settings, slot_id="l"))
+        b = plain.predict(Query(prefix, suffix, settings, slot_id="l"))
         assert backend.last_tokens == plain.last_tokens and a.text == b.text
         assert a.confidence == b.confidence  # each verified token's probability, as one step at a time gives
         assert b.accepted_drafts == 0 and b.decode_passes == b.decode_tokens

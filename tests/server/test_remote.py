@@ -24,7 +24,7 @@ from support.ports import free_port
 from tabd.predictor.backends.remote import RemoteBackend
 from tabd.predictor.backends.backend_settings import RemoteSettings
 from tabd.predictor.backends.wire import RemoteError
-from tabd.predictor.types import ContextChunk, GenSettings, Interrupted
+from tabd.predictor.types import ContextChunk, GenSettings, Interrupted, Query
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -90,9 +90,9 @@ def test_serve_model_suggestions_equal_local(serve_model, local):
     seen = 0
     for prefix, suffix in STATES:
         for settings in SETTINGS:
-            local_answer = local.predict(prefix, suffix, settings)
+            local_answer = local.predict(Query(prefix, suffix, settings))
             want = local_answer.text
-            got = remote.predict(prefix, suffix, settings, slot_id="equal")
+            got = remote.predict(Query(prefix, suffix, settings, slot_id="equal"))
             assert got.text == want, (prefix, suffix, settings)
             # and the same probabilities, so --min-confidence shows the same part of it
             assert got.confidence == local_answer.confidence, (prefix, suffix, settings)
@@ -103,8 +103,8 @@ def test_serve_model_suggestions_equal_local(serve_model, local):
 def test_serve_model_reuses_its_kv_cache(serve_model):
     remote = RemoteBackend(RemoteSettings(serve_model))
     prefix = "import os\n\n\ndef main(argv):\n    config = read_config(argv[1])\n    "
-    remote.predict(prefix, "", GenSettings(8), slot_id="kv")
-    again = remote.predict(prefix + "x", "", GenSettings(8), slot_id="kv")
+    remote.predict(Query(prefix, "", GenSettings(8), slot_id="kv"))
+    again = remote.predict(Query(prefix + "x", "", GenSettings(8), slot_id="kv"))
     assert again.reused_tokens > 0 and again.prefill_tokens < again.reused_tokens
 
 
@@ -154,17 +154,17 @@ def test_cancel_mid_request_returns_promptly_and_server_stays_usable(serve_model
         return False
 
     with pytest.raises(Interrupted):
-        remote.predict(prefix, "", GenSettings(200, multiline=True, max_lines=100), should_stop)
+        remote.predict(Query(prefix, "", GenSettings(200, multiline=True, max_lines=100)), should_stop)
     assert time.monotonic() - stopped_at[0] < 0.1
     settings = GenSettings(16)
-    assert remote.predict(prefix, "", settings).text == local.predict(prefix, "", settings).text
+    assert remote.predict(Query(prefix, "", settings)).text == local.predict(Query(prefix, "", settings)).text
 
 
 def test_serve_model_runs_the_local_backends_context_tokens(serve_model, local):
     remote = RemoteBackend(RemoteSettings(serve_model))
     chunks = [ContextChunk("pkg/shapes.py", "class Point:\n    def norm(self):\n        return 0\n")]
     prefix, suffix = "from pkg.shapes import Point\n\np = Point()\np.", "\n"
-    got = remote.predict(prefix, suffix, GenSettings(8), slot_id="ctx", context=chunks)
+    got = remote.predict(Query(prefix, suffix, GenSettings(8), slot_id="ctx", context=chunks))
     want = local.layout(prefix, suffix, 8, chunks)
     assert got.context_tokens == want.context_tokens > 10
     assert got.prefill_tokens + got.reused_tokens == len(want.ids)  # the prompt parsed back to the same tokens
@@ -250,7 +250,7 @@ def test_llama_cpp_server_gives_a_suggestion(tmp_path):
         remote = RemoteBackend(RemoteSettings(url))
         assert remote.template is not None and remote.template.name == "tabd-spm"  # from the GGUF's file name
         assert remote.route in ("prompt", "infill")
-        texts = [remote.predict(p, s, GenSettings(24)).text for p, s in STATES[:4]]
+        texts = [remote.predict(Query(p, s, GenSettings(24))).text for p, s in STATES[:4]]
         assert any(t.strip() for t in texts), texts
         served = re.findall(r'"POST (/v1/completions|/infill) HTTP', log.read_text())
         assert len(served) >= 4 and set(served) == {"/infill" if remote.route == "infill" else "/v1/completions"}

@@ -28,7 +28,7 @@ from support.ports import free_port
 from tabd.predictor.backends.backend_settings import RemoteSettings
 from tabd.predictor.text.postprocess import gate
 from tabd.predictor.backends.remote import RemoteBackend
-from tabd.predictor.types import GenSettings
+from tabd.predictor.types import GenSettings, Query
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "vllm.sh"
@@ -138,9 +138,9 @@ def test_vllm_suggestions_equal_local(vllm, local):
     same, longer = 0, []
     for prefix, suffix in STATES:
         for settings in SETTINGS:
-            want = local.predict(prefix, suffix, settings).text
+            want = local.predict(Query(prefix, suffix, settings)).text
             stopped_at_marker = bool(local.last_tokens) and local.last_tokens[-1] in markers
-            got = remote.predict(prefix, suffix, settings).text
+            got = remote.predict(Query(prefix, suffix, settings)).text
             if settings.multiline or stopped_at_marker:
                 assert got.startswith(want), (prefix, suffix, settings, want, got)
             else:
@@ -194,7 +194,7 @@ async def test_ghost_text_then_tab_from_memory(vllm, local, lsp: LanguageClient)
     line, char = len(lines) - 1, len(lines[-1])
     first = await inline(lsp, uri, line, char, timeout=300)
     assert first.items and first.items[0].insert_text.strip(), "no ghost text from vLLM"
-    want = local.predict(TAB_DOC, "", GenSettings(16))
+    want = local.predict(Query(TAB_DOC, "", GenSettings(16)))
     assert gate(want.text, want.confidence, 0.4) != want.text, "the gate cuts nothing here: the check says little"
     assert first.items[0].insert_text == gate(want.text, want.confidence, 0.4)
     assert (await stats(lsp))["engine_confidence"] is True

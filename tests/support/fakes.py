@@ -6,7 +6,7 @@ import threading
 import time
 from typing import Callable, Sequence
 
-from tabd.predictor.types import Backend, ContextChunk, GenSettings, Interrupted, Prediction
+from tabd.predictor.types import Backend, ContextChunk, Interrupted, Prediction, Query, never
 
 
 class FakeBackend(Backend):
@@ -28,10 +28,10 @@ class FakeBackend(Backend):
         self.finished = 0
         self.started = threading.Event()  # set when a predict() begins
 
-    def predict(self, prefix: str, suffix: str, settings: GenSettings, should_stop: Callable[[], bool] = lambda: False,
-                slot_id: str = "default", context: Sequence[ContextChunk] = (), priority: int = 0) -> Prediction:
-        self.calls.append((prefix, suffix, slot_id))
-        self.contexts.append(context)
+    def predict(self, query: Query, should_stop: Callable[[], bool] = never) -> Prediction:
+        prefix, suffix = query.prefix, query.suffix
+        self.calls.append((prefix, suffix, query.slot_id))
+        self.contexts.append(query.context)
         self.started.set()
         deadline = time.monotonic() + self.delay
         while time.monotonic() < deadline:
@@ -45,10 +45,10 @@ class FakeBackend(Backend):
         answer = self.text(prefix, suffix) if callable(self.text) else self.text
         return answer if isinstance(answer, Prediction) else Prediction(answer)
 
-    def warm(self, prefix: str, suffix: str, settings: GenSettings, should_stop: Callable[[], bool] = lambda: False,
-             slot_id: str = "default", context: Sequence[ContextChunk] = (), priority: int = 0) -> Prediction | None:
-        self.contexts.append(context)
+    def warm(self, query: Query, should_stop: Callable[[], bool] = never) -> Prediction | None:
+        self.contexts.append(query.context)
         if not self.warms:
             return None
-        self.warmed.append((prefix, suffix, slot_id))
-        return Prediction("", prefill_tokens=len(prefix) // 3, context_tokens=sum(len(c.text) for c in context) // 3)
+        self.warmed.append((query.prefix, query.suffix, query.slot_id))
+        return Prediction("", prefill_tokens=len(query.prefix) // 3,
+                          context_tokens=sum(len(c.text) for c in query.context) // 3)

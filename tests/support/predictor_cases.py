@@ -1,7 +1,7 @@
 """An editing session over a small module, and the check that two backends decode the same tokens through it."""
 from __future__ import annotations
 
-from tabd.predictor.types import GenSettings
+from tabd.predictor.types import GenSettings, Query
 
 CODE = '''import json
 import os
@@ -50,8 +50,8 @@ def same_tokens_over_edits(a, b, settings: GenSettings, count: int | None = None
     state that they decode the same tokens; the (a's, b's) predictions, for what a test checks beyond that."""
     pairs = []
     for i, (prefix, suffix) in enumerate(list(edits())[:count]):
-        pairs.append((a.predict(prefix, suffix, settings, slot_id=slot_id),
-                      b.predict(prefix, suffix, settings, slot_id=slot_id)))
+        pairs.append((a.predict(Query(prefix, suffix, settings, slot_id=slot_id)),
+                      b.predict(Query(prefix, suffix, settings, slot_id=slot_id))))
         assert a.last_tokens == b.last_tokens, f"state {i}: the two engines decoded different tokens"
     return pairs
 

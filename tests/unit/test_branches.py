@@ -9,7 +9,7 @@ import pytest
 from tabd.daemon.speculation.planner import next_line, next_word
 from tabd.predictor.backends.local import LocalBackend
 from tabd.predictor.backends.backend_settings import LocalSettings
-from tabd.predictor.types import GenSettings
+from tabd.predictor.types import GenSettings, Query
 
 from support.predictor_cases import CODE
 
@@ -28,23 +28,23 @@ def reuse(p) -> float:
 def test_every_branch_reuses_its_prompt_and_none_evicts_another(backend):
     cut = CODE.index("    def set")
     prefix, suffix = CODE[:cut] + "    def ", CODE[cut:]
-    first = backend.predict(prefix, suffix, SETTINGS, slot_id="d")
+    first = backend.predict(Query(prefix, suffix, SETTINGS, slot_id="d"))
     text = first.text or "get(self):\n        pass"
     branches = {"d#all": prefix + text, "d#word": prefix + next_word(text), "d#line": prefix + next_line(text)}
-    results = {slot: backend.predict(p, suffix, SETTINGS, slot_id=slot) for slot, p in branches.items()}
-    deeper = backend.predict(branches["d#all"] + (results["d#all"].text or "x"), suffix, SETTINGS, slot_id="d#all.all")
+    results = {slot: backend.predict(Query(p, suffix, SETTINGS, slot_id=slot)) for slot, p in branches.items()}
+    deeper = backend.predict(Query(branches["d#all"] + (results["d#all"].text or "x"), suffix, SETTINGS, slot_id="d#all.all"))
     for slot, p in [*results.items(), ("d#all.all", deeper)]:
         assert reuse(p) >= 0.99, f"{slot}: {p.reused_tokens} reused, {p.prefill_tokens} prefilled"
     # the word and line branches ran after the whole one, in their own slots: the whole one's KV is still there
-    again = backend.predict(branches["d#all"], suffix, SETTINGS, slot_id="d#all")
+    again = backend.predict(Query(branches["d#all"], suffix, SETTINGS, slot_id="d#all"))
     assert again.prefill_tokens <= 1 and {"d", "d#all", "d#word", "d#line", "d#all.all"} <= set(backend.pool.slots)
 
 
 def test_a_new_branch_copies_its_parents_prefix(backend):
     before = backend.pool.kv_copies
     prefix = CODE[:900]
-    backend.predict(prefix, "", SETTINGS, slot_id="p")
-    child = backend.predict(prefix + "    x", "", SETTINGS, slot_id="p#word")
+    backend.predict(Query(prefix, "", SETTINGS, slot_id="p"))
+    child = backend.predict(Query(prefix + "    x", "", SETTINGS, slot_id="p#word"))
     assert backend.pool.kv_copies == before + 1 and reuse(child) >= 0.95
 
 
@@ -52,7 +52,7 @@ def test_slots_stay_within_their_byte_bound():
     small = LocalBackend(LocalSettings(engine="torch+native", threads=1, max_kv_bytes=4 << 20, max_slots=64))
     biggest = 0
     for i in range(12):
-        small.predict(f"# file {i}\n" + CODE[: 400 + 40 * i], "", GenSettings(max_new_tokens=4), slot_id=f"doc{i}")
+        small.predict(Query(f"# file {i}\n" + CODE[: 400 + 40 * i], "", GenSettings(max_new_tokens=4), slot_id=f"doc{i}"))
         biggest = max(biggest, max(s.cache.nbytes() for s in small.pool.slots.values()))
         assert small.kv_bytes() <= max(small.pool.max_kv_bytes, biggest)
     assert len(small.pool.slots) < 12  # some went, least recently used first

@@ -18,7 +18,7 @@ from tabd.daemon.runtime.jobs import ModelCall, ModelJobs, Tally, queue
 from tabd.daemon.runtime.loaded_model import Model
 from tabd.daemon.runtime.scheduler import FOREGROUND, Scheduler
 from tabd.daemon.runtime.warmer import Warmer
-from tabd.predictor.types import GenSettings, Prediction
+from tabd.predictor.types import GenSettings, Prediction, Query
 
 WINDOW = Window(0, "x = ", "\n")
 CONTEXT = Snapshot(chunks=(Chunk("d2", "lib.py", 0, "def helper(): ...", "open"),), digest="abc",
@@ -268,7 +268,7 @@ def test_a_hand_over_whose_swap_fails_says_failed_and_the_backend_keeps_answerin
         while h.state not in ("done", "failed") and not done.wait(0.02):
             pass
         assert h.state == "failed"
-        answer = queue(scheduler, lambda stop: backend.predict("x = ", "", GenSettings()), FOREGROUND, "request")
+        answer = queue(scheduler, lambda stop: backend.predict(Query("x = ", "", GenSettings())), FOREGROUND, "request")
         assert answer.future.result(5).text == "return 42"
         h.close()
     finally:

@@ -10,7 +10,7 @@ from tabd.predictor.loading.loader import DEFAULT_MODEL_DIR, check_model_dir
 from tabd.predictor.backends.local import LocalBackend
 from tabd.predictor.backends.backend_settings import LocalSettings
 from tabd.predictor.prompt.templates import detect_family, template_for
-from tabd.predictor.types import GenSettings, Interrupted, ModelLoadError
+from tabd.predictor.types import GenSettings, Interrupted, ModelLoadError, Query
 
 from support.predictor_cases import CODE, edits, same_tokens_over_edits
 
@@ -41,18 +41,18 @@ def test_greedy_with_kv_reuse_equals_full_recompute(reuse, fresh, chunked):
     settings = GenSettings(max_new_tokens=24)
     steps = 0
     for prefix, suffix in edits():
-        a = reuse.predict(prefix, suffix, settings, slot_id="doc")
+        a = reuse.predict(Query(prefix, suffix, settings, slot_id="doc"))
         tokens_a = list(reuse.last_tokens)
-        b = fresh.predict(prefix, suffix, settings, slot_id="doc")
+        b = fresh.predict(Query(prefix, suffix, settings, slot_id="doc"))
         assert tokens_a == fresh.last_tokens, f"step {steps}: reuse diverged from recompute"
         assert a.text == b.text
-        chunked.predict(prefix, suffix, settings, slot_id="doc")
+        chunked.predict(Query(prefix, suffix, settings, slot_id="doc"))
         assert chunked.last_tokens == tokens_a, f"step {steps}: chunked prefill diverged from one chunk"
         assert b.reused_tokens == 0
         # accept what was suggested, as Tab would, and go on from there
         if a.text:
-            c = reuse.predict(prefix + a.text, suffix, settings, slot_id="doc")
-            d = fresh.predict(prefix + a.text, suffix, settings, slot_id="doc")
+            c = reuse.predict(Query(prefix + a.text, suffix, settings, slot_id="doc"))
+            d = fresh.predict(Query(prefix + a.text, suffix, settings, slot_id="doc"))
             assert reuse.last_tokens == fresh.last_tokens and c.text == d.text
         steps += 1
     assert steps >= 15
@@ -83,11 +83,11 @@ def test_an_interrupted_prefill_keeps_its_chunks_for_the_next_request(chunked, r
         return len(checks) >= 3
 
     with pytest.raises(Interrupted):
-        chunked.predict(prefix, suffix, settings, stop_at_third_chunk, slot_id="i")
+        chunked.predict(Query(prefix, suffix, settings, slot_id="i"), stop_at_third_chunk)
     assert len(chunked.pool.slots["i"].ids) == 2 * chunked.prefill_chunk
-    again = chunked.predict(prefix, suffix, settings, slot_id="i")
+    again = chunked.predict(Query(prefix, suffix, settings, slot_id="i"))
     assert again.reused_tokens == 2 * chunked.prefill_chunk
-    want = reuse.predict(prefix, suffix, settings, slot_id="i-whole")
+    want = reuse.predict(Query(prefix, suffix, settings, slot_id="i-whole"))
     assert chunked.last_tokens == reuse.last_tokens and again.text == want.text
 
 
@@ -108,11 +108,10 @@ def test_a_request_preempts_a_prefilling_prefetch_between_chunks(chunked):
         def should_stop() -> bool:
             calls.append(1)
             if len(calls) == 2 and "fg" not in jobs:  # the user types while the prefetch is in its second chunk
-                jobs["fg"] = scheduler.submit(lambda s: order.append("request") or chunked.predict(
-                    CODE[:300], "", settings, s, slot_id="other"), FOREGROUND)
+                jobs["fg"] = scheduler.submit(lambda s: order.append("request") or chunked.predict(Query(CODE[:300], "", settings, slot_id="other"), s), FOREGROUND)
             return stop()
 
-        p = chunked.predict(prefix, suffix, settings, should_stop, slot_id="bg")
+        p = chunked.predict(Query(prefix, suffix, settings, slot_id="bg"), should_stop)
         runs.append(p)
         order.append("prefetch done")
         return p
@@ -130,8 +129,8 @@ def test_a_request_preempts_a_prefilling_prefetch_between_chunks(chunked):
 def test_reuse_runs_only_the_changed_tokens(reuse):
     settings = GenSettings(max_new_tokens=8)
     prefix, suffix = CODE[:600], CODE[600:]
-    reuse.predict(prefix, suffix, settings, slot_id="r")
-    again = reuse.predict(prefix + "x", suffix, settings, slot_id="r")
+    reuse.predict(Query(prefix, suffix, settings, slot_id="r"))
+    again = reuse.predict(Query(prefix + "x", suffix, settings, slot_id="r"))
     assert again.reused_tokens > 0.9 * (again.reused_tokens + again.prefill_tokens)
     assert again.prefill_tokens <= 4
 
@@ -141,9 +140,9 @@ def test_prefetch_after_accept_reuses_the_decoded_sequence(reuse):
     # a prompt of the daemon's usual size (its prefix window is 2400 characters)
     prefix = CODE * 3 + CODE[: CODE.index("        return self.data.get")] + "        return "
     suffix = CODE[CODE.index("\n\n    def set") :]
-    first = reuse.predict(prefix, suffix, settings, slot_id="p")
+    first = reuse.predict(Query(prefix, suffix, settings, slot_id="p"))
     assert first.text
-    after = reuse.predict(prefix + first.text, suffix, settings, slot_id="p")
+    after = reuse.predict(Query(prefix + first.text, suffix, settings, slot_id="p"))
     total = after.reused_tokens + after.prefill_tokens
     assert after.reused_tokens / total >= 0.95
 
@@ -151,15 +150,15 @@ def test_prefetch_after_accept_reuses_the_decoded_sequence(reuse):
 def test_slots_keep_two_documents_apart(reuse):
     settings = GenSettings(max_new_tokens=4)
     a, b = CODE[:500], CODE[200:900]
-    reuse.predict(a, "", settings, slot_id="a")
-    reuse.predict(b, "", settings, slot_id="b")
-    back = reuse.predict(a + "y", "", settings, slot_id="a")
+    reuse.predict(Query(a, "", settings, slot_id="a"))
+    reuse.predict(Query(b, "", settings, slot_id="b"))
+    back = reuse.predict(Query(a + "y", "", settings, slot_id="a"))
     assert back.reused_tokens > 0.9 * (back.reused_tokens + back.prefill_tokens)
 
 
 def test_a_prompt_longer_than_the_context_is_trimmed(reuse):
     huge = CODE * 200
-    p = reuse.predict(huge, huge, GenSettings(max_new_tokens=4), slot_id="huge")
+    p = reuse.predict(Query(huge, huge, GenSettings(max_new_tokens=4), slot_id="huge"))
     assert p.prefill_tokens + p.reused_tokens <= reuse.context
 
 
@@ -225,8 +224,8 @@ def test_a_verified_copy_is_gated_on_the_model_s_own_probabilities(fixture_model
 
     backend = LocalBackend(LocalSettings(fixture_model, device="cpu", threads=1))
     prefix = "    result = total() + 1\n    other = 2\n    result ="
-    own = backend.predict(prefix, "\n", GenSettings(lookup_min_p=0.0))
-    copy = backend.predict(prefix, "\n", GenSettings(lookup_min_p=0.001))
+    own = backend.predict(Query(prefix, "\n", GenSettings(lookup_min_p=0.0)))
+    copy = backend.predict(Query(prefix, "\n", GenSettings(lookup_min_p=0.001)))
     assert own.text == SUGGESTION and copy.text == " total() + 1"
     n = len(own.confidence)
     assert n >= 2 and [p for _, p in copy.confidence[:n]] == pytest.approx([p for _, p in own.confidence], abs=1e-3)
@@ -248,17 +247,17 @@ def test_a_copy_candidate_is_shown_as_far_as_the_model_verifies_it(fixture_model
     # a copy the model agrees with as far as ` total()`: shown, verified that far
     prefix = "    result = total() + 1\n    other = 2\n    result ="
     assert copy_suggestion(prefix) == " total() + 1"
-    assert backend.predict(prefix, "\n", off).text == SUGGESTION  # no verification: the model's own guess
-    verified = backend.predict(prefix, "\n", on)
+    assert backend.predict(Query(prefix, "\n", off)).text == SUGGESTION  # no verification: the model's own guess
+    verified = backend.predict(Query(prefix, "\n", on))
     assert verified.text == " total() + 1"
     assert gate(verified.text, verified.confidence, 0.9) == SUGGESTION  # the verified part passes any gate
     assert gate(verified.text, verified.confidence, 0.0) == " total() + 1"  # an invoked request sees it all
     # never verified at a joint probability of 1: the model's own guess is all there is
-    assert backend.predict(prefix, "\n", GenSettings(lookup_min_p=1.0)).text == SUGGESTION
+    assert backend.predict(Query(prefix, "\n", GenSettings(lookup_min_p=1.0))).text == SUGGESTION
     # a copy the model rejects at its first token is not shown: the model's own guess is
     prefix = "    value = compute(1)\n    other = 2\n    value ="
     assert copy_suggestion(prefix) == " compute(1)"
-    assert backend.predict(prefix, "\n", on).text == SUGGESTION
+    assert backend.predict(Query(prefix, "\n", on)).text == SUGGESTION
 
 
 def test_token_healing_allows_every_token_that_starts_with_the_backed_off_text(reuse):
@@ -304,7 +303,7 @@ def test_where_a_marker_is_likeliest_the_next_best_text_is_shown_at_its_own_prob
 
     backend._prefill = marker_first
     settings = GenSettings(lookup_min_p=0.0, known_names=False)  # the model's own text: no copy, no names rule
-    p = backend.predict("def add(a, b):\n    return ", "\n", settings)
+    p = backend.predict(Query("def add(a, b):\n    return ", "\n", settings))
     assert p.text and "<tabd_" not in p.text
     assert p.confidence[0][1] < 0.01  # at most 1 / (1 + e^5): not renormalised as if the marker were not there
 

@@ -41,7 +41,7 @@ def test_a_short_window_preempted_mid_prefill_resumes_on_the_same_window_from_it
 
     from tabd.predictor.backends.backend_settings import LocalSettings
     from tabd.predictor.backends.local import LocalBackend
-    from tabd.predictor.types import GenSettings, Interrupted
+    from tabd.predictor.types import GenSettings, Interrupted, Query
 
     backend = LocalBackend(LocalSettings(kv_reuse=True, engine="torch+native", threads=1, prefill_chunk=16, max_prompt_ms=100))
     prefix = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(200)) + "def g(y):\n    return "
@@ -54,8 +54,8 @@ def test_a_short_window_preempted_mid_prefill_resumes_on_the_same_window_from_it
         return len(checks) > 3
 
     with pytest.raises(Interrupted):
-        backend.predict(prefix, "", settings, stop_at_third_chunk, slot_id="a")
+        backend.predict(Query(prefix, "", settings, slot_id="a"), stop_at_third_chunk)
     backend.prefill_speed.ms_per_token = 1.7  # measured meanwhile: a new pick would be another, shorter window
-    resumed = backend.predict(prefix, "", settings, slot_id="a")
+    resumed = backend.predict(Query(prefix, "", settings, slot_id="a"))
     assert resumed.window_chars < len(prefix) // 4  # the short window
     assert resumed.reused_tokens >= 3 * 16  # the three chunks run before the stop were not run again

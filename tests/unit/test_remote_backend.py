@@ -13,7 +13,7 @@ from tabd.predictor.prompt.prompt_text import fim_prompt, guess_template, parse_
 from tabd.predictor.backends.backend_settings import RemoteSettings
 from tabd.predictor.backends.remote import RemoteBackend
 from tabd.predictor.prompt.templates import FAMILIES, template_for
-from tabd.predictor.types import ContextChunk, GenSettings, Interrupted, Prediction
+from tabd.predictor.types import ContextChunk, GenSettings, Interrupted, Prediction, Query
 from tabd.predictor.backends.wire import RemoteError
 
 from support.ports import free_port
@@ -55,12 +55,12 @@ def test_server_down_is_fast_and_clear():
     remote = RemoteBackend(RemoteSettings(url, fim="tabd"))  # construction does not need the server up
     t0 = time.monotonic()
     with pytest.raises(RemoteError, match=r"cannot reach .*connection refused.*running\?") as err:
-        remote.predict("x = ", "", GenSettings(8))
+        remote.predict(Query("x = ", "", GenSettings(8)))
     assert url in str(err.value) and "\n" not in str(err.value)
     assert time.monotonic() - t0 < 2
     t0 = time.monotonic()
     with pytest.raises(RemoteError):
-        remote.predict("x = ", "", GenSettings(8))  # within a second: no new connection attempts
+        remote.predict(Query("x = ", "", GenSettings(8)))  # within a second: no new connection attempts
     assert time.monotonic() - t0 < 0.2
 
 
@@ -99,7 +99,7 @@ def test_http_500_is_retried_then_reported(scripted):
     handler.mode = "500"
     remote = RemoteBackend(RemoteSettings(url, fim="tabd", retries=2))
     with pytest.raises(RemoteError, match=r"/v1/completions: HTTP 500: CUDA out of memory") as err:
-        remote.predict("x = ", "", GenSettings(8))
+        remote.predict(Query("x = ", "", GenSettings(8)))
     assert url in str(err.value)
     assert len(handler.hits) == 3  # two retries with backoff
 
@@ -109,7 +109,7 @@ def test_http_404_route_is_not_retried(scripted):
     handler.mode = "404"
     remote = RemoteBackend(RemoteSettings(url, fim="tabd"))
     with pytest.raises(RemoteError, match=r"HTTP 404, no such route .*/v1/completions"):
-        remote.predict("x = ", "", GenSettings(8))
+        remote.predict(Query("x = ", "", GenSettings(8)))
     assert len(handler.hits) == 1
 
 
@@ -119,7 +119,7 @@ def test_a_silent_server_times_out_bounded(scripted):
     remote = RemoteBackend(RemoteSettings(url, fim="tabd", total_timeout=0.8))
     t0 = time.monotonic()
     with pytest.raises(RemoteError, match=r"timeout"):
-        remote.predict("x = ", "", GenSettings(8))
+        remote.predict(Query("x = ", "", GenSettings(8)))
     assert time.monotonic() - t0 < 2.5
 
 
@@ -136,7 +136,7 @@ def test_the_timeout_option_bounds_a_silent_server(scripted):
     add_model_arguments(parser)
     config = config_from_args(parser.parse_args(["--backend", "openai", "--url", url, "--fim", "tabd", "--remote-timeout", "0.7"]))
     with pytest.raises(RemoteError, match=r"no complete answer within 0.7 s \(timeout\)"):
-        make_backend(config).predict("x = ", "", GenSettings(8))
+        make_backend(config).predict(Query("x = ", "", GenSettings(8)))
     assert config_from_args(parser.parse_args([])).timeout == 20.0
     for bad in ("0", "-1", "601", "nan"):
         with pytest.raises(ConfigError, match="timeout must be"):
@@ -162,7 +162,7 @@ def test_cancel_closes_the_server_side_stream(scripted):
     flag = threading.Event()
     threading.Timer(0.35, flag.set).start()
     with pytest.raises(Interrupted):
-        remote.predict("x = ", "", GenSettings(100, multiline=True, max_lines=1000), flag.is_set)
+        remote.predict(Query("x = ", "", GenSettings(100, multiline=True, max_lines=1000)), flag.is_set)
     returned = time.monotonic()
     assert handler.closed.wait(2), "the server kept streaming to a client that had gone"
     assert time.monotonic() - returned < 1
@@ -174,7 +174,7 @@ def test_stream_stops_by_the_local_rule(scripted):
     remote = RemoteBackend(RemoteSettings(url, fim="server"))
     assert remote.route == "suffix"  # no /props here: what an Ollama-style server gets
     remote.route, remote.info.infill = "infill", True  # as if /props had answered (llama-server)
-    p = remote.predict("x = ", "\n", GenSettings(8))
+    p = remote.predict(Query("x = ", "\n", GenSettings(8)))
     assert p.text == "42" and handler.hits == ["/infill"]
     assert p.decode_tokens == 3  # "4", "2", "\n": the stream was closed there, as local stops there
 
@@ -185,12 +185,12 @@ def test_context_goes_to_llama_server_as_input_extra(scripted):
     remote = RemoteBackend(RemoteSettings(url, fim="server"))
     remote.route, remote.info.infill = "infill", True
     chunks = [ContextChunk("pkg/answer.py", "ANSWER = 42\n")]
-    assert remote.predict("x = ", "\n", GenSettings(8), context=chunks).text == "42"
+    assert remote.predict(Query("x = ", "\n", GenSettings(8), context=chunks)).text == "42"
     assert handler.bodies[-1]["input_extra"] == [{"filename": "pkg/answer.py", "text": "ANSWER = 42\n"}]
-    remote.predict("x = ", "\n", GenSettings(8))
+    remote.predict(Query("x = ", "\n", GenSettings(8)))
     assert "input_extra" not in handler.bodies[-1]
     handler.mode = "stream"  # a warm-up asks llama-server for no tokens, with the same prompt and cache_prompt
-    remote.warm("x = ", "\n", GenSettings(8), context=chunks)
+    remote.warm(Query("x = ", "\n", GenSettings(8), context=chunks))
     assert handler.bodies[-1]["n_predict"] == 0 and handler.bodies[-1]["input_extra"] and handler.bodies[-1]["cache_prompt"]
 
 
@@ -202,7 +202,7 @@ def test_vllm_gets_the_fim_markers_banned(scripted):
     handler.vocab = {"<tabd_pre>": 1, "<tabd_suf>": 2, "<tabd_mid>": 3, "<tabd_pad>": 4}
     remote = RemoteBackend(RemoteSettings(url))
     assert remote.template is not None and remote.template.name == "tabd-spm"
-    assert remote.predict("x = ", "\n", GenSettings(8)).text == "42"
+    assert remote.predict(Query("x = ", "\n", GenSettings(8))).text == "42"
     assert handler.bodies[-1]["logit_bias"] == {"1": -100, "2": -100, "3": -100, "4": -100}
 
 
@@ -211,7 +211,7 @@ def test_a_vllm_without_tokenize_is_still_asked(scripted):
     handler.mode, handler.answer = "answer", "42"
     handler.models = [{"id": "tabd", "owned_by": "vllm"}]  # no vocab: /tokenize is a 404, as behind a proxy
     remote = RemoteBackend(RemoteSettings(url))
-    assert remote.predict("x = ", "\n", GenSettings(8)).text == "42"
+    assert remote.predict(Query("x = ", "\n", GenSettings(8))).text == "42"
     assert "logit_bias" not in handler.bodies[-1]
 
 
@@ -221,10 +221,10 @@ def test_the_wait_for_the_first_token_is_measured_at_the_client(scripted):
     handler, url = scripted
     handler.mode = "answer"
     remote = RemoteBackend(RemoteSettings(url, fim="tabd"))
-    quick = remote.predict("x = ", "", GenSettings(8))
+    quick = remote.predict(Query("x = ", "", GenSettings(8)))
     handler.mode = "hold"  # the engine sits on the request (a queue of others' work) and then answers
     threading.Timer(0.4, handler.release.set).start()
-    queued = remote.predict("x = ", "", GenSettings(8))
+    queued = remote.predict(Query("x = ", "", GenSettings(8)))
     assert 0 < quick.first_token_ms < 300 and queued.text
     assert queued.first_token_ms >= 400 > quick.first_token_ms
     # the log line of a remote run carries it (dashboards read the engine's wait from it); a local run has none
@@ -243,7 +243,7 @@ def test_an_engines_token_probabilities_gate_its_suggestion_as_the_local_backend
     handler.mode = "tokens"
     handler.tokens = [("total", 0.95), (" =", 0.9), (" sum", 0.3), ("(items)", 0.9)]
     remote = RemoteBackend(RemoteSettings(url, fim="tabd"))
-    got = remote.predict("    ", "\n", GenSettings(16))
+    got = remote.predict(Query("    ", "\n", GenSettings(16)))
     assert handler.bodies[-1]["logprobs"] == 0
     assert got.text == "total = sum(items)"
     assert got.confidence == ((5, 0.95), (7, 0.9), (11, 0.3), (18, 0.9))
@@ -256,7 +256,7 @@ def test_the_finished_suggestion_bounds_each_tokens_end(scripted):
     handler, url = scripted
     handler.mode = "tokens"
     handler.tokens = [("x", 0.9), (" + 1", 0.8), ("\nprint", 0.5), ("(y)", 0.5)]
-    got = RemoteBackend(RemoteSettings(url, fim="tabd")).predict("y = ", "", GenSettings(16, multiline=False))
+    got = RemoteBackend(RemoteSettings(url, fim="tabd")).predict(Query("y = ", "", GenSettings(16, multiline=False)))
     assert got.text == "x + 1"
     assert got.confidence == ((1, 0.9), (5, 0.8))  # the suggestion is whole after " + 1": nothing after counts
 
@@ -266,8 +266,8 @@ def test_an_engine_that_refuses_logprobs_is_asked_without_them_once(scripted):
     handler.mode, handler.refuse_logprobs = "tokens", True
     handler.tokens = [("total", 0.95), (" = 0", 0.2)]
     remote = RemoteBackend(RemoteSettings(url, fim="tabd"))
-    first = remote.predict("    ", "\n", GenSettings(16))
-    second = remote.predict("    ", "\n", GenSettings(16))
+    first = remote.predict(Query("    ", "\n", GenSettings(16)))
+    second = remote.predict(Query("    ", "\n", GenSettings(16)))
     assert first.text == second.text == "total = 0" and first.confidence == ()
     assert ["logprobs" in b for b in handler.bodies] == [True, False, False]  # refused once, then never asked
     assert remote.gives_confidence is False and "logprobs" in remote.logprobs_refused
@@ -282,7 +282,7 @@ def test_token_probabilities_are_placed_by_the_tokens_not_the_chunks(scripted, t
     handler, url = scripted
     handler.mode, handler.text_lag, handler.prompt_offset = "tokens", text_lag, prompt_offset
     handler.tokens = [("total", 0.95), (" =", 0.9), (" sum", 0.3), ("(items)", 0.9)]
-    got = RemoteBackend(RemoteSettings(url, fim="tabd")).predict("    ", "\n", GenSettings(16))
+    got = RemoteBackend(RemoteSettings(url, fim="tabd")).predict(Query("    ", "\n", GenSettings(16)))
     assert got.text == "total = sum(items)"
     assert got.confidence == ((5, 0.95), (7, 0.9), (11, 0.3), (18, 0.9))
     assert gate(got.text, got.confidence, 0.4) == "total ="
@@ -294,7 +294,7 @@ def test_a_token_spelled_otherwise_than_its_text_is_placed_by_its_offset(scripte
     handler, url = scripted
     handler.mode = "tokens"
     handler.tokens = [("total", 0.95), (" =", 0.9, "<0x20>="), (" sum", 0.3)]
-    got = RemoteBackend(RemoteSettings(url, fim="tabd")).predict("    ", "\n", GenSettings(16))
+    got = RemoteBackend(RemoteSettings(url, fim="tabd")).predict(Query("    ", "\n", GenSettings(16)))
     assert got.text == "total = sum"
     assert got.confidence[0] == (5, 0.95) and got.confidence[2] == (11, 0.3)
 
@@ -316,9 +316,9 @@ def test_the_engine_stops_decoding_where_the_suggestion_stops_being_shown(script
     handler.mode, handler.text_lag, handler.token_gap = "tokens", text_lag, 0.2
     handler.tokens = [("total", 0.95), (" =", 0.9), (" sum", 0.3)] + [(" + 1", 0.9)] * 20
     remote = RemoteBackend(RemoteSettings(url, fim="tabd"))
-    got = remote.predict("    ", "\n", GenSettings(16, stop_below=0.4))
+    got = remote.predict(Query("    ", "\n", GenSettings(16, stop_below=0.4)))
     assert got.text.startswith("total =") and "+" not in got.text
     assert handler.closed.wait(5)  # the client hung up on the engine mid-answer
     handler.token_gap, handler.tokens = 0.0, handler.tokens[:5]
-    whole = remote.predict("    ", "\n", GenSettings(16))  # an invoked request (no floor) reads it all
+    whole = remote.predict(Query("    ", "\n", GenSettings(16)))  # an invoked request (no floor) reads it all
     assert whole.text == "total = sum + 1 + 1"
