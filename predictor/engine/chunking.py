@@ -19,10 +19,12 @@ def chunk_for(parameters: int) -> int:
     return chunk
 
 
-CHUNK_MS = 500  # the longest one prefill chunk should take: what a request waits behind background work at most
-CHUNK_FLOOR = 16  # ...but no chunk shorter than this: measured at Qwen2.5-Coder-0.5B's shape here (the torch-free
-# runner's native prefill, 1 thread, 256 tokens), 256-token chunks ran 20-23 ms a token, 32 23, 16 20-21: short chunks
-# cost nothing there (an engine whose passes convert their weights keeps its long chunks: LocalBackend._chunk)
+CHUNK_MS = 250  # the longest one prefill chunk should take: what a request waits behind background work at most (a
+# cold file's first request comes right after its didOpen warm-up started; at 500 it waited 440-660 ms here)
+CHUNK_FLOOR = 8  # ...but no chunk shorter than this, one native pass of a verify's size: measured at Qwen2.5-Coder-0.5B's
+# shape here (the torch-free runner's native prefill, bf16, 1 thread, CPU time), passes of 8 tokens ran 14.7 ms a token,
+# 16 12.6-13.4, 32 12.0-12.9, 64 10.6-10.9: a short chunk costs a background prefill a third at most (an engine whose
+# passes convert their weights keeps its long chunks: LocalBackend._chunk)
 
 
 def chunk_within(largest: int, ms_per_token: float) -> int:

@@ -33,7 +33,7 @@ def test_a_chunk_takes_at_most_the_time_bound_down_to_the_floor():
     assert chunk_within(2048, 0.01) == 2048  # a small model's prompt in one chunk, as before
     assert chunk_within(256, 4.0) * 4.0 <= CHUNK_MS
     assert chunk_within(256, 25.0) == CHUNK_FLOOR  # a slow machine: the floor, over the bound
-    assert chunk_within(16, 100.0) == 16  # never above what the size allows
+    assert chunk_within(CHUNK_FLOOR // 2, 100.0) == CHUNK_FLOOR // 2  # never above what the size allows
 
 
 def test_a_short_window_preempted_mid_prefill_resumes_on_the_same_window_from_its_chunks():

@@ -278,10 +278,12 @@ static void mm_panel(const float *x, int64_t xs, int n, const void *w, int T, in
             for (int c = 0; c < 64; c += 8) store8(out + t * os + lo + c, load8(out + t * os + lo + c) * load8(scale + lo + c));
 }
 
-/* x @ W's panel [lo, hi) for n tokens: a prefill's many as a blocked GEMM, a step's few streaming the panel once. */
+/* x @ W's panel [lo, hi) for n tokens: a prefill's many as a blocked GEMM, a step's few streaming the panel once (up
+ * to 16 tokens, groups of 8 from the panel in bf16 beat converting it: 12.6-13.4 ms a token against 15.5-16.9 at
+ * Qwen2.5-Coder-0.5B's shape, 1 thread). */
 static void mv_any(const float *x, int64_t xs, int n, const void *w, int T, int rows, int lo, int hi, float *out,
                    int64_t os, const float *scale) {
-    if (n > MAXB && hi - lo == 64) mm_panel(x, xs, n, w, T, rows, lo, out, os, scale);
+    if (n > 2 * MAXB && hi - lo == 64) mm_panel(x, xs, n, w, T, rows, lo, out, os, scale);
     else mv_groups(x, xs, n, w, T, rows, lo, hi, out, os, scale);
 }
 
