@@ -71,4 +71,5 @@ def remote_settings(config: Config) -> RemoteSettings:
         if not api_key:
             raise RemoteError(f"--api-key-env {env}: the environment variable {env} is not set or empty")
     return RemoteSettings(config.url, model=config.remote_model, fim=config.fim, api_key=api_key,
-                          total_timeout=float(config.timeout), priority=config.remote_priority)
+                          total_timeout=float(config.timeout), priority=config.remote_priority,
+                          max_prompt_ms=float(config.max_prompt_ms), max_predict_ms=float(config.max_predict_ms))

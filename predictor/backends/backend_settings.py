@@ -47,3 +47,7 @@ class RemoteSettings:
     backoff: float = 0.05
     discover: bool = True  # look at the server once at start (models, template, route)
     priority: str = "auto"  # send each request's priority (vLLM's field): auto (engines known to order by it), on, off
+    # a request the user waits for: llama-server is sent llama.vim's t_max_prompt_ms / t_max_predict_ms; any engine's
+    # stream is cut max_predict_ms after its first token, and asked for no more tokens than fit in it (0: no bound)
+    max_prompt_ms: float = 0.0
+    max_predict_ms: float = 0.0

@@ -30,6 +30,14 @@ and is not asked for it again (its suggestions are then shown whole).
 Priorities: each request carries the daemon's priority for it (0 a request the
 user waits for, a prefetch its depth, a warm-up 1), sent as vLLM's `priority`
 field (lower sooner) where the engine orders by it (orders_by_priority).
+
+The budget of a request the user waits for (--max-prompt-ms, --max-predict-ms),
+as llama.vim sends it: llama-server (/infill, and its /v1/completions) gets
+`t_max_prompt_ms` and `t_max_predict_ms` in the body (it stops predicting once
+the time is up and a line is done); every engine's stream is cut max_predict_ms
+after its first token, the answer being what came (the connection closed stops
+the engine's decode); and engines without such fields are asked for no more
+`max_tokens` than their measured decode rate fits in the budget.
 """
 from __future__ import annotations
 
@@ -113,6 +121,29 @@ class ServerInfo:
     slots: int = 1  # requests the server decodes at once (llama-server's total_slots)
 
 
+class DecodeRate:
+    """The engine's decode time per streamed chunk (about a token), a moving average over answers the user waited for:
+    what max_tokens is sized by where the engine takes no time limit of its own."""
+
+    WEIGHT = 0.3
+    MIN_CHUNKS = 4  # fewer say more about the stream's start than about the decode's rate
+
+    def __init__(self) -> None:
+        self.ms_per_token: float | None = None
+
+    def ran(self, chunks: int, seconds: float) -> None:
+        if chunks < self.MIN_CHUNKS or seconds <= 0:
+            return
+        ms = seconds * 1000 / (chunks - 1)  # the first chunk's time is the prefill's
+        self.ms_per_token = ms if self.ms_per_token is None else (1 - self.WEIGHT) * self.ms_per_token + self.WEIGHT * ms
+
+    def tokens_in(self, ms: float, most: int) -> int:
+        """How many tokens fit in ms (at least 1, at most `most`); `most` until a rate is measured."""
+        if self.ms_per_token is None or ms <= 0:
+            return most
+        return max(1, min(most, int(ms / max(1e-6, self.ms_per_token)) + 1))
+
+
 class RemoteBackend(Backend):
     """Greedy FIM completion from a server speaking the OpenAI completions API."""
 
@@ -147,6 +178,8 @@ class RemoteBackend(Backend):
             raise RemoteError(f"priority must be one of {', '.join(PRIORITY_MODES)}, got {settings.priority!r}",
                               "priority")
         self.priority_mode = settings.priority
+        self.max_prompt_ms, self.max_predict_ms = settings.max_prompt_ms, settings.max_predict_ms
+        self.decode_rate = DecodeRate()
         self.orders_by_priority = settings.priority == "on"  # auto: decided when the engine says what it is
         self.priority_refused = ""  # the engine's words when it refused the field (auto then stops sending it)
         # each token's probability (OpenAI `logprobs`), so confidence gating (--min-confidence) shows only what the
@@ -308,6 +341,7 @@ class RemoteBackend(Backend):
                     "temperature": 0, "top_k": 1, "stream": True, "cache_prompt": True}
             if context:  # llama-server lays these out with the model's own repository tokens, before the FIM prefix
                 body["input_extra"] = [{"filename": c.path, "text": c.text} for c in context if not c.current]
+            body.update(self._time_limits(query))
             return "/infill", body
         body: dict[str, Any] = {"max_tokens": settings.max_new_tokens, "temperature": 0, "stream": True}
         if self.model:
@@ -326,6 +360,9 @@ class RemoteBackend(Backend):
             body["stop"] = list(self.template.stop_toks[:4])
         if info.infill or info.owned_by == "llamacpp":
             body["cache_prompt"] = True
+            body.update(self._time_limits(query))
+        elif self._foreground(query) and self.max_predict_ms:
+            body["max_tokens"] = self.decode_rate.tokens_in(self.max_predict_ms, settings.max_new_tokens)
         if self.asks_logprobs and info.owned_by != "tabd":  # serve-model sends its confidence in its `tabd` field
             body["logprobs"] = 0  # the chosen token's only
         if self.logit_bias:
@@ -333,6 +370,17 @@ class RemoteBackend(Backend):
         if self.orders_by_priority:
             body["priority"] = query.priority
         return "/v1/completions", body
+
+    @staticmethod
+    def _foreground(query: Query) -> bool:
+        return query.priority <= 0 and not query.settings.raw and not query.settings.plain
+
+    def _time_limits(self, query: Query) -> dict:
+        """llama.vim's fields for llama-server, on a request the user waits for (a prefetch has no one waiting)."""
+        if not self._foreground(query):
+            return {}
+        return {k: int(v) for k, v in (("t_max_prompt_ms", self.max_prompt_ms), ("t_max_predict_ms", self.max_predict_ms))
+                if v > 0}
 
     def _plain_body(self, prompt: str, settings: GenSettings, priority: int) -> dict:
         """A next-edit prompt in its model's own format (GenSettings.plain): the text as it is, whatever the route
@@ -356,9 +404,13 @@ class RemoteBackend(Backend):
         prefix, suffix, settings = query.prefix, query.suffix, query.settings
         line = postprocess.CursorLine.of(prefix, suffix)
 
+        budget = self.max_predict_ms / 1000 if self._foreground(query) else 0.0
+
         def done(got: Streamed) -> bool:  # the local backend's stop rule, applied to the streamed text
             if settings.stop_below > 0 and got.unsure_from(settings.stop_below) is not None:
                 return True  # the rest would not be shown: the engine's decode is someone else's time
+            if budget and got.first_at is not None and time.perf_counter() - got.first_at > budget:
+                return True  # the budget is spent: the answer is what came (llama.vim's t_max_predict_ms)
             return not settings.raw and postprocess.whole(got.text, line, settings.multiline, settings.max_lines)
 
         if should_stop():
@@ -368,6 +420,8 @@ class RemoteBackend(Backend):
             lambda: self._body(query), should_stop, done)
         raw, first_at, chunks, stats = got.text, got.first_at, got.chunks, got.stats
         t2 = time.perf_counter()
+        if budget and first_at is not None:
+            self.decode_rate.ran(chunks, t2 - first_at)
         text = raw if settings.raw else postprocess.finish(raw, line, settings.multiline, settings.max_lines)
         t1 = first_at or t2
         confidence = confidence_of(got, text, line, settings)

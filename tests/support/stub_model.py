@@ -32,6 +32,7 @@ one chunk each, with the OpenAI `logprobs` of each when the request asks for the
     closed: threading.Event  # the client hung up on a call still being answered
     release: threading.Event  # "hold": answer now
     models: list[dict] = []  # what GET /v1/models lists (404 when empty)
+    props: dict = {}  # what GET /props answers (404 when empty): llama-server's, with default_generation_settings
     vocab: dict[str, int] = {}  # POST /tokenize (vLLM's): a text found here is that one token, else 404
     tokens: list[tuple] = []  # "tokens": (text, probability[, the token as the engine spells it]) per chunk
     refuse_logprobs = False  # "tokens": a request with `logprobs` is a 400, as from an engine without them
@@ -67,6 +68,9 @@ one chunk each, with the OpenAI `logprobs` of each when the request asks for the
         self.raw.append(self.path.encode() + b"\n" + bytes(self.headers))
         if self.path == "/v1/models" and self.models:
             self._send(200, {"object": "list", "data": self.models})
+            return
+        if self.path == "/props" and self.props:
+            self._send(200, self.props)
             return
         self._send(404, {"error": "not here"})
 
@@ -166,7 +170,7 @@ def stub_model(mode: str = "500") -> Iterator[tuple[type[Scripted], str]]:
     """(the handler class, whose attributes the test reads and sets; the server's URL), served until the block ends."""
     handler = type("H", (Scripted,), {"mode": mode, "hits": [], "bodies": [], "raw": [], "started": threading.Event(),
                                       "closed": threading.Event(), "release": threading.Event(),
-                                      "models": [], "vocab": {}, "tokens": [],
+                                      "models": [], "props": {}, "vocab": {}, "tokens": [],
                                       "refuse_logprobs": False, "text_lag": False,
                                       "prompt_offset": False, "token_gap": 0.0})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
