@@ -28,7 +28,7 @@ from tabd.predictor.prompt.fim import PAD
 from tabd.predictor.prompt.templates import FimTemplate, detect_family, template_for
 from tabd.predictor.text import postprocess
 from tabd.predictor.text.names import KnownNames
-from tabd.predictor.text.verify import CopyVerification
+from tabd.predictor.text.verify import CopyVerifier, ScoreTokens
 
 
 @dataclass(frozen=True)
@@ -86,10 +86,11 @@ def cut_to_lines(text: str, chars: int, from_end: bool) -> str:
     return text[: at + 1] if at >= 0 else text.split("\n", 1)[0]
 
 
-class LocalBackend(CopyVerification, Backend):
+class LocalBackend(Backend):
     """Greedy FIM completion with a kept KV cache per document."""
 
-    def __init__(self, settings: LocalSettings = LocalSettings()) -> None:
+    def __init__(self, settings: LocalSettings = LocalSettings(), verifier: CopyVerifier | None = None) -> None:
+        """verifier: judges the copy candidate against the model's text (default: one over this model's tokenizer)."""
         self.settings = settings
         self.model_dir = str(settings.model_dir or loader.DEFAULT_MODEL_DIR)
         self.threads = AdaptiveThreads(settings.threads)
@@ -116,6 +117,7 @@ class LocalBackend(CopyVerification, Backend):
         self.stop_ids = self._stop_ids()
         self._vocab_text: list[str] | None = None
         self.known = KnownNames()
+        self.verifier = verifier or CopyVerifier(self.tokenizer)
         self._first_tokens: prompt_ids.FirstTokens | None = None
         self.last_tokens: list[int] = []
         self._context_ids: tuple[tuple, list[int]] = ((), [])  # the last context's ids: it changes rarely
@@ -323,9 +325,12 @@ class LocalBackend(CopyVerification, Backend):
         raw = tokenizer.decode(tokens)
         raw = raw[len(heal) :] if raw.startswith(heal) else ""
         text = postprocess.finish(raw, line, settings.multiline, settings.max_lines)
-        confidence = self._confidence(tokens, decoded.probs, heal, line, settings, len(text))
-        text, confidence, scored, other = self._copy_candidate(prefix, text, confidence, logits, slot, len(ids), layout,
-                                                               line, settings, context, lookup)
+        confidence = self.verifier.confidence(tokens, decoded.probs, heal, line, settings, len(text))
+        choice = self.verifier.choose(prefix, text, confidence, heal, line, settings, context,
+                                      self._scorer(slot, len(ids), logits, heal, lookup))
+        text, confidence, scored, other = choice.text, choice.confidence, choice.scored, choice.other
+        if choice.tokens is not None:
+            self.last_tokens = choice.tokens  # what this request "decoded", for serve-model's raw text
         if settings.known_names:
             text, confidence = self.known.judge(prefix, suffix, text, confidence, context)
         return Prediction(
@@ -380,6 +385,18 @@ class LocalBackend(CopyVerification, Backend):
                           confidence=confidence, decode_passes=len(decoded.tokens) - decoded.accepted_drafts,
                           accepted_drafts=decoded.accepted_drafts, engine=self.engine_name,
                           torch_loaded="torch" in sys.modules)
+
+    def _scorer(self, slot, prompt_len: int, logits, heal: str, batch: bool) -> ScoreTokens:
+        """Scoring tokens after the prompt in this request's slot (the copy candidate's): the slot is cut back to the
+        prompt, and keeps the tokens whose successor was scored; several a pass where `batch` (lookup on)."""
+        def score(ids: list[int], min_joint: float) -> generate.Scored:
+            self.pool.cut(slot, prompt_len)
+            scored = generate.score_tokens(self.runner, logits, slot.cache, ids, min_joint, self._allowed_first(heal),
+                                           batch=batch)
+            slot.ids.extend(ids[: max(0, len(scored.probs) - 1)])  # the tokens fed (the last scored one is not)
+            return scored
+
+        return score
 
     def _lookup_now(self, threads: int) -> bool:
         """Whether this request verifies drafts and the copy several tokens a pass (the output is the same).

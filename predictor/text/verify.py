@@ -1,21 +1,43 @@
-"""The copy candidate verified by the model, and the per-token confidence marks (a mixin of LocalBackend).
-
-LocalBackend (predictor/backends/local.py) owns the state these methods use: tokenizer,
-runner, pool (the KV slots), encode, _allowed_first, last_tokens.
-"""
+"""The copy candidate verified by the model, and the per-token confidence marks: CopyVerifier, a collaborator of
+LocalBackend (predictor/backends/local.py), which gives it its tokenizer and, per request, a way to score tokens."""
 from __future__ import annotations
 
-from tabd.predictor.text import postprocess
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
 from tabd.predictor.engine import generate
+from tabd.predictor.prompt import prompt_ids
+from tabd.predictor.text import postprocess
 from tabd.predictor.text.lookup import copy_suggestion
-from tabd.predictor.types import GenSettings
+from tabd.predictor.types import ContextChunk, GenSettings
+
+Marks = tuple[tuple[int, float], ...]  # (length of the suggestion so far, the token's probability), token by token
+# the model's probability of each of these token ids after the prompt, stopping where the joint one falls below the
+# threshold (generate.score_tokens over the request's KV slot)
+ScoreTokens = Callable[[list[int], float], generate.Scored]
 
 
-class CopyVerification:
-    def _copy_candidate(self, prefix, text, confidence, logits, slot, prompt_len, layout, line, settings, context=(),
-                        batch: bool = False) -> tuple[str, tuple, generate.Scored, str]:
-        """(text, confidence, what scoring it took, the other candidate): the copy candidate where the model
-        verifies it (the other: the model's own), else the model's own (the other: the copy, if there was one).
+@dataclass(frozen=True)
+class Choice:
+    """What a request shows: the text, its confidence marks, what scoring a copy took, and the other candidate."""
+
+    text: str
+    confidence: Marks
+    scored: generate.Scored
+    other: str
+    tokens: list[int] | None = None  # the copy's ids where the copy is shown: what this request "decoded"
+
+
+class CopyVerifier:
+    """Whether a copy from the prompt beats the model's own text, judged by the model."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    def choose(self, prefix: str, text: str, confidence: Marks, heal: str, line: postprocess.CursorLine,
+               settings: GenSettings, context: Sequence[ContextChunk], score: ScoreTokens) -> Choice:
+        """The copy candidate where the model verifies it (the other: the model's own), else the model's own (the
+        other: the copy, if there was one).
 
         Code repeats itself, and a small model judges a copy better than it
         writes one: on held-out cuts, copies kept as far as the model's joint
@@ -36,16 +58,10 @@ class CopyVerification:
         if candidate:
             candidate = postprocess.finish(candidate, line, settings.multiline, settings.max_lines)
         if not candidate or candidate == text:
-            return text, confidence, generate.Scored(), ""
-        heal = layout.heal
-        cand_ids = self.encode(heal + candidate)
-        self.pool.cut(slot, prompt_len)
-        # with lookup on, the copy is verified as drafts are: several tokens a pass, the same numbers
-        scored = generate.score_tokens(self.runner, logits, slot.cache, cand_ids, t, self._allowed_first(heal),
-                                       batch=batch)
-        probs = scored.probs
-        slot.ids.extend(cand_ids[: max(0, len(probs) - 1)])  # the tokens fed (the last scored one is not)
-        marked = self._confidence(cand_ids, probs, heal, line, settings, len(candidate))
+            return Choice(text, confidence, generate.Scored(), "")
+        cand_ids = prompt_ids.encode(self.tokenizer, heal + candidate)
+        scored = score(cand_ids, t)
+        marked = self.confidence(cand_ids, scored.probs, heal, line, settings, len(candidate))
         verified, joint = 0, 1.0
         for end, p in marked:
             joint *= p
@@ -53,15 +69,14 @@ class CopyVerification:
                 break
             verified = end
         if not candidate[:verified].strip():
-            return text, confidence, scored, candidate
+            return Choice(text, confidence, scored, candidate)
         marks = tuple((end, p) for end, p in marked if end <= verified)
         if verified < len(candidate):
             marks += ((len(candidate), 0.0),)
-        self.last_tokens = list(cand_ids)  # what this request "decoded", for serve-model's raw text
-        return candidate, marks, scored, text
+        return Choice(candidate, marks, scored, text, list(cand_ids))
 
-    def _confidence(self, tokens: list[int], probs: list[float], heal: str, line, settings: GenSettings,
-                    limit: int) -> tuple[tuple[int, float], ...]:
+    def confidence(self, tokens: list[int], probs: list[float], heal: str, line: postprocess.CursorLine,
+                   settings: GenSettings, limit: int) -> Marks:
         """(length of the suggestion made of tokens[:i+1], p_i) for each token the suggestion keeps."""
         out = []
         for i, p in enumerate(probs[: len(tokens)]):

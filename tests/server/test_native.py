@@ -175,7 +175,7 @@ CHILD = """
     reference = LocalBackend(LocalSettings(engine="transformers", threads=1))
     s = GenSettings(16)
     prefix = "def area(width, height):\\n    return "
-    assert fast.predict(prefix, "", s).text == reference.predict(prefix, "", s).text
+    assert fast.predict(Query(prefix, "", s)).text == reference.predict(Query(prefix, "", s)).text
     print(fast.engine_name, "|", fast.runner.native_why)
 """
 
