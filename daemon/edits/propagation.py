@@ -14,8 +14,8 @@ until the pause (edit_service.py), so `tot` is never proposed for `total`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Collection, Sequence
+from dataclasses import dataclass, replace
+from typing import Collection, NamedTuple, Sequence
 
 from tabd.daemon.edits.history import Group
 from tabd.daemon.edits.synthesis import Transformation, generalised, learn, next_site, undone
@@ -48,7 +48,14 @@ def still_typing(text: str, group: Group, cursor: int, now: float) -> bool:
     return not group.done and cursor == group.end and cursor > 0 and now - group.last_t < PAUSE_S
 
 
-def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[tuple[Transformation, tuple[int, int]]]:
+class Candidate(NamedTuple):
+    transformation: Transformation
+    made: tuple[int, int] | None  # the range it was made in (not proposed there again)
+    near: bool = False  # proposed at the place nearest the cursor, either side (the other half of the change just
+    # made), not at the first after it
+
+
+def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[Candidate]:
     """The transformations the recent edits teach, most specific first, each with the range it was made in. A change
     made once is repeated only when it is small (Transformation.small); a larger one, a line or a block, once the
     user has made it twice."""
@@ -57,26 +64,29 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[t
         return []
     last = live[-1]
     single = learn(undone(text, [last]), text, filename)
-    out: list[tuple[Transformation, tuple[int, int]]] = []
+    out: list[Candidate] = []
+    turn = _alternating(text, live, single, filename)
+    if turn is not None:
+        out.append(Candidate(*turn, near=True))
     if len(live) >= 2:
         prev = live[-2]
         if _one_line(text, prev, last) and last.first_t - prev.last_t <= COMPOUND_S:
             both = learn(undone(text, [prev, last]), text, filename)
             if both is not None and both.small:
-                out.append((both, (min(prev.start, last.start), max(prev.end, last.end))))
+                out.append(Candidate(both, (min(prev.start, last.start), max(prev.end, last.end))))
         elif single is not None:
             general = _made_twice(text, live, single, filename)
             if general is not None:  # made twice: whatever its size
-                out.append((general, (last.start, last.end)))
+                out.append(Candidate(general, (last.start, last.end)))
     if single is not None and single.small:
-        out.append((single, (last.start, last.end)))
+        out.append(Candidate(single, (last.start, last.end)))
     if len(live) >= 2 and not _one_line(text, live[-2], last):
         # the rename before the last change, when the last applies nowhere (a rename, then the same word fixed by hand
         # in a docstring it does not reach): the walk goes on
         prev = live[-2]
         earlier = learn(undone(text, [prev]), text, filename)
         if earlier is not None and earlier != single and earlier.rename:
-            out.append((earlier, (prev.start, prev.end)))
+            out.append(Candidate(earlier, (prev.start, prev.end)))
     return out
 
 
@@ -86,11 +96,12 @@ def propose(text: str, groups: Sequence[Group], cursor: int, now: float, filenam
     edit before this one was its proposal, taken), tried first."""
     if groups and groups[-1].end <= len(text) and still_typing(text, groups[-1], cursor, now):
         return None
-    tried = [(active, None)] if active is not None else []
-    for t, made in [*tried, *candidates(text, groups, filename)]:
+    done = [(g.start, g.end) for g in groups if g.end <= len(text)]
+    tried = [Candidate(active, None)] if active is not None else []
+    for t, made, near in [*tried, *candidates(text, groups, filename)]:
         if t.signature in rejected:
             continue
-        site = next_site(text, t, cursor, filename, made)
+        site = next_site(text, t, cursor, filename, made, near=near, done=done if near else ())
         if site is not None:
             return Proposal(site.start, site.end, site.text, t)
     return None
@@ -107,6 +118,27 @@ def _made_twice(text: str, live: Sequence[Group], single: Transformation, filena
         if general is not None:
             return general
     return None
+
+
+def _alternating(text: str, live: Sequence[Group], single: Transformation | None,
+                 filename: str) -> tuple[Transformation, tuple[int, int]] | None:
+    """Two changes made in turn at each place (a signature's `) -> T:` joined to its line, then the old line
+    deleted): after A B A, B is due next, at its next place. The change before the last, generalised with its own
+    earlier instance when there is one, and the range it was made in; None when the edits do not alternate."""
+    if single is None or len(live) < 3 or any(_one_line(text, a, b) for a, b in zip(live[-3:], live[-2:])):
+        return None
+    learned = [learn(undone(text, [g]), text, filename) for g in live[-4:-1]]
+    *older, before_last = learned
+    if older[-1] is None or generalised(single, older[-1]) is None:  # A ... A: the last change made twice
+        return None
+    if before_last is None or generalised(single, before_last) is not None:  # B is another change
+        return None
+    prev = live[-2]
+    if len(older) == 2 and older[0] is not None:
+        general = generalised(before_last, older[0])
+        if general is not None:
+            return general, (prev.start, prev.end)
+    return replace(before_last, once=False), (prev.start, prev.end)  # A, B, A: the turn is the evidence
 
 
 def _one_line(text: str, a: Group, b: Group) -> bool:

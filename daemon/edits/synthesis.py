@@ -25,6 +25,7 @@ Plain strings and offsets in and out; the caller (edit_service.py) keeps the his
 from __future__ import annotations
 
 import bisect
+import builtins
 import re
 from dataclasses import dataclass, replace
 from typing import Sequence
@@ -32,6 +33,8 @@ from typing import Sequence
 from tabd.daemon.edits.history import Group
 from tabd.daemon.edits.tokens import Token, is_name, place, shared_ends, tokens_of
 
+_QUOTES = frozenset("'\"`")
+_BUILTIN = frozenset(dir(builtins))  # `int` -> `Any` or `Exception` -> `ParseError` at one place is no rename
 CONTEXT = 4  # context tokens kept on each side of the core
 SPECIFIC = 0.25  # share of the context a place must match when the core holds a word
 GENERIC = 0.7  # ... when the core is marks, keywords or nothing (an insertion)
@@ -61,6 +64,7 @@ class Transformation:
     places: tuple[str, ...] = ()  # where each core token stands: a place's tokens must stand in the same places
     once: bool = True  # learned from one example (generalised() clears it): the gate is stricter
     worded: bool = False  # its old core holds a word that is not a keyword: the core itself picks the places
+    affix: bool = False  # a string's prefix (`u'...'` -> `'...'`): wherever that prefix opens a string, context-free
 
     @property
     def signature(self) -> tuple[object, ...]:
@@ -127,11 +131,24 @@ def learn(before: str, after: str, filename: str = "") -> Transformation | None:
         before_tok = next((t for t in reversed(old_tokens) if t.end <= a), None)
         if before_tok is not None and before[before_tok.end:a].strip() == "" and "\n" not in before[before_tok.end:a]:
             gap = a - before_tok.end
-    rename = (len(core) == 1 and core[0].kind == "name" and _dotted(new_core) and new_core != old_core)
+    rename = (len(core) == 1 and core[0].kind == "name" and is_name(new_core) and new_core != old_core
+              and old_core not in _BUILTIN)
     callee = _callee(before, a) if not core and new_core.lstrip().startswith(",") and right[:1] == (")",) else ""
     worded = any(t.kind in ("name", "number", "string", "comment") and t.text[:1].isalnum() for t in core)
+    affix = len(core) == 1 and _affix(old_tokens, core[0])
     return Transformation(tuple(t.text for t in core), (new_core,) if new_core else (), left, right, where, rename,
-                          lead, trail, gap, old_core, callee, tuple(place(t.kind) for t in core), True, worded)
+                          lead, trail, gap, old_core, callee, tuple(place(t.kind) for t in core), True, worded, affix)
+
+
+def _affix(tokens: Sequence[Token], tok: Token) -> bool:
+    """`tok` is a string's prefix: a few letters lexed as part of a string, touching the quote that opens it."""
+    if tok.kind != "string" or not tok.text.isalpha() or len(tok.text) > 3:
+        return False
+    i = _index_at(tokens, tok.start)
+    before = tokens[i - 1] if i > 0 else None
+    if before is not None and before.end == tok.start and before.kind == "string":
+        return False  # the letters inside a string ('u'), not its prefix
+    return i + 1 < len(tokens) and tokens[i + 1].start == tok.end and tokens[i + 1].text[:1] in _QUOTES
 
 
 def learn_group(text: str, groups: Sequence[Group], filename: str = "") -> Transformation | None:
@@ -323,11 +340,16 @@ def sites(text: str, t: Transformation, filename: str = "", avoid: tuple[int, in
 
 
 def next_site(text: str, t: Transformation, cursor: int, filename: str = "",
-              avoid: tuple[int, int] | None = None) -> Site | None:
-    """The first place at or after the cursor where `t` applies, else the first before it (the walk wraps)."""
-    found = sites(text, t, filename, avoid)
+              avoid: tuple[int, int] | None = None, near: bool = False,
+              done: Sequence[tuple[int, int]] = ()) -> Site | None:
+    """The first place at or after the cursor where `t` applies, else the first before it (the walk wraps);
+    `near`: the place nearest the cursor, on either side. `done`: ranges the user changed (no place touching one)."""
+    found = [s for s in sites(text, t, filename, avoid)
+             if not any(s.start <= b and a <= s.end for a, b in done)]
     if not found:
         return None
+    if near:
+        return min(found, key=lambda s: min(abs(s.start - cursor), abs(s.end - cursor)))
     return next((s for s in found if s.start >= cursor), found[0])
 
 
@@ -408,6 +430,8 @@ def _same_places(t: Transformation, core: Sequence[Token]) -> bool:
 
 def _score(tokens: Sequence[Token], t: Transformation, i: int, n: int) -> float | None:
     """The share of the context matched at a core spanning tokens i..i+n, or None where the gate refuses it."""
+    if t.affix:
+        return 1.0 if _affix(tokens, tokens[i]) else None
     if t.rename:
         before = tokens[i - 1] if i > 0 else None
         attribute = before is not None and before.text == "." and before.end == tokens[i].start
@@ -465,7 +489,7 @@ def _side_score(tokens: Sequence[Token], want: tuple[str | None, ...], i: int, s
                     break
                 continue
             break
-        if got == w:
+        if got == w or (got is not None and _quote(got) and _quote(w)):
             score += 1
             first = first or k == 0
             if got in ("^", "$"):
@@ -478,6 +502,11 @@ def _side_score(tokens: Sequence[Token], want: tuple[str | None, ...], i: int, s
         break
     # the nearest token matched, or it is the name that varies and the one past it matched (`Color.RED`, `Color.BLUE`)
     return score, first or score >= 1.5, exact
+
+
+def _quote(text: str) -> bool:
+    """A string's quotes: `'` and `"` (and their triples) select the same places."""
+    return text[:1] in ("'", '"') and text.strip(text[:1]) == ""
 
 
 def _text_at(tokens: Sequence[Token], j: int, step: int) -> str | None:

@@ -136,6 +136,43 @@ def test_two_examples_generalise_the_name_that_varies():
     assert next_site(two, second, 0) is None  # one example alone: only where its own name stands
 
 
+def test_a_string_prefix_removed_at_one_string_goes_from_every_string_that_has_it():
+    before = "a = u'x'\nb = f(u\"y\", 2)\nu = 3\nc = 'u'\nd = u'''z'''\n"
+    after = applied_everywhere(before, "u'x'", "'x'")
+    assert after == "a = 'x'\nb = f(\"y\", 2)\nu = 3\nc = 'u'\nd = '''z'''\n"  # not the name u, not the letter
+
+
+def test_a_builtin_or_a_name_made_an_expression_is_replaced_where_its_context_matches_not_everywhere():
+    before = "def f(a: int, b: int) -> int:\n    return int(a)\n\ndef g(c: int) -> int:\n    x: int = 0\n"
+    _, found = first_change(before, "a: int", "a: Any")
+    assert ("int", "Any") in found and len(found) < before.count("int") - 1  # parameters, not `int(a)` nor returns
+    assert "return int(a)" in applied_everywhere(before, "a: int", "a: Any")
+    before = "if isinstance(doc, Document):\n    pass\nrows: list[Document] = []\nif isinstance(doc, Document): x\n"
+    after = applied_everywhere(before, "Document)", "self.document_class)")
+    assert after.count("isinstance(doc, self.document_class)") == 2 and "list[Document]" in after
+
+
+def test_two_changes_made_in_turn_propose_the_other_half_next():
+    text = "def f(\n    a,\n):\n    ...\n\ndef g(\n    b,\n):\n    ...\n\ndef h(\n    c,\n):\n    ...\n"
+    history = DocHistory()
+    now = [100.0]
+
+    def insert(after: str, new: str) -> None:
+        nonlocal text
+        at = text.index(after) + len(after)
+        history.edited(at, "", new, now[0])
+        text = text[:at] + new + text[at:]
+        now[0] += 2.0
+
+    insert("    a", ": int")  # A at f, then B at f: its return type
+    insert("\n)", " -> None")
+    insert("    b", ": int")  # A at g: B is due at g (the nearest), not A at h
+    cursor = text.index("b: int,") + len("b: int,")
+    p = propagation.propose(text, list(history.groups), cursor, now[0] + 5.0, "m.py")
+    assert p is not None and p.text.strip() == "-> None"
+    assert text.index("def g") < p.start < text.index("def h")
+
+
 def test_changes_that_are_not_repeatable_are_not_proposed():
     text = "x = 1\ny = 2\n"
     assert learn(text, "x = 1\n  y = 2\n") is None  # whitespace: the formatter's
