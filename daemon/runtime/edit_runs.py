@@ -9,6 +9,7 @@ from typing import Callable
 from tabd.cache.state import DocState
 from tabd.daemon.edits.model_source import FormatWriter, Writer
 from tabd.daemon.runtime.config import Config
+from tabd.daemon.runtime.jobs import queue
 from tabd.daemon.runtime.loaded_model import Model
 from tabd.daemon.runtime.request import RequestBuilder
 from tabd.daemon.runtime.scheduler import FOREGROUND, Cancelled, Scheduler
@@ -52,7 +53,7 @@ class EditRuns:
         def run(should_stop: Callable[[], bool]) -> Prediction:
             return backend.predict(Query(window.prefix, window.suffix, settings, slot_id=f"{doc}#edit"), should_stop)
 
-        job = self.scheduler.submit(run, 1 if background else FOREGROUND, "edit-score")
+        job = queue(self.scheduler, run, 1 if background else FOREGROUND, "edit-score")
         try:
             pred: Prediction = await asyncio.wrap_future(job.future)
         except (Cancelled, Exception) as exc:  # a failed score holds the edit back: never shown on an error
@@ -90,7 +91,7 @@ class EditRuns:
         def run(should_stop: Callable[[], bool]) -> Prediction:
             return backend.predict(Query(prompt, "", settings, slot_id=f"{doc}#nes", priority=int(background)), should_stop)
 
-        job = self.scheduler.submit(run, 1 if background else FOREGROUND, "edit-write")
+        job = queue(self.scheduler, run, 1 if background else FOREGROUND, "edit-write")
         try:
             pred: Prediction = await asyncio.wrap_future(job.future)
         except (Cancelled, Exception) as exc:  # no answer: no edit, never an error shown for a suggestion
