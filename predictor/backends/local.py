@@ -12,14 +12,14 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 from tabd.predictor.backends.backend_settings import LocalSettings
 from tabd.predictor.types import (Backend, ContextChunk, GenSettings, Interrupted, ModelLoadError, Prediction, Query, never,
                                   prompt_chunks)
 from tabd.predictor.engine import chunking, generate
 from tabd.predictor.engine.runner import Runner
-from tabd.predictor.engine.slots import SlotPool
+from tabd.predictor.engine.slots import Slot, SlotPool
 from tabd.predictor.loading import loader
 from tabd.predictor.loading.engine_choice import EngineChoice, after_hand_over, choose
 from tabd.predictor.loading.threads import AdaptiveThreads
@@ -29,6 +29,9 @@ from tabd.predictor.prompt.templates import FimTemplate, detect_family, template
 from tabd.predictor.text import postprocess
 from tabd.predictor.text.names import KnownNames
 from tabd.predictor.text.verify import CopyVerifier, ScoreTokens
+
+if TYPE_CHECKING:
+    from tabd.predictor.engine.kvcache import NumpyKV
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,7 @@ class LocalBackend(Backend):
         self.model_dir = str(settings.model_dir or loader.DEFAULT_MODEL_DIR)
         self.threads = AdaptiveThreads(settings.threads)
         self.choice: EngineChoice = choose(settings, self.threads)
+        self._serve(self.choice)
         self.model, self.tokenizer, self.placement = self.choice.model, self.choice.tokenizer, self.choice.placement
         self.parameters = self.model.parameters
         self.template = self._choose_template(settings.fim)
@@ -120,7 +124,7 @@ class LocalBackend(Backend):
         self.verifier = verifier or CopyVerifier(self.tokenizer)
         self._first_tokens: prompt_ids.FirstTokens | None = None
         self.last_tokens: list[int] = []
-        self._context_ids: tuple[tuple, list[int]] = ((), [])  # the last context's ids: it changes rarely
+        self._context_ids: tuple[tuple[ContextChunk, ...], list[int]] = ((), [])  # the last context's ids: it changes rarely
         self.model_id = f"{self.model_dir}|{self.template.name}"  # the engine is not part of it: all give the same tokens
 
     # -- the engine serving (engine_choice.py) -------------------------------------------------
@@ -129,17 +133,10 @@ class LocalBackend(Backend):
     def runner(self) -> Runner:
         return self.choice.runner
 
-    @property
-    def engine_name(self) -> str:
-        return self.choice.name
-
-    @property
-    def engine_why(self) -> str:
-        return self.choice.why
-
-    @property
-    def weights_why(self) -> str:
-        return self.choice.weights_why
+    def _serve(self, choice: EngineChoice) -> None:
+        """Serve from `choice`'s engine: what tabd/stats reports follows it (engine_name, engine_why, weights_why)."""
+        self.choice = choice
+        self.engine_name, self.engine_why, self.weights_why = choice.name, choice.why, choice.weights_why
 
     # -- set-up ---------------------------------------------------------------
 
@@ -162,21 +159,25 @@ class LocalBackend(Backend):
         """Whether torch+native should take over from the torch-free runner (engine auto, served torch-free)."""
         return self.choice.hands_over
 
-    def prepare_hand_over(self):
+    def prepare_hand_over(self) -> Runner:
         """torch+native over the torch-free runner's weights, sharing them (imports torch: off the model thread)."""
         from tabd.predictor.engine import swap
+        from tabd.predictor.engine.boot import TorchFreeRunner
 
-        return swap.fast_from_torch_free(self.runner)
+        runner = self.runner
+        assert isinstance(runner, TorchFreeRunner), "a hand-over starts from the torch-free runner"
+        return swap.fast_from_torch_free(runner)
 
-    def hand_over(self, fast) -> None:
+    def hand_over(self, fast: Runner) -> None:
         """Serve from `fast` from now on; call it between requests, on the model thread. The slots' KV caches
         carry over as views of the same buffers, so no prompt runs again; the torch-free runner is let go."""
         from tabd.predictor.engine import swap
 
-        caches = {key: swap.torch_cache(slot.cache) for key, slot in self.pool.slots.items()}  # all, or none on error
+        # all, or none on error; a torch-free runner's slots hold NumpyKV caches
+        caches = {key: swap.torch_cache(cast("NumpyKV", slot.cache)) for key, slot in self.pool.slots.items()}
         for key, cache in caches.items():
             self.pool.slots[key].cache = cache
-        self.choice = after_hand_over(self.choice, fast)
+        self._serve(after_hand_over(self.choice, fast))
         self.threads.use_torch()
 
     def _stop_ids(self) -> set[int]:
@@ -246,7 +247,7 @@ class LocalBackend(Backend):
         pieces = self.template.pieces(prompt_ids.PREFIX_SLOT, prompt_ids.SUFFIX_SLOT)
         return PromptLayout(head + prompt_ids.lay_out(self.tokenizer, pieces, slots), heal, len(head), head + prefix_ids)
 
-    def _allowed_first(self, heal: str):
+    def _allowed_first(self, heal: str) -> Any:
         """The ids of the tokens that start with `heal` (prompt_ids.FirstTokens), as the runner's logits index."""
         if not heal:
             return None
@@ -386,12 +387,12 @@ class LocalBackend(Backend):
                           accepted_drafts=decoded.accepted_drafts, engine=self.engine_name,
                           torch_loaded="torch" in sys.modules)
 
-    def _scorer(self, slot, prompt_len: int, logits, heal: str, batch: bool) -> ScoreTokens:
+    def _scorer(self, slot: Slot, prompt_len: int, logits: Any, heal: str, batch: bool) -> ScoreTokens:
         """Scoring tokens after the prompt in this request's slot (the copy candidate's): the slot is cut back to the
         prompt, and keeps the tokens whose successor was scored; several a pass where `batch` (lookup on)."""
         def score(ids: list[int], min_joint: float) -> generate.Scored:
             self.pool.cut(slot, prompt_len)
-            scored = generate.score_tokens(self.runner, logits, slot.cache, ids, min_joint, self._allowed_first(heal),
+            scored: generate.Scored = generate.score_tokens(self.runner, logits, slot.cache, ids, min_joint, self._allowed_first(heal),
                                            batch=batch)
             slot.ids.extend(ids[: max(0, len(scored.probs) - 1)])  # the tokens fed (the last scored one is not)
             return scored
@@ -404,7 +405,7 @@ class LocalBackend(Backend):
         2 threads with another job on the cores a small model's pass waits at its barriers (0.27-1.72x)."""
         return self.lookup if self.lookup is not None else (self.memory_bound or threads == 1)
 
-    def _prefill(self, slot_id: str, ids: list[int], should_stop: Callable[[], bool]):
+    def _prefill(self, slot_id: str, ids: list[int], should_stop: Callable[[], bool]) -> tuple[Slot, int, Any]:
         """(slot, tokens reused, logits at the end) after running the part of `ids` the slot's cache lacks."""
         slot, reused = self.pool.slot_for(slot_id, ids)
         reused = min(reused, len(ids) - 1)  # the model must run at least one token to give logits
@@ -423,7 +424,8 @@ class LocalBackend(Backend):
         logits = generate.prefill(self.runner, ids[reused:], slot.cache, self._chunk(), should_stop, ran)
         return slot, reused, logits
 
-    def _pause(self, foreground: bool, asked: str, slot_id: str, window: tuple) -> None:
+    def _pause(self, foreground: bool, asked: str, slot_id: str,
+               window: tuple[str, str, tuple[str, str, PromptLayout] | None]) -> None:
         """A request stopped for another (pre-empted) before it answered: its slot is kept from eviction while it
         waits, and it resumes on the window it started, whatever the speed measured meanwhile says (its KV is for it)."""
         if not foreground:

@@ -68,6 +68,8 @@ PRIORITY_ENGINES = ("tabd", "vllm")  # owned_by of engines that order requests b
 # once, with no retries, so an engine that is back is noticed within this time and one that is not costs nothing.
 DOWN_S = 0.25
 
+Json = dict[str, Any]
+
 
 @dataclass
 class Streamed:
@@ -78,7 +80,7 @@ class Streamed:
     text: str = ""
     first_at: float | None = None
     chunks: int = 0
-    stats: dict = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)
     marks: list[tuple[int, float]] = field(default_factory=list)
     _base: int | None = None  # the first token's text_offset (llama-cpp-python's count the prompt too)
     _end: int = 0  # where the last token marked ends
@@ -329,7 +331,7 @@ class RemoteBackend(Backend):
 
     # -- the request -------------------------------------------------------------
 
-    def _body(self, query: Query) -> tuple[str, dict]:
+    def _body(self, query: Query) -> tuple[str, Json]:
         """The route and JSON body; workspace context where the server takes it (input_extra), else as prompt text."""
         info = self.info or ServerInfo()
         prefix, suffix, settings = query.prefix, query.suffix, query.settings
@@ -337,13 +339,14 @@ class RemoteBackend(Backend):
         if settings.plain:
             return "/v1/completions", self._plain_body(prefix, settings, query.priority)
         if self.route == "infill":
-            body = {"input_prefix": prefix, "input_suffix": suffix, "prompt": "", "n_predict": settings.max_new_tokens,
-                    "temperature": 0, "top_k": 1, "stream": True, "cache_prompt": True}
+            infill: Json = {"input_prefix": prefix, "input_suffix": suffix, "prompt": "",
+                            "n_predict": settings.max_new_tokens, "temperature": 0, "top_k": 1, "stream": True,
+                            "cache_prompt": True}
             if context:  # llama-server lays these out with the model's own repository tokens, before the FIM prefix
-                body["input_extra"] = [{"filename": c.path, "text": c.text} for c in context if not c.current]
-            body.update(self._time_limits(query))
-            return "/infill", body
-        body: dict[str, Any] = {"max_tokens": settings.max_new_tokens, "temperature": 0, "stream": True}
+                infill["input_extra"] = [{"filename": c.path, "text": c.text} for c in context if not c.current]
+            infill.update(self._time_limits(query))
+            return "/infill", infill
+        body: Json = {"max_tokens": settings.max_new_tokens, "temperature": 0, "stream": True}
         if self.model:
             body["model"] = self.model
         if self.route == "suffix":
@@ -375,14 +378,14 @@ class RemoteBackend(Backend):
     def _foreground(query: Query) -> bool:
         return query.priority <= 0 and not query.settings.raw and not query.settings.plain
 
-    def _time_limits(self, query: Query) -> dict:
+    def _time_limits(self, query: Query) -> Json:
         """llama.vim's fields for llama-server, on a request the user waits for (a prefetch has no one waiting)."""
         if not self._foreground(query):
             return {}
         return {k: int(v) for k, v in (("t_max_prompt_ms", self.max_prompt_ms), ("t_max_predict_ms", self.max_predict_ms))
                 if v > 0}
 
-    def _plain_body(self, prompt: str, settings: GenSettings, priority: int) -> dict:
+    def _plain_body(self, prompt: str, settings: GenSettings, priority: int) -> Json:
         """A next-edit prompt in its model's own format (GenSettings.plain): the text as it is, whatever the route
         and FIM template, ended at the format's stop strings."""
         info = self.info or ServerInfo()
@@ -451,7 +454,7 @@ class RemoteBackend(Backend):
         if self.route != "infill" and info.owned_by not in ("tabd", "llamacpp"):
             return Prediction("")
 
-        def body() -> tuple[str, dict]:
+        def body() -> tuple[str, Json]:
             path, fields = self._body(query)
             key = "n_predict" if self.route == "infill" else "max_tokens"
             fields[key] = 1 if (self.info or ServerInfo()).owned_by == "tabd" else 0
@@ -480,7 +483,8 @@ class RemoteBackend(Backend):
         # A server that is down answers each keystroke at once for DOWN_S, instead of retrying every time.
         self._down_until, self._down_reason = time.monotonic() + DOWN_S, reason
 
-    def _stream(self, make_body: Callable[[], tuple[str, dict]], should_stop, done) -> Streamed:
+    def _stream(self, make_body: Callable[[], tuple[str, Json]], should_stop: Callable[[], bool],
+                done: Callable[[Streamed], bool]) -> Streamed:
         """Raw text, when the first text came, how many chunks, the server's own counts and the tokens'
         probabilities if it sent them.
 
@@ -525,14 +529,15 @@ class RemoteBackend(Backend):
                 call.cancel()
                 raise
 
-    def _sleep(self, seconds: float, should_stop, deadline: float) -> None:
+    def _sleep(self, seconds: float, should_stop: Callable[[], bool], deadline: float) -> None:
         end = min(time.monotonic() + seconds, deadline)
         while time.monotonic() < end:
             if should_stop():
                 raise Interrupted()
             time.sleep(0.01)
 
-    def _read(self, call: Call, path: str, should_stop, done, deadline: float) -> Streamed:
+    def _read(self, call: Call, path: str, should_stop: Callable[[], bool], done: Callable[[Streamed], bool],
+              deadline: float) -> Streamed:
         got, complete = Streamed(), False
         finished = False  # an event said the answer is complete (finish_reason, llama-server's stop)
         other: list[str] = []  # lines that are not events: a body that is not a stream (an error, a whole answer)
@@ -613,7 +618,7 @@ class RemoteBackend(Backend):
         return self.info is not None and self.info.owned_by == "tabd"
 
     def _parse_event(self, path: str, data: str,
-                     stats: dict) -> tuple[str, dict, bool, list[tuple[int | None, str, float]]]:
+                     stats: Json) -> tuple[str, Json, bool, list[tuple[int | None, str, float]]]:
         """The event's text, the server's counts so far, whether the event says the answer is complete, and its
         tokens with their probabilities where the engine sent them (OpenAI `logprobs`)."""
         try:

@@ -31,10 +31,17 @@ import uuid
 from collections import Counter, deque
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from tabd.predictor.prompt.prompt_text import parse_fim_prompt, split_context
-from tabd.predictor.types import GenSettings, Interrupted, Prediction, Query
+from tabd.predictor.types import ContextChunk, GenSettings, Interrupted, Prediction, Query
+
+if TYPE_CHECKING:
+    from tabd.predictor.backends.local import LocalBackend
+
+Json = dict[str, Any]
+# a /v1/completions request read: prefix, suffix, settings, stop strings, tabd's own fields asked, context, priority
+Parsed = tuple[str, str, GenSettings, list[str], bool, list[ContextChunk], int]
 
 
 class RequestError(Exception):
@@ -42,12 +49,12 @@ class RequestError(Exception):
         super().__init__(message)
         self.status, self.param, self.code = status, param, code
 
-    def body(self) -> dict:
+    def body(self) -> Json:
         kind = "invalid_request_error" if self.status < 500 else "server_error"
         return {"error": {"message": str(self), "type": kind, "param": self.param, "code": self.code}}
 
 
-def raw_text(backend, prefix: str, suffix: str, max_new_tokens: int) -> str:
+def raw_text(backend: LocalBackend, prefix: str, suffix: str, max_new_tokens: int) -> str:
     """The text the backend's last predict decoded, before clean-up (what local.py hands to finish)."""
     tokens = list(backend.last_tokens)
     if tokens and tokens[-1] in backend.stop_ids:
@@ -110,7 +117,7 @@ class EngineQueue:
         with self._cond:
             return bool(self._waiting) and self._waiting[0][0] < priority
 
-    def stats(self) -> dict:
+    def stats(self) -> Json:
         with self._cond:
             return {"waiting": len(self._waiting), "busy": self._busy, "order": [list(t) for t in self.order],
                     "served": {str(p): n for p, n in sorted(self.served.items())}, "preempted": self.preempted,
@@ -120,19 +127,19 @@ class EngineQueue:
 class Engine:
     """The backend, its queue, and the served model name."""
 
-    def __init__(self, backend, name: str) -> None:
+    def __init__(self, backend: LocalBackend, name: str) -> None:
         self.backend = backend
         self.name = name
         self.queue = EngineQueue()
         self.created = int(time.time())
 
-    def models(self) -> dict:
+    def models(self) -> Json:
         fim = self.backend.template.name
         return {"object": "list", "data": [
             {"id": self.name, "object": "model", "created": self.created, "owned_by": "tabd", "tabd": {"fim": fim}}
         ]}
 
-    def complete(self, parsed: tuple, req: dict, gone) -> dict:
+    def complete(self, parsed: Parsed, req: Json, gone: Callable[[], bool]) -> Json:
         """Run one parsed /v1/completions request; `gone()` says the client hung up."""
         prefix, suffix, settings, stops, tabd, context, priority = parsed
         arrival = self.queue.arrival()
@@ -171,7 +178,7 @@ class Engine:
             },
         }
 
-    def parse(self, req: dict) -> tuple[str, str, GenSettings, list[str], bool, list, int]:
+    def parse(self, req: Json) -> Parsed:
         model = req.get("model")
         if model not in (None, "", self.name):
             raise RequestError(404, f"The model `{model}` does not exist; this server serves `{self.name}`.", "model", "model_not_found")
@@ -194,7 +201,7 @@ class Engine:
         stops = [stops] if isinstance(stops, str) else stops
         if not isinstance(stops, list) or len(stops) > 8 or not all(isinstance(s, str) for s in stops):
             raise RequestError(400, "stop must be a string or a list of at most 8 strings", "stop")
-        context: list = []
+        context: list[ContextChunk] = []
         if req.get("suffix") is not None:
             if not isinstance(req["suffix"], str):
                 raise RequestError(400, "suffix must be a string", "suffix")
@@ -245,7 +252,7 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet: one line per request on stderr is noise
         pass
 
-    def _json(self, status: int, body: dict) -> None:
+    def _json(self, status: int, body: Json) -> None:
         data = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -316,7 +323,7 @@ class Handler(BaseHTTPRequestHandler):
             {**head, "choices": [{**choice, "text": ""}], "usage": result["usage"], "tabd": result["tabd"]},
         ])
 
-    def _events(self, events: list[dict]) -> None:
+    def _events(self, events: list[Json]) -> None:
         try:
             for event in events:
                 self._chunk(f"data: {json.dumps(event)}\n\n".encode())
@@ -335,7 +342,7 @@ class Server(ThreadingHTTPServer):
     allow_reuse_address = True
 
 
-def make_server(backend, host: str = "127.0.0.1", port: int = 0, name: str = "tabd") -> Server:
+def make_server(backend: LocalBackend, host: str = "127.0.0.1", port: int = 0, name: str = "tabd") -> Server:
     """A server bound to host:port (port 0: a free one; see server.server_address)."""
     engine = Engine(backend, name)
     handler = type("BoundHandler", (Handler,), {"engine": engine})

@@ -10,6 +10,7 @@ import json
 import queue
 import socket
 import threading
+from typing import Any
 
 import httpx
 
@@ -20,7 +21,8 @@ class RemoteError(BackendError, RuntimeError):
     """A remote engine that cannot answer; the message is one line naming the URL and the problem."""
 
 
-def one_line(text: str, limit: int = 240) -> str:
+def one_line(text: object, limit: int = 240) -> str:
+    """str(text) on one line, cut to `limit` characters."""
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -47,20 +49,20 @@ class Call:
     cancel() shuts the socket down, which wakes the helper thread and tells the server.
     """
 
-    def __init__(self, client: httpx.Client, url: str, body: dict, timeout: httpx.Timeout | None = None) -> None:
-        self.events: queue.SimpleQueue = queue.SimpleQueue()
+    def __init__(self, client: httpx.Client, url: str, body: dict[str, Any], timeout: httpx.Timeout | None = None) -> None:
+        self.events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self.aborted = threading.Event()
         self.sock: socket.socket | None = None
         self._thread = threading.Thread(target=self._run, args=(client, url, body, timeout), daemon=True,
                                         name="tabd-remote")
         self._thread.start()
 
-    def _run(self, client: httpx.Client, url: str, body: dict, timeout: httpx.Timeout | None) -> None:
+    def _run(self, client: httpx.Client, url: str, body: dict[str, Any], timeout: httpx.Timeout | None) -> None:
         try:
             if self.aborted.is_set():
                 return
-            extra = {"timeout": timeout} if timeout is not None else {}
-            with client.stream("POST", url, json=body, **extra) as response:
+            with client.stream("POST", url, json=body,
+                               timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT) as response:
                 stream = response.extensions.get("network_stream")
                 self.sock = stream.get_extra_info("socket") if stream is not None else None
                 if self.aborted.is_set():

@@ -12,8 +12,8 @@ import re
 
 from typing import Sequence
 
-from tabd.predictor.prompt.fim import REPO_NAME, REPO_TOKENS
-from tabd.predictor.prompt.templates import FAMILIES, FimTemplate, template_for
+from tabd.predictor.prompt.fim import FAMILIES, REPO_NAME, REPO_TOKENS
+from tabd.predictor.prompt.templates import FimTemplate, template_for
 from tabd.predictor.types import ContextChunk
 
 _P, _S = "\0P", "\0S"

@@ -19,6 +19,7 @@ from collections import Counter, OrderedDict
 from typing import Sequence
 
 from tabd.predictor.text import postprocess
+from tabd.predictor.text.postprocess import Marks
 from tabd.predictor.types import ContextChunk
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -76,7 +77,7 @@ class KnownNames:
         word = prefix[n:]
         if len(word) < ONLY_NAME_AFTER or word[0].isdigit() or (suffix[:1] and suffix[0] in postprocess.WORD_CHARS):
             return None
-        score: Counter = Counter()
+        score: Counter[str] = Counter()
         window = Counter(_NAME.findall(prefix[:n] + "\n" + suffix))  # not the word itself: it is unfinished
         sources = [(tuple(sorted(window)), window, WINDOW_WEIGHT)] + [(*self._counted(c.text), 1) for c in context]
         for names, counts, weight in sources:
@@ -90,7 +91,8 @@ class KnownNames:
         best = min(score, key=lambda name: (-score[name], name))  # ties: the first in sorted order, stable
         return best[len(word):], ONLY_NAME_P if len(score) == 1 else LIKELIEST_NAME_P
 
-    def judge(self, prefix: str, suffix: str, text: str, confidence, context: Sequence[ContextChunk]):
+    def judge(self, prefix: str, suffix: str, text: str, confidence: Marks,
+              context: Sequence[ContextChunk]) -> tuple[str, Marks]:
         """(text, confidence) after the two rules: a known name the model finishes gets the floor; a word the model
         finishes into a name nobody spells becomes the likeliest known name that starts like it, if there is one."""
         floored = self.floor(prefix, suffix, text, confidence, context)
@@ -103,7 +105,8 @@ class KnownNames:
             return guess[0], ((len(guess[0]), guess[1]),)
         return text, confidence
 
-    def floor(self, prefix: str, suffix: str, text: str, confidence, context: Sequence[ContextChunk]):
+    def floor(self, prefix: str, suffix: str, text: str, confidence: Marks,
+              context: Sequence[ContextChunk]) -> Marks | None:
         """`confidence` with the name `text` finishes lifted to KNOWN_NAME_P, where that name is known; else None."""
         if not confidence:
             return None

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+Marks = tuple[tuple[int, float], ...]  # a suggestion's confidence: (its length so far, the token's probability)
+
 OPENERS = {"(": ")", "[": "]", "{": "}"}
 CLOSERS = {v: k for k, v in OPENERS.items()}
 

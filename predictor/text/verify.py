@@ -9,9 +9,9 @@ from tabd.predictor.engine import generate
 from tabd.predictor.prompt import prompt_ids
 from tabd.predictor.text import postprocess
 from tabd.predictor.text.lookup import copy_suggestion
+from tabd.predictor.text.postprocess import Marks
 from tabd.predictor.types import ContextChunk, GenSettings
 
-Marks = tuple[tuple[int, float], ...]  # (length of the suggestion so far, the token's probability), token by token
 # the model's probability of each of these token ids after the prompt, stopping where the joint one falls below the
 # threshold (generate.score_tokens over the request's KV slot)
 ScoreTokens = Callable[[list[int], float], generate.Scored]
