@@ -3,8 +3,8 @@
 `import torch` costs 2-3 s here, more than everything else on the way to an
 editor's first suggestion; the native step (native/decode.c) already runs the
 whole forward pass from weight panels and only needs pointers. So this module
-reads config.json and the safetensors with numpy, packs the weights exactly as
-weights.py does (the same panels, the same bf16 rounding and int8 scales),
+reads config.json and the safetensors with numpy, packs the weights into
+weights.py's store (the one every engine holds: panels, bf16 or int8),
 computes the rotary tables as transformers does in fp32, and runs prefill as
 pieces of up to max_prefill tokens (`tabd_prefill_n`: the lm_head only for the
 last) and decoding one token a step. It implements the Runner protocol
@@ -20,55 +20,9 @@ import numpy as np
 
 from tabd.predictor.engine import native
 from tabd.predictor.engine.kvcache import NumpyKV
-from tabd.predictor.engine.layout import PANEL, SMALL_BYTES, choose_format
+from tabd.predictor.engine.layout import SMALL_BYTES, choose_format
 from tabd.predictor.engine.layout import PASS_TOKENS as NATIVE_STEPS  # verify() passes, as FastLlama's
-
-
-def pack_panels(w: np.ndarray) -> np.ndarray:
-    """[rows, cols] -> the same numbers with each block of 64 columns stored as its own contiguous [rows, 64]."""
-    return np.concatenate([np.ascontiguousarray(w[:, lo : lo + PANEL]).reshape(-1) for lo in range(0, w.shape[1], PANEL)])
-
-
-def _bf16(w: np.ndarray) -> np.ndarray:
-    """fp32 -> bf16 bits (uint16), rounded to nearest even as torch's .to(torch.bfloat16) rounds."""
-    u = np.ascontiguousarray(w, dtype=np.float32).view(np.uint32)
-    return ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
-
-
-def _quantize(w: np.ndarray, fmt: str, dim: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """w in fmt, and for int8 the fp32 scale per slice along `dim` (weights.py's _quantize in numpy)."""
-    if fmt == "fp32":
-        return np.array(w, dtype=np.float32, copy=True), None
-    if fmt == "bf16":
-        return _bf16(w), None
-    scale = np.maximum(np.abs(w).max(axis=1 - dim) / np.float32(127.0), np.float32(1e-30)).astype(np.float32)
-    shape = (-1, 1) if dim == 0 else (1, -1)
-    return np.clip(np.round(w / scale.reshape(shape)), -127, 127).astype(np.int8), scale
-
-
-class Matrix:
-    """x @ W for W [rows, cols] ([in, out]) in weights.py's panels: what the native step reads."""
-
-    def __init__(self, w: np.ndarray, fmt: str) -> None:
-        self.rows, self.cols = w.shape
-        self.fmt = fmt
-        q, self.scale = _quantize(w, fmt, dim=1)
-        self.data = pack_panels(q)
-
-    def nbytes(self) -> int:
-        return self.data.nbytes + (0 if self.scale is None else self.scale.nbytes)
-
-
-class Rows:
-    """A [rows, cols] table in torch's layout: the embedding, and the lm_head (the same table when tied)."""
-
-    def __init__(self, w: np.ndarray, fmt: str) -> None:
-        self.fmt = fmt
-        self.data, self.scale = _quantize(w, fmt, dim=0)
-        self.data = np.ascontiguousarray(self.data)
-
-    def nbytes(self) -> int:
-        return self.data.nbytes + (0 if self.scale is None else self.scale.nbytes)
+from tabd.predictor.engine.weights import Matrix, Rows, pack_panels
 
 
 def rotary(theta: float, dim: int, positions: int) -> tuple[np.ndarray, np.ndarray]:
@@ -138,7 +92,7 @@ class TorchFreeRunner:
         self.max_batch = self.native.max_batch
 
     def _take_weights(self, w: dict[str, np.ndarray]) -> None:
-        """The weights in weights.py's layout; each loaded tensor is dropped from `w` once copied (held once)."""
+        """The weights in weights.py's store; each loaded tensor is dropped from `w` once copied (held once)."""
         fmt, cfg = self.weights, self.config
 
         def take(name: str) -> np.ndarray:

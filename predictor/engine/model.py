@@ -80,7 +80,9 @@ class FastLlama:
         small_model = self.small = sum(t.numel() for t in model.parameters()) * 4 <= SMALL_BYTES
 
         def matrix(w_out_in: torch.Tensor):  # stored [in, out]: x @ W is 20-30% faster than linear(x, W) for one row
-            return Matrix(w_out_in.t(), self.weights, dense=small_model) if on_cpu else Dense(w_out_in.t())
+            if not on_cpu:
+                return Dense(w_out_in.t())
+            return Matrix(w_out_in.detach().t().numpy(), self.weights).on_torch(dense=small_model)
 
         def small(t: torch.Tensor) -> torch.Tensor:
             return t.detach().clone()
@@ -88,9 +90,10 @@ class FastLlama:
         inner = model.model
         tied = model.lm_head.weight.data_ptr() == inner.embed_tokens.weight.data_ptr()
         fmt = self.weights if on_cpu else "fp32"
-        self.embed_rows = Rows(inner.embed_tokens.weight.detach(), fmt) if on_cpu else None
+        self.embed_rows = Rows(inner.embed_tokens.weight.detach().numpy(), fmt).on_torch() if on_cpu else None
         self.embed = inner.embed_tokens.weight.detach() if not on_cpu else None
-        self.lm_rows = self.embed_rows if (tied and on_cpu) else (Rows(model.lm_head.weight.detach(), fmt) if on_cpu else None)
+        self.lm_rows = self.embed_rows if (tied and on_cpu) else (
+            Rows(model.lm_head.weight.detach().numpy(), fmt).on_torch() if on_cpu else None)
         self.lm_head = None if on_cpu else model.lm_head.weight.detach()
         self.norm = small(inner.norm.weight)
         self.layers = []

@@ -23,20 +23,11 @@ import torch  # noqa: E402
 from tabd.predictor.engine.boot import TorchFreeRunner
 from tabd.predictor.engine.kvcache import NumpyKV, TorchKV
 from tabd.predictor.engine.model import FastLlama
-from tabd.predictor.engine.weights import Matrix, Rows
 
 
 def tensor(a: np.ndarray | None) -> torch.Tensor | None:
-    """The same memory as a torch tensor (bf16 bits, held as uint16 in numpy, as bfloat16)."""
-    if a is None:
-        return None
-    if a.dtype == np.uint16:
-        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(a)
-
-
-def _matrix(m, dense: bool) -> Matrix:
-    return Matrix.packed(tensor(m.data), tensor(m.scale), m.rows, m.cols, m.fmt, dense)
+    """The same memory as a torch tensor."""
+    return None if a is None else torch.from_numpy(a)
 
 
 def fast_from_torch_free(runner: TorchFreeRunner) -> FastLlama:
@@ -52,15 +43,13 @@ def fast_from_torch_free(runner: TorchFreeRunner) -> FastLlama:
     positions = torch.arange(runner.cos.shape[0])[None, :]
     cos, sin = Rotary(cfg.rope_theta, fast.head_dim)(torch.zeros(1), positions)  # FastLlama's own tables
     fast.cos, fast.sin = cos[0].contiguous(), sin[0].contiguous()
-    fast.embed_rows = Rows.packed(tensor(runner.embed_rows.data), tensor(runner.embed_rows.scale), runner.weights)
-    same = runner.lm_rows is runner.embed_rows
-    fast.lm_rows = fast.embed_rows if same else Rows.packed(tensor(runner.lm_rows.data), tensor(runner.lm_rows.scale),
-                                                             runner.weights)
+    fast.embed_rows = runner.embed_rows.on_torch()
+    fast.lm_rows = fast.embed_rows if runner.lm_rows is runner.embed_rows else runner.lm_rows.on_torch()
     fast.embed = fast.lm_head = None
     fast.lm_panels = tensor(runner.lm_panels)
     fast.norm = tensor(runner.norm)
-    fast.layers = [(tensor(w_in), _matrix(qkv, fast.small), tensor(bias), _matrix(o, fast.small), tensor(w_post),
-                    _matrix(gate_up, fast.small), _matrix(down, fast.small))
+    fast.layers = [(tensor(w_in), qkv.on_torch(fast.small), tensor(bias), o.on_torch(fast.small), tensor(w_post),
+                    gate_up.on_torch(fast.small), down.on_torch(fast.small))
                    for w_in, qkv, bias, o, w_post, gate_up, down in runner.layers]
     fast.native, fast.native_why = None, "off"
     fast.bind_native()
