@@ -42,6 +42,9 @@ class PromptLayout:
     before_cursor: list[int] = field(default_factory=list)  # the context's and the prefix's ids, in the document's order
 
 
+# special tokens that end a document in the tokenizers models ship with (GPT-2's and SmolLM2's, Llama 3's, SentencePiece's,
+# ChatML's, Gemma's): where the tokenizer has one as an added token, the suggestion ends there
+END_OF_TEXT = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<|im_end|>", "<|eot_id|>", "<eos>")
 MAX_PAUSED = 8  # pre-empted requests whose window is remembered for their resumption
 SHORT_MIN_TOKENS = 32  # the shortest window a cold request runs on, whatever the budget: a line or two of code
 PRIOR_FLOPS = 30e9  # what the prefill speed is guessed from before any prefill ran: 2 x parameters a token at this rate
@@ -71,6 +74,13 @@ class PrefillSpeed:
 
     def tokens_in(self, ms: float) -> int:
         return int(ms / max(1e-9, self.ms_per_token))
+
+
+def within(budget_s: float, spent_s: float, steps: int) -> bool:
+    """Whether one more decode step fits in the budget, at the mean time of the steps so far (the first token comes
+    with the prefill): the answer comes within the budget, not a step after it (a 0.5B step is 40-100 ms here)."""
+    step = spent_s / steps if steps > 0 else 0.0
+    return spent_s + step <= budget_s
 
 
 def cut_to_lines(text: str, chars: int, from_end: bool) -> str:
@@ -181,12 +191,20 @@ class LocalBackend(Backend):
         self.threads.use_torch()
 
     def _stop_ids(self) -> set[int]:
-        """The template's stop tokens and EOS, and its FIM markers (past the first token a marker is the model
-        starting another document: it ends the suggestion, never shows as text)."""
+        """The template's stop tokens, EOS and the tokenizer's own end-of-text specials, and its FIM markers (past the
+        first token a marker is the model starting another document: it ends the suggestion, never shows as text).
+
+        A token is looked up among the tokenizer's added tokens first: SmolLM2's `<|endoftext|>` (its end of a
+        document, in the plain layout the only end it writes besides EOS) is also its unknown token, and looked up
+        by name and then dropped as "unknown" it was never a stop: its text was shown."""
         ids = set(self.marker_ids)
-        for t in self.template.stop_toks:
-            tid = self.tokenizer.convert_tokens_to_ids(t)
-            if isinstance(tid, int) and tid != self.tokenizer.unk_token_id:
+        added = self.tokenizer.get_added_vocab()
+        for t in (*self.template.stop_toks, *END_OF_TEXT):
+            tid = added.get(t)
+            if tid is None and t in self.template.stop_toks:
+                tid = self.tokenizer.convert_tokens_to_ids(t)
+                tid = None if tid == self.tokenizer.unk_token_id else tid
+            if isinstance(tid, int):
                 ids.add(tid)
         if self.tokenizer.eos_token_id is not None:
             ids.add(self.tokenizer.eos_token_id)
@@ -297,14 +315,14 @@ class LocalBackend(Backend):
 
         heal = layout.heal
         tokenizer = self.tokenizer
-        decode_budget = self.settings.max_predict_ms / 1000 if foreground else 0.0
+        decode_budget = self._decode_budget(t1 - t0) if foreground else 0.0
 
         def go_on(tokens: list[int]) -> bool:
             if tokens[-1] in self.stop_ids:
                 return False
             if should_stop():
                 raise Interrupted()
-            if decode_budget and time.perf_counter() - t1 > decode_budget:
+            if decode_budget and not within(decode_budget, time.perf_counter() - t1, len(tokens) - 1):
                 return False  # the budget is spent: the answer is what it has (llama.vim's t_max_predict_ms)
             text = tokenizer.decode(tokens)[len(heal) :]
             if postprocess.repeats(text):
@@ -350,6 +368,16 @@ class LocalBackend(Backend):
             alternatives=(other,) if other.strip() and other != text else (),
             window_chars=len(prefix) + len(suffix),
         )
+
+    def _decode_budget(self, prefill_s: float) -> float:
+        """Seconds a request the user waits for may decode: max_predict_ms, less what its prefill took over
+        max_prompt_ms (a window sized by a speed measured before the machine got busier), so that the two budgets
+        bound the request together; at least a token's worth (a first token is always shown)."""
+        budget = self.settings.max_predict_ms / 1000
+        if not budget:
+            return 0.0
+        over = max(0.0, prefill_s - self.settings.max_prompt_ms / 1000) if self.settings.max_prompt_ms else 0.0
+        return max(1e-3, budget - over)
 
     def _predict_raw(self, prefix: str, suffix: str, settings: GenSettings, should_stop: Callable[[], bool],
                      slot_id: str, lookup: bool) -> Prediction:
