@@ -306,7 +306,7 @@ class LocalBackend(Backend):
         ids = layout.ids
         t0 = time.perf_counter()
         try:
-            slot, reused, logits = self._prefill(slot_id, ids, should_stop)
+            slot, reused, logits = self._prefill(slot_id, ids, should_stop, foreground)
         except Interrupted:
             self._pause(foreground, asked, slot_id, (*paused, short))
             raise
@@ -433,7 +433,8 @@ class LocalBackend(Backend):
         2 threads with another job on the cores a small model's pass waits at its barriers (0.27-1.72x)."""
         return self.lookup if self.lookup is not None else (self.memory_bound or threads == 1)
 
-    def _prefill(self, slot_id: str, ids: list[int], should_stop: Callable[[], bool]) -> tuple[Slot, int, Any]:
+    def _prefill(self, slot_id: str, ids: list[int], should_stop: Callable[[], bool],
+                 foreground: bool = False) -> tuple[Slot, int, Any]:
         """(slot, tokens reused, logits at the end) after running the part of `ids` the slot's cache lacks."""
         slot, reused = self.pool.slot_for(slot_id, ids)
         reused = min(reused, len(ids) - 1)  # the model must run at least one token to give logits
@@ -449,7 +450,7 @@ class LocalBackend(Backend):
 
         # chunk by chunk, each kept as it is run: a pre-empted or cancelled prefill leaves its work for the next
         # request sharing the prefix (typically the same document one keystroke on, or the same request resumed)
-        logits = generate.prefill(self.runner, ids[reused:], slot.cache, self._chunk(), should_stop, ran)
+        logits = generate.prefill(self.runner, ids[reused:], slot.cache, self._chunk(foreground), should_stop, ran)
         return slot, reused, logits
 
     def _pause(self, foreground: bool, asked: str, slot_id: str,
@@ -463,12 +464,16 @@ class LocalBackend(Backend):
         while len(self._paused) > MAX_PAUSED:
             del self._paused[next(iter(self._paused))]
 
-    def _chunk(self) -> int:
+    def _chunk(self, foreground: bool = False) -> int:
         """Tokens per prefill chunk now: the size's (or the setting's), shortened to what this machine runs in
-        chunking.CHUNK_MS at the speed measured, so that a request coming during a prefill waits that long at most."""
+        chunking.CHUNK_MS at the speed measured, so that a request coming during a prefill waits that long at most.
+        A request the user waits for is itself the one to finish: its chunks may take up to chunking.FOREGROUND_MS (what
+        another document's request then waits at most), as longer native passes run a token faster (at 0.5B here, CPU time a
+        token: 14.7 ms in passes of 8, 12.0-12.9 in passes of 32)."""
         if self.settings.prefill_chunk or self._converts_per_pass():
             return self.prefill_chunk  # set, or an engine whose every pass has a fixed cost: shorter costs more
-        return chunking.chunk_within(self.prefill_chunk, self.prefill_speed.ms_per_token)
+        most = chunking.FOREGROUND_MS if foreground else chunking.CHUNK_MS
+        return chunking.chunk_within(self.prefill_chunk, self.prefill_speed.ms_per_token, most)
 
     def _converts_per_pass(self) -> bool:
         runner = self.runner

@@ -1,7 +1,7 @@
 """The prefill budget's parts: the lines nearest the cursor, the measured speed, and chunks bounded in time."""
 from __future__ import annotations
 
-from tabd.predictor.engine.chunking import CHUNK_FLOOR, CHUNK_MS, chunk_within
+from tabd.predictor.engine.chunking import CHUNK_FLOOR, CHUNK_MS, FOREGROUND_MS, chunk_within
 from tabd.predictor.backends.local import PrefillSpeed, cut_to_lines
 
 
@@ -34,6 +34,8 @@ def test_a_chunk_takes_at_most_the_time_bound_down_to_the_floor():
     assert chunk_within(256, 4.0) * 4.0 <= CHUNK_MS
     assert chunk_within(256, 25.0) == CHUNK_FLOOR  # a slow machine: the floor, over the bound
     assert chunk_within(CHUNK_FLOOR // 2, 100.0) == CHUNK_FLOOR // 2  # never above what the size allows
+    # a request the user waits for may run chunks up to its own prompt budget (longer native passes are cheaper)
+    assert chunk_within(256, 12.0, FOREGROUND_MS) == 32 and chunk_within(256, 12.0) == 16
 
 
 def test_a_short_window_preempted_mid_prefill_resumes_on_the_same_window_from_its_chunks():
