@@ -3,7 +3,7 @@
 `import torch` costs 2-3 s here, more than everything else on the way to an
 editor's first suggestion; the native step (native/decode.c) already runs the
 whole forward pass from weight panels and only needs pointers. So this module
-reads config.json and the safetensors with numpy, packs the weights into
+reads config.json and the safetensors with numpy (fastload.read_tensors), packs the weights into
 weights.py's store (the one every engine holds: panels, bf16 or int8),
 computes the rotary tables as transformers does in fp32, and runs prefill as
 pieces of up to max_prefill tokens (`tabd_prefill_n`: the lm_head only for the
@@ -31,43 +31,6 @@ def rotary(theta: float, dim: int, positions: int) -> tuple[np.ndarray, np.ndarr
     freqs = np.arange(positions, dtype=np.float32)[:, None] * inv_freq.astype(np.float32)[None, :]
     emb = np.concatenate([freqs, freqs], axis=-1)
     return np.ascontiguousarray(np.cos(emb), dtype=np.float32), np.ascontiguousarray(np.sin(emb), dtype=np.float32)
-
-
-STORED = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}  # safetensors dtypes read here (to fp32)
-
-
-def read_tensors(d: Path) -> dict[str, np.ndarray]:
-    """Every tensor of the directory's safetensors files as fp32 numpy arrays."""
-    tensors: dict[str, np.ndarray] = {}
-    for path in sorted(d.glob("*.safetensors")):
-        tensors.update(read_safetensors(path))
-    return tensors
-
-
-def read_safetensors(path: Path) -> dict[str, np.ndarray]:
-    """A safetensors file (8-byte little-endian header length, a JSON header, raw little-endian bytes), mapped:
-    fp32 tensors are views of the mapping (the store copies what it keeps), fp16 and bf16 are widened to fp32
-    exactly (a bf16 is an fp32's top 16 bits). ValueError for anything else, or a file that is not one."""
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        n = int.from_bytes(f.read(8), "little")
-        if not 2 <= n <= size - 8:
-            raise ValueError(f"{path.name} is not a safetensors file")
-        header = json.loads(f.read(n))
-    raw = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + n) if size > 8 + n else np.empty(0, np.uint8)
-    out = {}
-    for name, spec in header.items():
-        if name == "__metadata__":
-            continue
-        dtype = STORED.get(spec.get("dtype"))
-        start, end = spec["data_offsets"]
-        if dtype is None:
-            raise ValueError(f"{path.name}: {name} is {spec.get('dtype')}, not F32, F16 or BF16")
-        a = raw[start:end].view(dtype).reshape(spec["shape"])
-        if dtype is np.uint16:
-            a = (a.astype(np.uint32) << np.uint32(16)).view(np.float32)
-        out[name] = a if dtype is np.float32 else a.astype(np.float32)
-    return out
 
 
 class TorchFreeRunner:
@@ -189,7 +152,7 @@ def load(d: Path, weights: str = "auto", threads=None) -> TorchFreeRunner:
     lib, why = native.load()
     if config is None or lib is None:
         raise ValueError(why or "not a Llama-shaped model")
-    tensors = read_tensors(d)
+    tensors = fastload.read_tensors(d)
     _check_tensors(tensors, config)
     return TorchFreeRunner(config, tensors, lib, weights, threads)
 

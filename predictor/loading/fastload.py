@@ -16,6 +16,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
+
 SUPPORTED = {"llama", "qwen2", "mistral"}  # the shapes FastLlama runs (predictor/engine/model.py)
 # transformers 5 maps some model types to their own tokenizer class, which rebuilds the pre-tokenizer instead of
 # reading tokenizer.json's (Qwen2 does): tokenizer.json alone is what transformers runs only for these
@@ -121,13 +123,50 @@ class Rotary:
         return emb.cos().to(dtype=x.dtype), emb.sin().to(dtype=x.dtype)
 
 
-def _weights(d: Path, device: str, dtype) -> dict | None:
-    from safetensors.torch import load_file
+STORED = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}  # safetensors dtypes read here (to fp32)
 
-    tensors: dict = {}
+
+def read_tensors(d: Path) -> dict[str, np.ndarray]:
+    """Every tensor of the directory's safetensors files as fp32 numpy arrays."""
+    tensors: dict[str, np.ndarray] = {}
     for path in sorted(d.glob("*.safetensors")):
-        tensors.update(load_file(str(path), device="cpu"))
-    return {k: v.to(device=device, dtype=dtype) for k, v in tensors.items()}
+        tensors.update(read_safetensors(path))
+    return tensors
+
+
+def read_safetensors(path: Path) -> dict[str, np.ndarray]:
+    """A safetensors file (8-byte little-endian header length, a JSON header, raw little-endian bytes), mapped:
+    fp32 tensors are views of the mapping (the store copies what it keeps), fp16 and bf16 are widened to fp32
+    exactly (a bf16 is an fp32's top 16 bits). ValueError for anything else, or a file that is not one."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        if not 2 <= n <= size - 8:
+            raise ValueError(f"{path.name} is not a safetensors file")
+        header = json.loads(f.read(n))
+    raw = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + n) if size > 8 + n else np.empty(0, np.uint8)
+    out = {}
+    for name, spec in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = STORED.get(spec.get("dtype"))
+        start, end = spec["data_offsets"]
+        if dtype is None:
+            raise ValueError(f"{path.name}: {name} is {spec.get('dtype')}, not F32, F16 or BF16")
+        a = raw[start:end].view(dtype).reshape(spec["shape"])
+        if dtype is np.uint16:
+            a = (a.astype(np.uint32) << np.uint32(16)).view(np.float32)
+        out[name] = a if dtype is np.float32 else a.astype(np.float32)
+    return out
+
+
+def _weights(d: Path, device: str, dtype) -> dict | None:
+    """The tensors as torch's, from the one safetensors reader: fp32, copied out of the file's mapping (as
+    safetensors' load_file copies), then placed (bf16 on a GPU)."""
+    import torch
+
+    return {k: torch.from_numpy(a if a.flags.writeable else a.copy()).to(device=device, dtype=dtype)
+            for k, a in read_tensors(d).items()}
 
 
 def _module(weight=None, bias=None) -> SimpleNamespace:
@@ -193,7 +232,7 @@ def load(d: Path, device: str, dtype_name: str) -> tuple[FastModel, Any] | None:
         return None
     tokenizer = tokenizer_for(d, config.model_type)
     dtype = getattr(torch, dtype_name)
-    try:
+    try:  # a dtype the reader does not widen, or tensors that are not a Llama's: transformers loads it
         model = FastModel(config, _weights(d, device, dtype), device, dtype)
     except ValueError:
         return None
