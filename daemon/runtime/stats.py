@@ -37,7 +37,7 @@ class Answers:
     # requests that waited out a debounce, and those a newer keystroke ended during it (they never reach the model)
     debounce: dict[str, int] = field(default_factory=lambda: {"waited": 0, "superseded": 0})
     debounce_ms: deque[float] = field(default_factory=_window)  # the waits, for their median
-    served_by: dict[str, int] = field(default_factory=dict)  # model answers per engine ("native", "fast", ...)
+    served_by: dict[str, int] = field(default_factory=dict)  # model answers per engine, by its one name
     torch_free: int = 0  # model answers computed before torch was imported
 
     def answered(self, source: str, latency: float, after_accept: bool, depth: int, debounce_ms: float,
