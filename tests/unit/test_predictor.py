@@ -286,7 +286,7 @@ def test_a_fim_marker_is_never_the_first_token_and_keeps_its_share_of_the_probab
     assert greedy_p(logits)[0] == 1
 
 
-@pytest.mark.parametrize("engine", ["fast", "native"])
+@pytest.mark.parametrize("engine", ["torch+native", "torch-free"])
 def test_where_a_marker_is_likeliest_the_next_best_text_is_shown_at_its_own_probability(engine):
     """The shipped model's logits with `<tabd_pre>` made the likeliest first token (by e^5 over the best other:
     what weights that learnt markers did at 35 of 400 probed places): the suggestion is the model's best text,
