@@ -20,7 +20,10 @@ that figure (`llamacpp_best` says which).
 
 `--shape NAME` runs a model shape instead of the embedded model: random weights
 at Qwen2.5-Coder 0.5B's or 1.5B's configuration (shapes.py, built once without
-the hub). Larger shapes run at 1024 context (prefill_per_1k). Beside the
+the hub). Larger shapes run at 1024 context (prefill_per_1k; prefill_cpu_per_1k
+is the same prefill's CPU time, all the worker's threads: on a machine others
+share, compare it at --engines-threads 1, where time slices lost to other
+processes are not counted). Beside the
 timings tabd reports its resident memory against the weights file, the weight
 format, and prompt-lookup decoding on a self-repeating file (speed-up with the
 output checked equal). Without llama.cpp the tabd side still reports, and the
@@ -285,8 +288,10 @@ def run_round(eng, ids: list[int], context: int = CONTEXT) -> dict:
     """One round, one long prefill: decode and both keystrokes go on from the KV it leaves."""
     out = {"prefill_512": eng.prefill_ms(ids[:512])} if context >= 2048 else {}
     n = context - DECODE
+    cpu = time.process_time()
     ms = eng.prefill_ms(ids[:n])
-    out.update({f"prefill_{context}": ms, "prefill_per_1k": ms * 1000 / n})
+    cpu = (time.process_time() - cpu) * 1000  # the worker's CPU time, all its threads (a spinning wait counted too)
+    out.update({f"prefill_{context}": ms, "prefill_per_1k": ms * 1000 / n, "prefill_cpu_per_1k": cpu * 1000 / n})
     decode = eng.decode_ms()
     base = ids[: context - 2 * DECODE - 3]
     append = base + ids[len(base) : len(base) + 1]
