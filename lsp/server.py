@@ -228,8 +228,9 @@ class TabdServer(LanguageServer):
             state = self.state_of(doc, cursor) if cursor is not None else None
             self.service.docs.changed(doc_id(uri), state, lambda: doc.text, cursor)  # joined only when a pick reads it
 
-    def ask(self, uri: str, line: int, character: int, invoked: bool) -> tuple[Answer | Awaitable[Answer], int]:
-        """The service's answer at a position (at once, or to await), and the cursor offset it is for."""
+    def ask(self, uri: str, line: int, character: int,
+            invoked: bool) -> tuple[Answer | Awaitable[Answer], Document, int]:
+        """The service's answer at a position (at once, or to await), and the document and cursor offset it is for."""
         try:
             doc = self.documents.get(uri)
             offset = doc.offset_at(line, character, self.encoding)
@@ -239,8 +240,8 @@ class TabdServer(LanguageServer):
             raise JsonRpcInvalidParams("the server is not initialized")
         check = self.admission.pending(uri)
         if check is not None:  # whether git ignores the document: known in a few ms (bounded by its timeout)
-            return self._asked_after(check, uri, doc, offset, line, character, invoked), offset
-        return self._asked(uri, doc, offset, line, character, invoked), offset
+            return self._asked_after(check, uri, doc, offset, line, character, invoked), doc, offset
+        return self._asked(uri, doc, offset, line, character, invoked), doc, offset
 
     async def _asked_after(self, check: asyncio.Task[None], uri: str, doc: Document, offset: int, line: int,
                            character: int, invoked: bool) -> Answer:
@@ -251,21 +252,20 @@ class TabdServer(LanguageServer):
     def _asked(self, uri: str, doc: Document, offset: int, line: int, character: int,
                invoked: bool) -> Answer | Awaitable[Answer]:
         assert self.service is not None
-        why = self.admission.blocked(uri)
+        why = "" if uri in self.admission.serving else self.admission.blocked(uri)  # served: blocked by nothing
         if why != EXCLUDED:  # a recording keeps nothing of an excluded document but its open
             self.recording.moved_to(uri, offset, {"line": line, "character": character})
         if why:
             return self.service.refused(why)
         return self.service.answer(Asked(doc_id(uri), doc.version, self.state_of(doc, offset), invoked))
 
-    def inline_items(self, uri: str, offset: int, at: tuple[int, int], answer: Answer) -> dict:
+    def inline_items(self, uri: str, doc: Document, offset: int, at: tuple[int, int], answer: Answer) -> dict:
         """An inline completion's result for an answer at `offset`: its item (through the closers it writes itself),
         or, empty, a next edit that only rewrites the rest of the line, as ghost text; or why there is none."""
         if not answer.text and answer.reason not in REFUSED:
             ghost = inline_edit.ghost_item(self, uri, at)
             if ghost is not None:
                 return {"items": [ghost]}
-        doc = self.documents.get(uri)
         start = _position(doc.position_at(offset, self.encoding))
         end = _position(doc.position_at(offset + answer.replaces, self.encoding)) if answer.replaces else start
         result = inline_result(answer, start, end)
@@ -283,24 +283,24 @@ def inline_completion(ls: TabdServer, params: Any) -> dict | Awaitable[dict]:
     if asked is None:
         raise JsonRpcInvalidParams(INLINE_EXPECTS)
     uri, at, invoked = asked
-    got, offset = ls.ask(uri, *at, invoked)
+    got, doc, offset = ls.ask(uri, *at, invoked)
     if isinstance(got, Answer):
-        return ls.inline_items(uri, offset, at, got)
-    return _inline_later(ls, uri, offset, at, got)
+        return ls.inline_items(uri, doc, offset, at, got)
+    return _inline_later(ls, uri, doc, offset, at, got)
 
 
-async def _inline_later(ls: TabdServer, uri: str, offset: int, at: tuple[int, int], got: Awaitable[Answer]) -> dict:
-    return ls.inline_items(uri, offset, at, await got)
+async def _inline_later(ls: TabdServer, uri: str, doc: Document, offset: int, at: tuple[int, int],
+                        got: Awaitable[Answer]) -> dict:
+    return ls.inline_items(uri, doc, offset, at, await got)
 
 
 async def completion(ls: TabdServer, params: types.CompletionParams) -> types.CompletionList:
     """textDocument/completion: the same answer as one completion item (for clients without inline completion)."""
     position = params.position
-    got, offset = ls.ask(params.text_document.uri, position.line, position.character, False)
+    got, doc, offset = ls.ask(params.text_document.uri, position.line, position.character, False)
     answer = got if isinstance(got, Answer) else await got
     if not answer.text:
         return types.CompletionList(is_incomplete=True, items=[])
-    doc = ls.documents.get(params.text_document.uri)
     start, end = doc.position_at(offset, ls.encoding), doc.position_at(offset + answer.replaces, ls.encoding)
     label = answer.text.strip().split("\n", 1)[0][:80] or answer.text
     item = types.CompletionItem(

@@ -117,10 +117,12 @@ class RequestBuilder:
                                            max_new_tokens=max(settings.max_new_tokens, BLOCK_TOKENS))
         return settings
 
-    def prompt(self, doc: str, state: DocState, context: Snapshot = EMPTY, invoked: bool = False) -> Prompt:
+    def prompt(self, doc: str, state: DocState, context: Snapshot = EMPTY, invoked: bool = False,
+               window: Window | None = None) -> Prompt:
         """The window, settings and cache key of a state under a context: the one place a key is built, for a request
-        and for the prefetches that stand in for one (issue #42: two builders, two keys, a prefetch never served)."""
-        window = self.window_of(state)
+        and for the prefetches that stand in for one (issue #42: two builders, two keys, a prefetch never served).
+        `window`: the state's, where the caller has it already."""
+        window = self.window_of(state) if window is None else window
         settings = self.settings_for(state, doc, invoked)
         return Prompt(window, settings, state_key(self.model.model_id, settings.tag(), window, context.digest))
 
@@ -151,8 +153,9 @@ class RequestBuilder:
         """The request for what the editor asked, built once (`ready`: a model is loaded, so there is a key)."""
         doc, state, invoked = asked.doc, asked.state, asked.invoked
         self.workspace.requested(doc, state)
-        context = self.workspace.snapshot(doc, state, self.window_of(state))
-        prompt = self.prompt(doc, state, context, invoked)
+        window = self.window_of(state)
+        context = self.workspace.snapshot(doc, state, window)
+        prompt = self.prompt(doc, state, context, invoked, window)
         key = prompt.key if ready else ""
         return Request(str(next(self._ids)), doc, asked.version, state, prompt.window, prompt.settings, key,
                        asked.arrived, self.after_accept(key), invoked, 0.0 if invoked else self.config.min_confidence,
