@@ -1,14 +1,17 @@
 """Propagation: the user's recent edits read as a transformation (synthesis.py) and proposed where it applies next.
 
 Which example to learn from, in order:
+- the change before the last, when the user makes two changes in turn (A, B, A: B is due, at the place nearest the
+  cursor that the user has not touched);
 - the last two edits, when they are on one line and made close together: one change typed as two (`(f)` ->
   `(f: "F") -> "F"` is an insertion after `f` and one after `)`);
 - the last two edits, when they are two examples of one change (synthesis.generalised): the names that differ from
   place to place become holes;
 - the last edit alone;
 - the edit before it alone (the user fixed something the change does not reach, a word in a docstring, and goes on).
-The first that applies somewhere other than where it was made is proposed, at the first place after the cursor (the
-walk wraps to the top). A transformation the user rejected in this document is not proposed again.
+The first that applies somewhere other than where it was made is proposed, at the first place after the cursor; the
+walk wraps to the top only once the user takes it (Tab). A transformation the user rejected in this document is not
+proposed again.
 It is not proposed while the user may still be typing at the end of the change (still_typing): the request is held
 until the pause (edit_service.py), so `tot` is never proposed for `total`.
 """
@@ -101,7 +104,9 @@ def propose(text: str, groups: Sequence[Group], cursor: int, now: float, filenam
     for t, made, near in [*tried, *candidates(text, groups, filename)]:
         if t.signature in rejected:
             continue
-        site = next_site(text, t, cursor, filename, made, near=near, done=done if near else ())
+        # the walk wraps to the top only once the user is taking it (Tab): an edit the user just made is repeated
+        # below it (on real histories, every repeat shown above the cursor was one nobody made)
+        site = next_site(text, t, cursor, filename, made, near=near, done=done if near else (), wrap=t is active)
         if site is not None:
             return Proposal(site.start, site.end, site.text, t)
     return None

@@ -341,16 +341,16 @@ def sites(text: str, t: Transformation, filename: str = "", avoid: tuple[int, in
 
 def next_site(text: str, t: Transformation, cursor: int, filename: str = "",
               avoid: tuple[int, int] | None = None, near: bool = False,
-              done: Sequence[tuple[int, int]] = ()) -> Site | None:
-    """The first place at or after the cursor where `t` applies, else the first before it (the walk wraps);
-    `near`: the place nearest the cursor, on either side. `done`: ranges the user changed (no place touching one)."""
+              done: Sequence[tuple[int, int]] = (), wrap: bool = True) -> Site | None:
+    """The first place at or after the cursor where `t` applies, else (`wrap`) the first before it; `near`: the
+    place nearest the cursor, on either side. `done`: ranges the user changed (no place touching one)."""
     found = [s for s in sites(text, t, filename, avoid)
              if not any(s.start <= b and a <= s.end for a, b in done)]
     if not found:
         return None
     if near:
         return min(found, key=lambda s: min(abs(s.start - cursor), abs(s.end - cursor)))
-    return next((s for s in found if s.start >= cursor), found[0])
+    return next((s for s in found if s.start >= cursor), found[0] if wrap else None)
 
 
 def _anchors(tokens: Sequence[Token], t: Transformation) -> list[int]:

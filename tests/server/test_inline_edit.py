@@ -121,9 +121,13 @@ def test_bad_requests_get_an_error_or_no_edit_and_the_server_goes_on(server: Raw
                    {"textDocument": {"uri": URI}, "position": {"line": -1, "character": "x"}}, None):
         reply = server.call("textDocument/copilotInlineEdit", params)
         assert reply["error"]["code"] == -32602, (params, reply)
-    # unknown fields are ignored; a position past the end is the document's end, as LSP says
+    # unknown fields are ignored; a position past a line's end is the line's end, past the last line the document's
+    # end, as LSP says (nothing follows it there: repeats are proposed below the cursor until the user takes one)
+    end = server.call("textDocument/copilotInlineEdit", {"textDocument": {"uri": URI, "version": 2},
+                                                         "position": {"line": 999, "character": 999}})
+    assert end["result"] == {"edits": []}
     far = server.call("textDocument/copilotInlineEdit", {"textDocument": {"uri": URI, "version": 2, "extra": 1},
-                                                         "position": {"line": 999, "character": 999}, "more": True})
+                                                         "position": {"line": 0, "character": 999}, "more": True})
     assert far["result"]["edits"][0]["text"] == NEW
     edit_id = far["result"]["edits"][0]["command"]["arguments"][0]
     assert server.result("workspace/executeCommand", {"command": "tabd.acceptInlineEdit", "arguments": ["nope"]}) \
