@@ -37,6 +37,7 @@ _QUOTES = frozenset("'\"`")
 _BUILTIN = frozenset(dir(builtins))  # `int` -> `Any` or `Exception` -> `ParseError` at one place is no rename
 CONTEXT = 4  # context tokens kept on each side of the core
 SPECIFIC = 0.25  # share of the context a place must match when the core holds a word
+SPECIFIC_ONCE = 0.4  # ... and the change was made once (on real histories, below this: 2 right of 9 shown)
 GENERIC = 0.7  # ... when the core is marks, keywords or nothing (an insertion)
 MAX_CORE = 400  # characters: a larger edit is not a repeatable change
 MAX_SITES = 200  # places examined for one transformation
@@ -465,7 +466,8 @@ def _score(tokens: Sequence[Token], t: Transformation, i: int, n: int) -> float 
     if not t.once and not t.worded and _fixed(t.left) + _fixed(t.right) < TWICE_FIXED:
         return None  # made twice where little stays the same around it (`@override` before some `def`s): a guess
     specific = any(w is not None and any(ch.isalnum() for ch in w) and len(w) >= 2 for w in t.core)
-    return share if share >= (SPECIFIC if specific else GENERIC) else None
+    need = (SPECIFIC_ONCE if t.once else SPECIFIC) if specific else GENERIC
+    return share if share >= need else None
 
 
 def _fixed(side: tuple[str | None, ...]) -> int:
