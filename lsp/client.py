@@ -153,22 +153,94 @@ class Frames:
 
 
 class _Pipes(asyncio.subprocess.SubprocessStreamProtocol):
-    """The child's pipes as asyncio gives them (stderr and wait() as usual), but stdout straight to the client."""
+    """The child's pipes as asyncio gives them (stderr and wait() as usual), but stdout straight to the wire."""
 
-    def __init__(self, client: "Client", **kwargs: Any) -> None:
+    def __init__(self, wire: "Wire", **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._client = client
+        self._wire = wire
 
     def pipe_data_received(self, fd: int, data: bytes) -> None:
         if fd == 1:
-            self._client._received(data)
+            self._wire.received(data)
         else:
             super().pipe_data_received(fd, data)
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         if fd == 1:
-            self._client._closed()
+            self._wire.closed()
         super().pipe_connection_lost(fd, exc)
+
+
+class Wire:
+    """JSON-RPC over a child's stdio: frames out and in, the requests waiting for their response, what the server
+    sends unasked, and what fails once its output closes."""
+
+    def __init__(self) -> None:
+        self.process: asyncio.subprocess.Process | None = None
+        self.frames = Frames()
+        self.pending: dict[Any, Future] = {}
+        self.gone = False  # the server's output closed
+        self.ended = False  # ...and what was pending has failed
+        self.notifications: list[dict] = []  # what the server sent unasked (window/showMessage, ...), last 100
+
+    def send(self, message: dict) -> bool:
+        """Write one message; False when the server is gone (the caller's request then fails; a notification to a
+        dead server is dropped, as a write into its closed pipe would be: callers watch the process for its death)."""
+        process = self.process
+        if process is None or process.stdin is None:
+            raise ConnectionGone("the server was never started")
+        if self.gone or process.stdin.is_closing():
+            return False
+        process.stdin.write(frame(message))
+        return True
+
+    def received(self, data: bytes) -> None:
+        for message in self.frames.feed(data):
+            if isinstance(message, dict):
+                self._dispatch(message)
+
+    def _dispatch(self, message: dict) -> None:
+        if "method" not in message:  # a response
+            future = self.pending.pop(message.get("id"), None)
+            if future is None or future.done():
+                return
+            error = message.get("error")
+            if isinstance(error, dict):
+                future.set_exception(ResponseError(error.get("code", 0), str(error.get("message", "")), error.get("data")))
+            else:
+                future.set_result(message.get("result"))
+        elif "id" in message:  # a request from the server: this client offers none of them
+            self.send({"jsonrpc": "2.0", "id": message["id"],
+                       "error": {"code": METHOD_NOT_FOUND, "message": f"{message['method']} is not supported"}})
+        else:
+            self.notifications.append(message)
+            del self.notifications[:-100]
+
+    def closed(self) -> None:
+        """The server's stdout closed: what is pending fails once the process has exited (at most 5 s on), so that a
+        caller who watches the process sees the death before the failed answers."""
+        if self.gone:
+            return
+        self.gone = True
+        try:
+            asyncio.get_running_loop().create_task(self._fail_at_exit())
+        except RuntimeError:  # no loop: nothing to wait with
+            self.fail_pending()
+
+    async def _fail_at_exit(self) -> None:
+        if self.process is not None:
+            try:
+                await asyncio.wait_for(self.process.wait(), 5)
+            except (asyncio.TimeoutError, OSError):
+                pass
+        self.fail_pending()
+
+    def fail_pending(self) -> None:
+        self.ended = True
+        pending, self.pending = self.pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(ConnectionGone("the server closed its output"))
 
 
 class Client:
@@ -176,25 +248,21 @@ class Client:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._process: asyncio.subprocess.Process | None = None
-        self._frames = Frames()
-        self._pending: dict[Any, Future] = {}
+        self.wire = Wire()
         self._ids = itertools.count(1)
-        self._gone = False  # the server's output closed
-        self._ended = False  # ...and what was pending has failed
-        self.notifications: list[dict] = []  # what the server sent unasked (window/showMessage, ...), last 100
+        self.notifications = self.wire.notifications  # what the server sent unasked (window/showMessage, ...)
         self.capabilities: dict = {}  # the server's, from its initialize result
 
     @property
     def process(self) -> asyncio.subprocess.Process | None:
-        return self._process
+        return self.wire.process
 
     async def start(self, argv: list[str], env: dict[str, str] | None = None) -> None:
         loop = asyncio.get_running_loop()
         transport, protocol = await loop.subprocess_exec(
-            lambda: _Pipes(self, limit=2**16, loop=loop), *argv, env=env,
+            lambda: _Pipes(self.wire, limit=2**16, loop=loop), *argv, env=env,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        self._process = asyncio.subprocess.Process(transport, protocol, loop)
+        self.wire.process = asyncio.subprocess.Process(transport, protocol, loop)
 
     async def initialize(self, root_uri: str | None = None) -> bool:
         """initialize (UTF-16, inline completion, executeCommand; the workspace at `root_uri`, if any); True when the
@@ -213,66 +281,6 @@ class Client:
         sync = self.capabilities.get("textDocumentSync")
         kind = sync.get("change") if isinstance(sync, dict) else sync
         return kind != FULL_SYNC
-
-    # -- the wire ---------------------------------------------------------------
-
-    def _send(self, message: dict) -> bool:
-        """Write one message; False when the server is gone (the caller's request then fails; a notification to a
-        dead server is dropped, as a write into its closed pipe would be: callers watch the process for its death)."""
-        process = self._process
-        if process is None or process.stdin is None:
-            raise ConnectionGone("the server was never started")
-        if self._gone or process.stdin.is_closing():
-            return False
-        process.stdin.write(frame(message))
-        return True
-
-    def _received(self, data: bytes) -> None:
-        for message in self._frames.feed(data):
-            if isinstance(message, dict):
-                self._dispatch(message)
-
-    def _dispatch(self, message: dict) -> None:
-        if "method" not in message:  # a response
-            future = self._pending.pop(message.get("id"), None)
-            if future is None or future.done():
-                return
-            error = message.get("error")
-            if isinstance(error, dict):
-                future.set_exception(ResponseError(error.get("code", 0), str(error.get("message", "")), error.get("data")))
-            else:
-                future.set_result(message.get("result"))
-        elif "id" in message:  # a request from the server: this client offers none of them
-            self._send({"jsonrpc": "2.0", "id": message["id"],
-                        "error": {"code": METHOD_NOT_FOUND, "message": f"{message['method']} is not supported"}})
-        else:
-            self.notifications = [*self.notifications[-99:], message]
-
-    def _closed(self) -> None:
-        """The server's stdout closed: what is pending fails once the process has exited (at most 5 s on), so that a
-        caller who watches the process sees the death before the failed answers."""
-        if self._gone:
-            return
-        self._gone = True
-        try:
-            asyncio.get_running_loop().create_task(self._fail_at_exit())
-        except RuntimeError:  # no loop: nothing to wait with
-            self._fail_pending()
-
-    async def _fail_at_exit(self) -> None:
-        if self._process is not None:
-            try:
-                await asyncio.wait_for(self._process.wait(), 5)
-            except (asyncio.TimeoutError, OSError):
-                pass
-        self._fail_pending()
-
-    def _fail_pending(self) -> None:
-        self._ended = True
-        pending, self._pending = self._pending, {}
-        for future in pending.values():
-            if not future.done():
-                future.set_exception(ConnectionGone("the server closed its output"))
 
     # -- documents --------------------------------------------------------------
 
@@ -325,15 +333,16 @@ class Client:
         message = {"jsonrpc": "2.0", "id": msg_id, "method": method}
         if params is not None:
             message["params"] = params
-        self._pending[msg_id] = future
+        wire = self.wire
+        wire.pending[msg_id] = future
         try:
-            sent = self._send(message)
+            sent = wire.send(message)
         except (ConnectionError, RuntimeError) as exc:
             sent, why = False, str(exc)
         else:
             why = "the server closed its output"
-        if not sent and (self._ended or not self._gone):
-            self._pending.pop(msg_id, None)
+        if not sent and (wire.ended or not wire.gone):
+            wire.pending.pop(msg_id, None)
             future.set_exception(ConnectionGone(why))
         return future  # (a request to a server whose output just closed fails with the rest, at its exit)
 
@@ -346,7 +355,7 @@ class Client:
         if params is not None:
             message["params"] = params
         try:
-            self._send(message)
+            self.wire.send(message)
         except (ConnectionError, RuntimeError):
             pass  # the pipe broke under us: the process watch reports the death
 
@@ -364,7 +373,7 @@ class Client:
         """Close our end of the child's stdin and wait for the process to end (killed after `timeout` s), so that
         its pipes are closed before the caller's loop is."""
         self.abandon()
-        process = self._process
+        process = self.wire.process
         if process is None:
             return
         try:
@@ -376,8 +385,8 @@ class Client:
 
     def abandon(self) -> None:
         """Fail what is still pending and close our end of the pipe (the process was killed, or is done)."""
-        process = self._process
+        process = self.wire.process
         if process is not None and process.stdin is not None and not process.stdin.is_closing():
             process.stdin.close()
-        self._gone = True
-        self._fail_pending()
+        self.wire.gone = True
+        self.wire.fail_pending()
