@@ -31,7 +31,7 @@ from urllib.parse import unquote
 
 from pygls.exceptions import JsonRpcInvalidParams
 
-from tabd.daemon.edits.edit_service import EditSuggestion
+from tabd.daemon.edits.ledger import EditSuggestion, applied
 from tabd.lsp.args import command_args, doc_id
 from tabd.lsp.documents import DocumentError
 
@@ -150,7 +150,7 @@ def _answered(ls: "TabdServer", uri: str, doc: Any, text: str, offset: int, edit
     start, end = doc.position_at(edit.start, encoding), doc.position_at(edit.end, encoding)
     speculation = asyncio.ensure_future(ls.edits.speculate(edit, text))  # the next Tab's answer, computed ahead
     speculation.add_done_callback(_retrieve)
-    after, cursor = ls.edits.applied(edit, text)  # and the completion where the cursor lands once it is applied
+    after, cursor = applied(edit, text)  # and the completion where the cursor lands once it is applied
     ls.service.docs.prefetch_at(doc_id(uri), ls.state_from(after, cursor), ls.state_from(text, offset))
     return {"edits": [{
         "text": edit.text,

@@ -9,7 +9,8 @@
   edited    each didChange edit: the history (history.py), the accept it may be (the shown edit applied, however the
             client trimmed the change), an implicit reject when the user edits elsewhere while an edit is shown
   accept / reject / shown   the client's reports (tabd.acceptInlineEdit, tabd.rejectInlineEdit, didShowInlineEdit);
-            a rejected edit's transformation is not proposed again in that document
+            a rejected edit's transformation is not proposed again in that document (the ledger, ledger.py, keeps the
+            edits shown and the user's verdicts; the service forgets what they make stale)
 
 After an accept, the next edit is remembered for the whole of the lines the edit touched, not one cursor: clients
 leave the cursor at the end of the new text (tabd's), of the old range (copilot-lsp) or of the line (sidekick.nvim).
@@ -19,16 +20,15 @@ Plain strings and offsets in, EditSuggestion out: the LSP layer converts positio
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import itertools
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Awaitable, Callable, Iterable
 
 from cachetools import LRUCache
 
 from tabd.daemon.edits import model_source
 from tabd.daemon.edits.history import DocHistory, Group
+from tabd.daemon.edits.ledger import EditStats, EditSuggestion, Ledger, digest
 from tabd.daemon.edits.model_source import Writer
 from tabd.daemon.edits.propagation import PAUSE_S, Proposal, propose, still_typing
 from tabd.daemon.edits.synthesis import Transformation, next_site
@@ -37,49 +37,7 @@ from tabd.daemon.edits.synthesis import Transformation, next_site
 Scorer = Callable[[str, str, str, str, bool], Awaitable[float]]
 Sleeper = Callable[[float], Awaitable[None]]
 CACHED = 512  # speculated and answered states kept
-SHOWN_KEPT = 256  # ids the client may still accept or reject
 MEASURED = 4  # edits shown before their acceptance decides how far ahead to compute
-
-
-@dataclass(frozen=True)
-class EditSuggestion:
-    id: str
-    doc: str
-    version: int
-    start: int  # the range replaced, in the text of `version`
-    end: int
-    text: str
-    source: str  # "propagation" or "model"
-    origin: str  # "cache" when answered from memory, else "computed"
-    confidence: float | None = None  # the model's score, None where no gate ran
-    old: str = ""  # the text the range holds (to know the edit when a client applies it trimmed)
-
-
-@dataclass
-class EditStats:
-    requests: int = 0
-    suggested: int = 0
-    from_memory: int = 0
-    shown: int = 0
-    accepted: int = 0
-    rejected: int = 0
-    implicit_rejects: int = 0
-    gated: int = 0  # proposals the model's score held back
-    model_runs: int = 0  # edit prompts the model answered (model_source.py)
-    model_found: int = 0  # of those, answers with an edit to show
-    speculated: int = 0
-    stale: int = 0  # requests naming a version the server no longer has
-    held: int = 0  # requests held until the user's pause
-    superseded: int = 0  # held requests answered empty because the user went on editing
-    accepted_unreported: int = 0  # of the accepted, those seen in the document only (clients that run no command)
-
-    def as_dict(self) -> dict[str, int]:
-        # pause_ms: how long after the user's last edit a request held for the pause is answered
-        return {**self.__dict__, "pause_ms": int(PAUSE_S * 1000)}
-
-
-def digest(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def state_key(doc: str, text: str, cursor: int) -> tuple[str, bytes, int]:
@@ -106,17 +64,10 @@ class EditService:
         self.memory: LRUCache[tuple[str, bytes, int], tuple[Proposal, float | None] | None] = LRUCache(CACHED)
         # the state an accepted edit leaves -> its next edit, for a cursor anywhere on the lines (first, last) it touched
         self.chain: LRUCache[tuple[str, bytes], tuple[tuple[Proposal, float | None] | None, int, int]] = LRUCache(CACHED)
-        self.expected: dict[str, tuple[bytes, str]] = {}  # doc -> (the text once the shown edit is applied, its id)
-        self.active: dict[str, Transformation] = {}  # doc -> the transformation being walked (its last edit taken)
-        self.rejected: dict[str, set[tuple[object, ...]]] = {}  # doc -> transformations the user turned down
-        self.issued: LRUCache[str, EditSuggestion] = LRUCache(SHOWN_KEPT)
-        self.made: LRUCache[str, Proposal] = LRUCache(SHOWN_KEPT)  # id -> the proposal (its transformation) behind it
-        self.taken: LRUCache[str, bool] = LRUCache(SHOWN_KEPT)  # ids seen applied before their accept command came
-        self.showing: dict[str, EditSuggestion] = {}  # doc -> the edit last answered there
         self.stats = EditStats()
+        self.ledger = Ledger(self.stats)  # the edits shown and what the user made of them
         self.last: dict[str, str] = {}  # for tabd/stats: the last answer's origin
         self.names: dict[str, str] = {}  # doc -> its file's name (the edit prompt's header)
-        self._ids = itertools.count(1)
 
     # -- what the user did -------------------------------------------------------------
 
@@ -124,42 +75,21 @@ class EditService:
         """One didChange edit, in the text before it."""
         history = self.histories.setdefault(doc, DocHistory())
         history.edited(start, removed, inserted, self.clock() - self.lag)
-        shown = self.showing.get(doc)
-        if shown is None:
-            self.active.pop(doc, None)  # the user's own edit: what they do next is learned from it
-            return
-        if _same_edit(shown, start, removed, inserted):
-            self._taken(doc, shown)  # the edit shown, applied by the client (trimmed or not): done, however recent
-            return
-        self.showing.pop(doc, None)
-        self.expected.pop(doc, None)
-        self.active.pop(doc, None)
-        if start + len(removed) <= shown.start or start >= shown.end:
-            self.stats.implicit_rejects += 1  # the user edits elsewhere while the edit is shown
-
-    def _taken(self, doc: str, edit: EditSuggestion) -> None:
-        """The edit shown is now in the document: the chain goes on with its transformation."""
-        history = self.histories.get(doc)
-        if history is not None:
-            history.mark_done()
-        self.showing.pop(doc, None)
-        self.expected.pop(doc, None)
-        if self.issued.pop(edit.id, None) is not None:  # seen before any tabd.acceptInlineEdit (copilot-lsp runs none)
-            self.stats.accepted += 1
-            self.stats.accepted_unreported += 1
-            self.taken[edit.id] = True
-        made = self.made.get(edit.id)
-        if made is not None and made.transformation is not None:
-            self.active[doc] = made.transformation
+        if self.ledger.edited(doc, start, removed, inserted):
+            history.mark_done()  # the shown edit, taken: the chain goes on with its transformation
 
     def closed(self, doc: str) -> None:
-        for kept in (self.histories, self.showing, self.names, self.expected, self.active, self.rejected):
+        for kept in (self.histories, self.names):
             kept.pop(doc, None)
+        self.ledger.closed(doc)
         self._forget(doc)
 
-    def _forget(self, doc: str, signature: tuple[object, ...] | None = None) -> None:
-        """Memory of this document (of one transformation's proposals only, when a signature is given)."""
+    def _forget(self, doc: str, signature: tuple[object, ...] | None = None,
+                proposal: Proposal | None = None) -> None:
+        """Memory of this document (of one transformation's proposals only, or one model answer, when given)."""
         def matches(found: tuple[Proposal, float | None] | None) -> bool:
+            if proposal is not None:
+                return found is not None and found[0] == proposal
             t = found[0].transformation if found else None
             return signature is None or (t is not None and t.signature == signature)
 
@@ -169,44 +99,22 @@ class EditService:
             del self.chain[ckey]
 
     def accept(self, edit_id: str) -> bool:
-        if self.taken.pop(edit_id, None):  # the document showed it taken first: counted then
-            self.stats.accepted_unreported -= 1
-            return True
-        edit = self.issued.pop(edit_id, None)
-        if edit is None:
-            return False
-        self.stats.accepted += 1
-        made = self.made.get(edit_id)
-        if made is not None and made.transformation is not None:
-            self.active[edit.doc] = made.transformation
-        return True
+        return self.ledger.accept(edit_id)
 
     def reject(self, edit_id: str) -> bool:
         """The user turned the edit down: it is forgotten, and its transformation is not proposed in that document
         again."""
-        edit = self.issued.pop(edit_id, None)
-        if edit is None:
+        verdict = self.ledger.reject(edit_id)
+        if verdict is None:
             return False
-        self.stats.rejected += 1
-        if self.showing.get(edit.doc) is edit:
-            self.showing.pop(edit.doc, None)
-            self.expected.pop(edit.doc, None)
-        self.active.pop(edit.doc, None)
-        made = self.made.get(edit_id)
-        signature = made.transformation.signature if made is not None and made.transformation is not None else None
-        if signature is not None:
-            self.rejected.setdefault(edit.doc, set()).add(signature)
-            self._forget(edit.doc, signature)
-        else:  # a model edit: this answer is forgotten
-            for key in [k for k, v in self.memory.items() if k[0] == edit.doc and v and v[0] == made]:
-                del self.memory[key]
+        if verdict.signature is not None:
+            self._forget(verdict.doc, verdict.signature)
+        elif verdict.proposal is not None:  # a model edit: this answer is forgotten
+            self._forget(verdict.doc, proposal=verdict.proposal)
         return True
 
     def shown(self, edit_id: str) -> bool:
-        if edit_id not in self.issued:
-            return False
-        self.stats.shown += 1
-        return True
+        return self.ledger.shown(edit_id)
 
     # -- what to show ------------------------------------------------------------------
 
@@ -220,7 +128,9 @@ class EditService:
 
     def _recall(self, doc: str, version: int, text: str, cursor: int,
                 key: tuple[str, bytes, int]) -> tuple[EditSuggestion | None] | None:
-        self._seen(doc, key[1])
+        history = self.histories.get(doc)
+        if self.ledger.seen(doc, key[1]) and history is not None:
+            history.mark_done()  # the shown edit, taken
         if key in self.memory:
             found = self.memory[key]
         else:
@@ -231,15 +141,6 @@ class EditService:
         self.stats.requests += 1
         self.stats.from_memory += 1
         return (self._issue(doc, version, text, found, "cache"),)
-
-    def _seen(self, doc: str, text_digest: bytes) -> None:
-        """The document as a request finds it (its digest): when it is the shown edit applied, that edit was taken (a
-        client that applies edits itself, however its didChange cut the change)."""
-        expected = self.expected.get(doc)
-        if expected is not None and expected[0] == text_digest:
-            shown = self.showing.get(doc)
-            if shown is not None and shown.id == expected[1]:
-                self._taken(doc, shown)
 
     def as_ghost_text(self, doc: str, version: int, text: str, cursor: int) -> EditSuggestion | None:
         """The edit remembered at this state, as an inline completion can show it: when it lies on the cursor's line
@@ -272,7 +173,7 @@ class EditService:
         self.stats.requests += 1
         history = self.histories.get(doc)
         last = history.last if history is not None else None
-        wait = self._pause_left(doc, text, cursor)
+        wait = _pause_left(history, text, cursor, self.clock())
         found = await self._compute(doc, text, cursor, background=False, at=self.clock() + wait, model=wait <= 0)
         if wait > 0:
             # held: the user may still be typing the change. Computed now, shown once they pause, unless they edit on
@@ -287,55 +188,26 @@ class EditService:
         self.memory[key] = found
         return self._issue(doc, version, text, found, "computed")
 
-    def _pause_left(self, doc: str, text: str, cursor: int) -> float:
-        """Seconds until the user's pause, while they may still be typing at the end of their change; else 0."""
-        history = self.histories.get(doc)
-        group = history.last if history is not None else None
-        if group is None or group.end > len(text) or not still_typing(text, group, cursor, self.clock()):
-            return 0.0
-        return max(0.0, group.last_t + PAUSE_S - self.clock())
-
     def _issue(self, doc: str, version: int, text: str, found: tuple[Proposal, float | None] | None,
                origin: str) -> EditSuggestion | None:
         self.last = {"origin": origin, "source": found[0].source if found else "none",
                      "kind": found[0].kind if found else ""}
         if found is None:
-            self.showing.pop(doc, None)
-            self.expected.pop(doc, None)
+            self.ledger.clear(doc)
             return None
-        proposal, confidence = found
-        edit = EditSuggestion(str(next(self._ids)), doc, version, proposal.start, proposal.end, proposal.text,
-                              proposal.source, origin, confidence, text[proposal.start:proposal.end])
-        self.issued[edit.id] = edit
-        self.made[edit.id] = proposal
-        self.showing[doc] = edit
-        self.expected[doc] = (digest(self.applied(edit, text)[0]), edit.id)
         self.stats.suggested += 1
-        return edit
-
-    @staticmethod
-    def applied(edit: EditSuggestion, text: str) -> tuple[str, int]:
-        """The text once the edit is applied, and where the cursor lands: after its new text."""
-        return text[:edit.start] + edit.text + text[edit.end:], edit.start + len(edit.text)
-
-    def depth(self) -> int:
-        """How many edits ahead to compute: one, and more as the user takes what is shown (as completions do)."""
-        shown = self.stats.shown or self.stats.suggested
-        if shown < MEASURED:
-            return 1
-        rate = self.stats.accepted / shown
-        return 1 + int(rate >= 0.5) + int(rate >= 0.8)
+        return self.ledger.issue(doc, version, text, found[0], found[1], origin)
 
     async def speculate(self, edit: EditSuggestion, text: str) -> None:
         """Compute the edits after this one, each in the text as accepting the one before leaves it (the next Tabs'
         answers), as deep as depth() says."""
-        made = self.made.get(edit.id)
+        made = self.ledger.made.get(edit.id)
         if made is None:
             return
         start, end, new, t, rest = edit.start, edit.end, edit.text, made.transformation, made.rest
         history = self.histories.get(edit.doc)
         name = self.names.get(edit.doc, "")
-        for _ in range(self.depth()):
+        for _ in range(depth(self.stats)):
             removed = text[start:end]
             text, cursor = text[:start] + new + text[end:], start + len(new)
             key = state_key(edit.doc, text, cursor)
@@ -358,11 +230,6 @@ class EditService:
                 return
             start, end, new, t, rest = found[0].start, found[0].end, found[0].text, found[0].transformation, found[0].rest
 
-    def _typing(self, doc: str, text: str, cursor: int) -> bool:
-        history = self.histories.get(doc)
-        group = history.last if history is not None else None
-        return group is not None and group.end <= len(text) and still_typing(text, group, cursor, self.clock())
-
     async def _compute(self, doc: str, text: str, cursor: int, background: bool, at: float | None = None,
                        model: bool = True, propagate: bool = True) -> tuple[Proposal, float | None] | None:
         """What to show at this state, as it will be at time `at` (a held request: once the pause has come); the
@@ -371,9 +238,10 @@ class EditService:
         found = None
         if self.propagate and propagate and history is not None:
             proposal = propose(text, list(history.groups), cursor, self.clock() if at is None else at,
-                               self.names.get(doc, ""), self.rejected.get(doc, ()), self.active.get(doc))
+                               self.names.get(doc, ""), self.ledger.rejected.get(doc, ()), self.ledger.active.get(doc))
             found = await self._gate(doc, text, proposal, background)
-        if found is not None or not model or self.writer is None or history is None or self._typing(doc, text, cursor):
+        if (found is not None or not model or self.writer is None or history is None
+                or _pause_left(history, text, cursor, self.clock()) > 0):
             return found
         return await self._model(doc, text, cursor, history.groups, background)
 
@@ -403,6 +271,23 @@ class EditService:
         return proposal, score
 
 
+def depth(stats: EditStats) -> int:
+    """How many edits ahead to compute: one, and more as the user takes what is shown (as completions do)."""
+    shown = stats.shown or stats.suggested
+    if shown < MEASURED:
+        return 1
+    rate = stats.accepted / shown
+    return 1 + int(rate >= 0.5) + int(rate >= 0.8)
+
+
+def _pause_left(history: DocHistory | None, text: str, cursor: int, now: float) -> float:
+    """Seconds until the user's pause, while they may still be typing at the end of their change; else 0."""
+    group = history.last if history is not None else None
+    if group is None or group.end > len(text) or not still_typing(text, group, cursor, now):
+        return 0.0
+    return max(0.0, group.last_t + PAUSE_S - now)
+
+
 def _after(history: DocHistory | None, start: int, removed: str, inserted: str, now: float) -> DocHistory:
     """A copy of the history with one more edit made (an accepted suggestion's), done."""
     copy = DocHistory()
@@ -411,16 +296,6 @@ def _after(history: DocHistory | None, start: int, removed: str, inserted: str, 
     copy.edited(start, removed, inserted, now)
     copy.mark_done()
     return copy
-
-
-def _same_edit(shown: EditSuggestion, start: int, removed: str, inserted: str) -> bool:
-    """Whether a change (in the text the edit was shown in) leaves the text as the shown edit does: the edit itself,
-    or the edit less the ends its old and new text share (Neovim's didChange sends the trimmed change)."""
-    end = start + len(removed)
-    if start < shown.start or end > shown.end:
-        return False
-    a, b = start - shown.start, end - shown.start
-    return shown.old[a:b] == removed and shown.old[:a] + inserted + shown.old[b:] == shown.text
 
 
 def _subsequence(short: str, long: str) -> bool:
