@@ -10,9 +10,8 @@ from __future__ import annotations
 import test_doors
 from test_doors import MODULES, imports_of, tabd_imports
 
-# lsp/server.py <-> lsp/inline_edit.py: inline_edit imports the server inside its functions. lsp/'s owner is taking
-# this cycle apart (issue 42); the allowance goes with it, and it never covers a cycle that reaches another module.
-TOLERATED = [frozenset({"tabd.lsp.server", "tabd.lsp.inline_edit"})]
+# none: the last one (lsp/server.py <-> lsp/inline_edit.py) went with issue 42
+TOLERATED: list[frozenset[str]] = []
 
 
 def import_graph() -> dict[str, set[str]]:
