@@ -57,7 +57,8 @@ class Job:
 
 
 class Scheduler:
-    def __init__(self, workers: int = 1, nice: int = BACKGROUND_NICE) -> None:
+    def __init__(self, workers: int = 1, nice: int = BACKGROUND_NICE,
+                 holds_background: Callable[[], bool] = lambda: False) -> None:
         self._nice = nice
         self.nice: int | None = None  # the workers' nice value once they run (tabd/stats), the same for all
         self._heap: list[tuple[int, int, Job]] = []
@@ -68,8 +69,8 @@ class Scheduler:
         self.running: set[Job] = set()
         self.faults = 0  # errors outside any job's own code, survived (reported in tabd/stats)
         self.last_fault = ""
-        # True while background jobs must wait for running requests (an engine without priorities; set by the service)
-        self.holds_background: Callable[[], bool] = lambda: False
+        # True while background jobs must wait for running requests (an engine without priorities; given by compose())
+        self.holds_background = holds_background
         self.held = 0  # background jobs that waited for a request to end (tabd/stats)
         self.workers = max(1, workers)
         self._threads = [

@@ -321,18 +321,20 @@ def compose(config: Config, backend_factory: Callable[[Config], Backend] | None 
             *, scheduler: Scheduler | None = None, model: Model | None = None,
             handover: HandOver | None = None) -> CompletionService:
     """The service and its default collaborators: over a backend made by `backend_factory`, or over a `scheduler` and
-    `model` built elsewhere (the model runs its jobs on that scheduler; the hand-over starts from the model's
-    on_loaded, or stays off)."""
+    `model` built elsewhere (the model runs its jobs on that scheduler, which holds background jobs back as its
+    builder said; the hand-over starts from the model's on_loaded, or stays off)."""
     events = events or EventLog()
     if model is None or scheduler is None:
         assert backend_factory is not None, "compose needs a backend factory or a model"
-        scheduler = Scheduler(workers=workers_for(config))
+
+        def holds_background() -> bool:  # an engine that orders requests by priority gets prefetches beside the
+            backend = loaded.backend       # user's requests; any other, after them
+            return not (backend is not None and backend.orders_by_priority)
+
+        scheduler = Scheduler(workers=workers_for(config), holds_background=holds_background)
         handover = HandOver(scheduler, events)
-        model = Model(config, backend_factory, scheduler, events, on_loaded=handover.start)
+        loaded = model = Model(config, backend_factory, scheduler, events, on_loaded=handover.start)
     handover = handover or HandOver(scheduler, events)
-    loaded = model
-    # an engine that orders requests by priority gets prefetches beside the user's requests; any other, after them
-    scheduler.holds_background = lambda: not (loaded.backend is not None and loaded.backend.orders_by_priority)
     activity = Listeners(handover)
     debounce, waits = Debounce(config.debounce_ms), Waits()
     context_changed: Signal[[str, Any, Any, Any]] = Signal()

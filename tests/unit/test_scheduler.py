@@ -190,8 +190,8 @@ def _until(check, what: str) -> None:
 
 
 def test_on_an_engine_without_priorities_a_prefetch_waits_for_the_users_request():
-    s = Scheduler(workers=2)
-    s.holds_background = lambda: True  # the engine runs what it gets side by side: a prefetch would slow the request
+    # the engine runs what it gets side by side: a prefetch would slow the request
+    s = Scheduler(workers=2, holds_background=lambda: True)
     release, order = threading.Event(), []
 
     def request(should_stop):

@@ -234,6 +234,18 @@ async def test_stats_keys_and_log_fields_are_the_ones_other_tools_read():
         assert fields <= seen <= fields | OPTIONAL, event
 
 
+async def test_the_composed_scheduler_holds_prefetches_back_only_behind_an_engine_without_priorities():
+    for orders_by_priority in (False, True):
+        backend = FakeBackend(text="x")
+        backend.orders_by_priority = orders_by_priority
+        service, _ = _service(backend)
+        try:
+            assert await service.model.ready()
+            assert service.scheduler.holds_background() is not orders_by_priority
+        finally:
+            service.close()
+
+
 async def test_a_service_composed_over_a_model_loaded_elsewhere_answers_with_it():
     config, events, scheduler = Config(debounce_ms=0), EventLog(), Scheduler()
     backend = FakeBackend(text="composed()")
