@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tabd.lsp.args import plain
+from tabd.lsp.framing import frame
 
 logger = logging.getLogger(__name__)
 
@@ -112,11 +113,6 @@ def inline_edits(result: Any) -> list[InlineEdit]:
         out.append(InlineEdit(edit["text"], rng, doc.get("uri") if isinstance(doc.get("uri"), str) else None,
                               version if isinstance(version, int) and not isinstance(version, bool) else None, command))
     return out
-
-
-def frame(message: dict) -> bytes:
-    body = json.dumps(message, separators=(",", ":")).encode("utf-8")
-    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
 
 
 class Frames:

@@ -48,6 +48,7 @@ from pygls.exceptions import (
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
 from tabd.daemon.runtime.settings import shown
+from tabd.lsp.framing import frame
 from tabd.lsp.outbox import Outbox
 
 logger = logging.getLogger(__name__)
@@ -326,9 +327,7 @@ class TabdProtocol(LanguageServerProtocol):
             return
         bound_error(data)
         body = json.dumps(data, default=self._serialize_message).encode("utf-8")
-        frame = b"Content-Length: %d\r\nContent-Type: %s; charset=utf-8\r\n\r\n%s" % (
-            len(body), self.CONTENT_TYPE.encode(), body) if self._include_headers else body
-        self.outbox.put(frame, lazy)
+        self.outbox.put(frame(body, f"{self.CONTENT_TYPE}; charset=utf-8") if self._include_headers else body, lazy)
 
     def _write(self, frame: bytes) -> None:
         try:
