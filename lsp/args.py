@@ -26,7 +26,7 @@ def fs_path(uri: str) -> str:
     return unquote(parsed.path) if parsed.scheme == "file" else ""
 
 
-def command_args(args: tuple, name: str) -> tuple[str, dict]:
+def command_args(args: tuple[Any, ...], name: str) -> tuple[str, dict[str, Any]]:
     """(item id, options) from a command's arguments, however the client wrapped them."""
     if len(args) == 1 and isinstance(args[0], (list, tuple)) and not isinstance(args[0], str):
         args = tuple(args[0])

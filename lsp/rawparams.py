@@ -11,7 +11,7 @@ meets exactly the errors it met without this module.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 UINT_MAX = 2**31 - 1  # LSP's uinteger (lsprotocol rejects larger)
 
@@ -20,11 +20,11 @@ Position = tuple[int, int]
 Change = tuple["tuple[Position, Position] | None", str]
 
 
-def uinteger(value: Any) -> bool:
+def uinteger(value: object) -> TypeGuard[int]:
     return type(value) is int and 0 <= value <= UINT_MAX
 
 
-def position(value: Any) -> Position | None:
+def position(value: object) -> Position | None:
     """(line, character) of an LSP Position object, or None."""
     if type(value) is not dict:
         return None
@@ -32,7 +32,7 @@ def position(value: Any) -> Position | None:
     return (line, character) if uinteger(line) and uinteger(character) else None
 
 
-def span(value: Any) -> tuple[Position, Position] | None:
+def span(value: object) -> tuple[Position, Position] | None:
     """(start, end) of an LSP Range object, or None."""
     if type(value) is not dict:
         return None
@@ -40,17 +40,17 @@ def span(value: Any) -> tuple[Position, Position] | None:
     return (start, end) if start is not None and end is not None else None
 
 
-def document_uri(params: Any) -> str | None:
+def document_uri(params: object) -> str | None:
     """params.textDocument.uri, or None."""
     doc = params.get("textDocument") if type(params) is dict else None
     uri = doc.get("uri") if type(doc) is dict else None
     return uri if type(uri) is str else None
 
 
-def did_change(params: Any) -> tuple[str, int, list[Change]] | None:
+def did_change(params: object) -> tuple[str, int, list[Change]] | None:
     """(uri, version, changes) of didChange params, or None."""
     uri = document_uri(params)
-    if uri is None:
+    if uri is None or type(params) is not dict:
         return None
     version = params["textDocument"].get("version")
     changes = params.get("contentChanges")
@@ -71,7 +71,7 @@ def did_change(params: Any) -> tuple[str, int, list[Change]] | None:
     return uri, version, out
 
 
-def did_open(params: Any) -> tuple[str, int, str, str] | None:
+def did_open(params: object) -> tuple[str, int, str, str] | None:
     """(uri, version, languageId, text) of didOpen params, or None. The structured path is no fallback here: its
     structuring turns a text of null, 5 or {"a": 1} into the strings "None", "5", "{'a': 1}"."""
     doc = params.get("textDocument") if type(params) is dict else None
@@ -83,7 +83,7 @@ def did_open(params: Any) -> tuple[str, int, str, str] | None:
     return (uri, version, language, text) if -UINT_MAX - 1 <= version <= UINT_MAX else None
 
 
-def texts_are_strings(params: Any) -> bool:
+def texts_are_strings(params: object) -> bool:
     """Whether every content change of didChange params that has a text has a string (see did_open for why)."""
     changes = params.get("contentChanges") if type(params) is dict else None
     if type(changes) is not list:
@@ -91,18 +91,20 @@ def texts_are_strings(params: Any) -> bool:
     return all(type(c) is not dict or "text" not in c or type(c["text"]) is str for c in changes)
 
 
-def inline_completion(params: Any) -> tuple[str, Position, bool] | None:
+def inline_completion(params: object) -> tuple[str, Position, bool] | None:
     """(uri, (line, character), invoked) of inlineCompletion params, or None. A missing context is an automatic
     request, as the memory path has always taken it."""
     uri = document_uri(params)
-    at = position(params.get("position")) if uri is not None else None
+    if uri is None or type(params) is not dict:
+        return None
+    at = position(params.get("position"))
     context = params.get("context") or {} if at is not None else None
     if at is None or type(context) is not dict:
         return None
-    return uri, at, context.get("triggerKind") == 1  # InlineCompletionTriggerKind.Invoked
+    return uri, at, bool(context.get("triggerKind") == 1)  # InlineCompletionTriggerKind.Invoked
 
 
-def command(params: Any) -> tuple[str, list] | None:
+def command(params: object) -> tuple[str, list[Any]] | None:
     """(command, arguments) of workspace/executeCommand params, or None."""
     if type(params) is not dict or type(params.get("command")) is not str:
         return None
