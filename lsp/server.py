@@ -14,7 +14,7 @@ import asyncio
 import logging
 import os
 import time
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, BinaryIO, Callable
 
 from lsprotocol import types
 from pygls.capabilities import ServerCapabilitiesBuilder
@@ -38,6 +38,11 @@ from tabd.lsp.protocol import TabdProtocol
 from tabd.lsp.recording import Recording
 from tabd.lsp.transport import serve_stdio, serve_tcp
 
+if TYPE_CHECKING:  # for the annotations only (pygls defines ServerErrors for type checkers alone)
+    from pygls.server import ServerErrors
+
+    from tabd.predictor.types import Backend
+
 __all__ = ["TabdServer", "build_server", "command_args", "doc_id", "inline_result"]
 
 REFUSED = (EXCLUDED, DISABLED, LOADING)  # answers that say the document gets nothing now: no edit as ghost text either
@@ -57,8 +62,15 @@ MAX_POPUP_CHARS = 500
 INLINE_EXPECTS = "textDocument/inlineCompletion expects {textDocument: {uri}, position: {line, character}, context?}"
 
 
+# method -> what runs it: a handler takes the server and the method's params (plain JSON, or pygls' structured ones)
+Handler = Callable[["TabdServer", Any], Any]
+Command = Callable[..., dict[str, bool]]  # workspace/executeCommand's: the command's arguments in, its result out
+
+
 class TabdServer(LanguageServer):
-    def __init__(self, config: Config, backend_factory: Callable[[Config], Any], events: EventLog) -> None:
+    protocol: TabdProtocol  # protocol_cls below
+
+    def __init__(self, config: Config, backend_factory: Callable[[Config], Backend], events: EventLog) -> None:
         super().__init__("tabd", VERSION, protocol_cls=TabdProtocol, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.config = config
         self.backend_factory = backend_factory
@@ -69,8 +81,9 @@ class TabdServer(LanguageServer):
         self.edits: EditService | None = None  # next-edit suggestions (lsp/inline_edit.py), made at initialize
         self.pending_messages: list[str] = []
         self.closers: list[Callable[[], None]] = []  # files opened because of initializationOptions
-        self.parent_watch: asyncio.Task | None = None
-        self.commands = {ACCEPT: self.accept_command, DISMISS: self.dismiss_command}  # workspace/executeCommand's
+        self.parent_watch: asyncio.Task[None] | None = None
+        # workspace/executeCommand's
+        self.commands: dict[str, Command] = {ACCEPT: self.accept_command, DISMISS: self.dismiss_command}
         self.recording = Recording(time.monotonic(), lambda message: self.show(types.MessageType.Error, message))
         self.admission = Admission(config, self.documents, self.recording,
                                    lambda message: self.show(types.MessageType.Warning, message), self.serving_changed)
@@ -87,7 +100,7 @@ class TabdServer(LanguageServer):
     def recorder(self, recorder: Any) -> None:  # `tabd serve --record`'s session file
         self.recording.recorder = recorder
 
-    def start_io(self, stdin=None, stdout=None) -> int:  # type: ignore[override]
+    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> int:
         """Serve on stdio with our transport (see lsp/transport.py); the process exit code."""
         return serve_stdio(self, None if stdin is None else stdin.fileno(), stdout)
 
@@ -106,7 +119,7 @@ class TabdServer(LanguageServer):
             message += " (further messages go to the log only)"
         self.window_show_message(types.ShowMessageParams(type=kind, message=f"tabd: {message}"))
 
-    def report_server_error(self, error: Exception, source: Any) -> None:  # type: ignore[override]
+    def report_server_error(self, error: Exception, source: ServerErrors) -> None:
         """pygls' report of an exception in a handler: a request's error is its answer; a notification's (the
         client's malformed params, mostly) is logged, and shown once, not once per message."""
         text = f"{type(error).__name__}: {error}"[:MAX_POPUP_CHARS]
@@ -141,7 +154,7 @@ class TabdServer(LanguageServer):
         self.closers.append(log_file.close)
         return True
 
-    def accept_command(self, *args: Any) -> dict:
+    def accept_command(self, *args: Any) -> dict[str, bool]:
         answer_id, options = command_args(args, ACCEPT)
         chars = options.get("chars")
         partial = bool(options.get("partial", False))
@@ -152,7 +165,7 @@ class TabdServer(LanguageServer):
         self.recording.record("accept", id=answer_id, chars=chars, partial=partial)
         return {"accepted": known}
 
-    def dismiss_command(self, *args: Any) -> dict:
+    def dismiss_command(self, *args: Any) -> dict[str, bool]:
         answer_id, _ = command_args(args, DISMISS)
         known = self.service.docs.dismiss(answer_id) if self.service else False
         self.recording.record("dismiss", id=answer_id)
@@ -259,7 +272,8 @@ class TabdServer(LanguageServer):
             return self.service.refused(why)
         return self.service.answer(Asked(doc_id(uri), doc.version, self.state_of(doc, offset), invoked))
 
-    def inline_items(self, uri: str, doc: Document, offset: int, at: tuple[int, int], answer: Answer) -> dict:
+    def inline_items(self, uri: str, doc: Document, offset: int, at: tuple[int, int],
+                     answer: Answer) -> dict[str, Any]:
         """An inline completion's result for an answer at `offset`: its item (through the closers it writes itself),
         or, empty, a next edit that only rewrites the rest of the line, as ghost text; or why there is none."""
         if not answer.text and answer.reason not in REFUSED:
@@ -276,7 +290,7 @@ class TabdServer(LanguageServer):
 
 # -- the handlers: one per method -------------------------------------------------------------------------------
 
-def inline_completion(ls: TabdServer, params: Any) -> dict | Awaitable[dict]:
+def inline_completion(ls: TabdServer, params: object) -> dict[str, Any] | Awaitable[dict[str, Any]]:
     """textDocument/inlineCompletion, on plain JSON: answered at once from memory (no task, no loop turn), or a task
     that awaits the one model run."""
     asked = rawparams.inline_completion(params)
@@ -290,7 +304,7 @@ def inline_completion(ls: TabdServer, params: Any) -> dict | Awaitable[dict]:
 
 
 async def _inline_later(ls: TabdServer, uri: str, doc: Document, offset: int, at: tuple[int, int],
-                        got: Awaitable[Answer]) -> dict:
+                        got: Awaitable[Answer]) -> dict[str, Any]:
     return ls.inline_items(uri, doc, offset, at, await got)
 
 
@@ -317,7 +331,7 @@ async def completion(ls: TabdServer, params: types.CompletionParams) -> types.Co
     return types.CompletionList(is_incomplete=True, items=[item])
 
 
-def did_change(ls: TabdServer, params: Any) -> None:
+def did_change(ls: TabdServer, params: object) -> None:
     """didChange on plain JSON (a keystroke, and the edit a Tab makes); one that does not read changes nothing."""
     change = rawparams.did_change(params)
     if change is None:
@@ -328,7 +342,7 @@ def did_change(ls: TabdServer, params: Any) -> None:
     ls.apply_changes(*change)
 
 
-def did_open(ls: TabdServer, params: Any) -> None:
+def did_open(ls: TabdServer, params: object) -> None:
     """didOpen on plain JSON; one that does not read (a text that is not a string) is dropped with a log line."""
     opened = rawparams.did_open(params)
     if opened is None:
@@ -339,7 +353,7 @@ def did_open(ls: TabdServer, params: Any) -> None:
     ls.admission.opened(uri, text, language)
 
 
-def did_close(ls: TabdServer, params: Any) -> None:
+def did_close(ls: TabdServer, params: object) -> None:
     uri = rawparams.document_uri(params)
     if uri is None:
         logger.warning("didClose dropped: textDocument needs a string uri")
@@ -351,7 +365,7 @@ def did_close(ls: TabdServer, params: Any) -> None:
     ls.admission.closed(uri)
 
 
-def execute_command(ls: TabdServer, params: Any) -> Any:
+def execute_command(ls: TabdServer, params: object) -> dict[str, bool]:
     """workspace/executeCommand on plain JSON: tabd.accept and tabd.dismiss (a Tab's: nobody waits on the answer),
     the next-edit commands; anything else is the client's mistake, answered InvalidParams."""
     request = rawparams.command(params)
@@ -422,7 +436,7 @@ def shutdown(ls: TabdServer, params: Any) -> None:
         ls.service.close()  # joins the model worker: nothing runs on after shutdown
 
 
-def stats(ls: TabdServer, params: Any) -> dict:
+def stats(ls: TabdServer, params: Any) -> dict[str, Any]:
     if ls.service is None:
         raise JsonRpcInvalidParams("the server is not initialized")
     out = ls.service.stats_dict()
@@ -452,7 +466,7 @@ def set_enabled(ls: TabdServer, params: Any) -> None:
     ls.admission.set_enabled(params)
 
 
-def context(ls: TabdServer, params: Any) -> dict:
+def context(ls: TabdServer, params: Any) -> dict[str, Any]:
     uri = getattr(params, "uri", None) if params is not None else None
     if ls.service is None or not isinstance(uri, str):
         raise JsonRpcInvalidParams("tabd/context expects {uri} after initialize")
@@ -462,7 +476,7 @@ def context(ls: TabdServer, params: Any) -> dict:
             "sources": [{"path": path, "chars": len(text)} for path, text in snap.sources]}
 
 
-def document(ls: TabdServer, params: Any) -> dict:
+def document(ls: TabdServer, params: Any) -> dict[str, Any]:
     uri = getattr(params, "uri", None) if params is not None else None
     if not isinstance(uri, str):
         raise JsonRpcInvalidParams("tabd/document expects {uri}")
@@ -475,14 +489,14 @@ def document(ls: TabdServer, params: Any) -> dict:
 
 # method -> (its handler, the options it is advertised with). The plain ones read the message's JSON (the protocol
 # calls them before pygls structures anything); pygls also has them registered, for the capabilities it advertises.
-PLAIN = {
+PLAIN: dict[str, tuple[Handler, Any]] = {
     types.TEXT_DOCUMENT_INLINE_COMPLETION: (inline_completion, types.InlineCompletionOptions()),
     types.TEXT_DOCUMENT_DID_CHANGE: (did_change, None),
     types.TEXT_DOCUMENT_DID_OPEN: (did_open, None),
     types.TEXT_DOCUMENT_DID_CLOSE: (did_close, None),
     types.WORKSPACE_EXECUTE_COMMAND: (execute_command, None),
 }
-STRUCTURED = {
+STRUCTURED: dict[str, tuple[Handler, Any]] = {
     types.INITIALIZE: (initialize, None),
     types.INITIALIZED: (initialized, None),
     types.WORKSPACE_DID_CHANGE_CONFIGURATION: (did_change_configuration, None),
@@ -496,7 +510,8 @@ STRUCTURED = {
 }
 
 
-def build_server(config: Config, backend_factory: Callable[[Config], Any], events: EventLog | None = None) -> TabdServer:
+def build_server(config: Config, backend_factory: Callable[[Config], Backend],
+                 events: EventLog | None = None) -> TabdServer:
     server = TabdServer(config, backend_factory, events or EventLog())
     for method, (handler, options) in {**PLAIN, **STRUCTURED}.items():
         if method != types.WORKSPACE_EXECUTE_COMMAND:  # pygls' own runs its registered commands (below)
@@ -512,7 +527,7 @@ def build_server(config: Config, backend_factory: Callable[[Config], Any], event
     return server
 
 
-def _bound(handler: Callable[[TabdServer, Any], Any], server: TabdServer) -> Callable[[Any], Any]:
+def _bound(handler: Handler, server: TabdServer) -> Callable[[Any], Any]:
     return lambda params: handler(server, params)
 
 
@@ -522,7 +537,7 @@ def _command(name: str) -> Callable[..., Any]:
     return run
 
 
-def inline_result(answer: Answer, at: dict, end: dict | None = None) -> dict:
+def inline_result(answer: Answer, at: dict[str, int], end: dict[str, int] | None = None) -> dict[str, Any]:
     """An InlineCompletionList as plain JSON: the item of a suggestion at `at` (replacing through `end`: the
     editor's closers it writes itself), with tabd.accept, then an invoked request's alternatives; or none, with why."""
     if not answer.text:
@@ -577,9 +592,9 @@ def _stream_ids(protocol: Any) -> set[tuple[int, int]]:
     return ids
 
 
-def _position(at: tuple[int, int]) -> dict:
+def _position(at: tuple[int, int]) -> dict[str, int]:
     return {"line": at[0], "character": at[1]}
 
 
-def _range_dict(start: tuple[int, int], end: tuple[int, int]) -> dict:
+def _range_dict(start: tuple[int, int], end: tuple[int, int]) -> dict[str, dict[str, int]]:
     return {"start": {"line": start[0], "character": start[1]}, "end": {"line": end[0], "character": end[1]}}

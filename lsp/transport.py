@@ -13,11 +13,14 @@ import logging
 import os
 import signal
 import threading
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, BinaryIO, Callable
 
 from pygls.io_ import StdoutWriter
 
 from tabd.lsp.protocol import STALL_S, Frame, Framer, TabdProtocol
+
+if TYPE_CHECKING:  # never run: the server imports this module
+    from tabd.lsp.server import TabdServer
 
 logger = logging.getLogger(__name__)
 
@@ -25,14 +28,14 @@ logger = logging.getLogger(__name__)
 class Connection:
     """One client connection: bytes in through a Framer, messages to the protocol, a stop with an exit code."""
 
-    def __init__(self, protocol: TabdProtocol) -> None:
+    def __init__(self, protocol: TabdProtocol, stopped: asyncio.Future[int]) -> None:
         self.protocol = protocol
         self.framer = Framer()
-        self.stopped: asyncio.Future | None = None
+        self.stopped = stopped  # its result is the exit code
         self._stall_timer: asyncio.TimerHandle | None = None
 
     def stop(self, code: int) -> None:
-        if self.stopped is not None and not self.stopped.done():
+        if not self.stopped.done():
             self.stopped.set_result(code)
 
     def feed(self, data: bytes) -> None:
@@ -62,20 +65,21 @@ class Connection:
         self.stop(self.protocol.exit_code if self.protocol.exit_code is not None else (0 if self.protocol._shutdown else 1))
 
     def _handle(self, frame: Frame) -> None:
-        if self.stopped is not None and self.stopped.done():
+        if self.stopped.done():
             return
         try:
             self.protocol.handle_frame(frame)
         except (BrokenPipeError, ConnectionError):
             self._gone()
 
-    async def pump(self, read: Callable[[], Any]) -> None:
+    async def pump(self, read: Callable[[], Awaitable[bytes]]) -> None:
         """Feed what `read()` returns (awaitable bytes; b'' at the end) until the end or a stop."""
         while not self.stopped.done():
             chunk_task = asyncio.ensure_future(read())
+            waiting: set[asyncio.Future[Any]] = {chunk_task, self.stopped}  # bytes and the exit code
             while True:
                 timeout = STALL_S if self.framer.pending() else None
-                done, _ = await asyncio.wait({chunk_task, self.stopped}, timeout=timeout,
+                done, _ = await asyncio.wait(waiting, timeout=timeout,
                                              return_when=asyncio.FIRST_COMPLETED)
                 if self.stopped in done:
                     chunk_task.cancel()
@@ -166,7 +170,8 @@ def install_stop_signals(loop: asyncio.AbstractEventLoop, stop: Callable[[int], 
             pass
 
 
-def serve_stdio(server, stdin_fd: int | None = None, stdout=None, on_start: Callable[[Connection], None] | None = None) -> int:
+def serve_stdio(server: TabdServer, stdin_fd: int | None = None, stdout: BinaryIO | None = None,
+                on_start: Callable[[Connection], None] | None = None) -> int:
     """Serve LSP on stdin/stdout until exit, EOF, a stop signal or a stop from `on_start`'s watchers; the exit code."""
     protocol: TabdProtocol = server.protocol
     if stdout is None:
@@ -179,8 +184,7 @@ def serve_stdio(server, stdin_fd: int | None = None, stdout=None, on_start: Call
 
     async def main() -> int:
         loop = asyncio.get_running_loop()
-        conn = Connection(protocol)
-        conn.stopped = loop.create_future()
+        conn = Connection(protocol, loop.create_future())
         protocol.on_exit = conn.stop
         install_stop_signals(loop, conn.stop)
         if on_start is not None:
@@ -192,21 +196,26 @@ def serve_stdio(server, stdin_fd: int | None = None, stdout=None, on_start: Call
     return asyncio.run(main())
 
 
-def _fileno(stream: Any) -> int | None:
+def _fileno(stream: BinaryIO) -> int | None:
     try:
         return stream.fileno()
     except (AttributeError, OSError, ValueError):
         return None
 
 
-def serve_tcp(server, host: str, port: int, on_start: Callable[[Connection], None] | None = None) -> int:
+def serve_tcp(server: TabdServer, host: str, port: int, on_start: Callable[[Connection], None] | None = None) -> int:
     """Serve LSP to one TCP client on host:port; the exit code once it exits or disconnects."""
     protocol: TabdProtocol = server.protocol
 
     async def main() -> int:
         loop = asyncio.get_running_loop()
-        done: asyncio.Future = loop.create_future()
-        install_stop_signals(loop, lambda code: done.done() or done.set_result(code))
+        done: asyncio.Future[int] = loop.create_future()
+
+        def finish(code: int) -> None:
+            if not done.done():
+                done.set_result(code)
+
+        install_stop_signals(loop, finish)
         busy = False
 
         async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -216,10 +225,9 @@ def serve_tcp(server, host: str, port: int, on_start: Callable[[Connection], Non
                 return
             busy = True
             protocol.set_writer(writer)
-            conn = Connection(protocol)
-            conn.stopped = loop.create_future()
+            conn = Connection(protocol, loop.create_future())
             protocol.on_exit = conn.stop
-            conn.stopped.add_done_callback(lambda f: done.done() or done.set_result(f.result()))
+            conn.stopped.add_done_callback(lambda f: finish(f.result()))
             if on_start is not None:
                 on_start(conn)
             await conn.pump(lambda: reader.read(1 << 16))
