@@ -266,7 +266,8 @@ class TabdServer(LanguageServer):
                invoked: bool) -> Answer | Awaitable[Answer]:
         assert self.service is not None
         why = "" if uri in self.admission.serving else self.admission.blocked(uri)  # served: blocked by nothing
-        if why != EXCLUDED:  # a recording keeps nothing of an excluded document but its open
+        # a recording keeps nothing of an excluded document but its open; with none, nothing on the request's path
+        if why != EXCLUDED and self.recording.recorder is not None:
             self.recording.moved_to(uri, offset, {"line": line, "character": character})
         if why:
             return self.service.refused(why)
