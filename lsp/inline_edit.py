@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, TypeGuard
 from urllib.parse import unquote
 
 from pygls.exceptions import JsonRpcInvalidParams
 
 from tabd.daemon.edits.ledger import EditSuggestion, applied
 from tabd.lsp.args import command_args, doc_id
-from tabd.lsp.documents import DocumentError
+from tabd.lsp.documents import Document, DocumentError
 
 if TYPE_CHECKING:  # never run: the server imports this module, not the other way round
     from tabd.lsp.server import TabdServer
@@ -52,24 +52,24 @@ NES_ENCODING = "utf-16"  # what Copilot's clients assume for copilotInlineEdit, 
 BATCHING_CLIENTS = {"Neovim": 0.15}
 
 
-def client_lag(client_info: Any) -> float:
+def client_lag(client_info: object) -> float:
     """Seconds between a keystroke and its didChange for this client (0 for those that send at once)."""
     name = field(client_info, "name") if client_info is not None else None
     return BATCHING_CLIENTS.get(name, 0.0) if isinstance(name, str) else 0.0
 
 
-def field(obj: Any, name: str) -> Any:
+def field(obj: object, name: str) -> object:
     """A field of params as pygls hands them over (attribute objects) or as plain JSON (dicts)."""
     if isinstance(obj, dict):
         return obj.get(name)
     return getattr(obj, name, None)
 
 
-def _int(value: Any) -> bool:
+def _int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def edit_request(params: Any) -> tuple[str, int | None, int, int]:
+def edit_request(params: object) -> tuple[str, int | None, int, int]:
     """(uri, version or None, line, character) of a copilotInlineEdit request; InvalidParams when malformed."""
     document, position = field(params, "textDocument"), field(params, "position")
     uri = field(document, "uri") if document is not None else None
@@ -80,7 +80,7 @@ def edit_request(params: Any) -> tuple[str, int | None, int, int]:
     return uri, (version if _int(version) and version != 0 else None), line, character
 
 
-def _asked(ls: "TabdServer", params: Any) -> tuple[str, Any, int] | dict:
+def _asked(ls: "TabdServer", params: object) -> tuple[str, Document, int] | dict[str, Any]:
     """(uri, document, cursor offset) of a request to answer, or the answer itself when there is no edit to look
     for (switched off, excluded, stale); InvalidParams when malformed or the document is unknown."""
     uri, version, line, character = edit_request(params)
@@ -98,7 +98,7 @@ def _asked(ls: "TabdServer", params: Any) -> tuple[str, Any, int] | dict:
     return uri, doc, doc.offset_at(line, character, NES_ENCODING)
 
 
-def copilot_inline_edit(ls: "TabdServer", params: Any) -> Any:
+def copilot_inline_edit(ls: "TabdServer", params: object) -> dict[str, Any] | Awaitable[dict[str, Any]]:
     """textDocument/copilotInlineEdit, its one handler, on plain JSON: the next edit of a chain after a Tab from memory,
     with no task and no loop turn; else the awaitable of the edit service's answer (held until the pause)."""
     asked = _asked(ls, params)
@@ -114,7 +114,7 @@ def copilot_inline_edit(ls: "TabdServer", params: Any) -> Any:
     return {"edits": []} if edit is None else _answered(ls, uri, doc, text, offset, edit, NES_ENCODING)
 
 
-async def inline_edit(ls: "TabdServer", uri: str, doc: Any, offset: int) -> dict:
+async def inline_edit(ls: "TabdServer", uri: str, doc: Document, offset: int) -> dict[str, Any]:
     text, at_version = doc.text, doc.version
     assert ls.edits is not None
     edit = await ls.edits.suggest(doc_id(uri), at_version, text, offset, unquote(uri.rstrip("/").rsplit("/", 1)[-1]))
@@ -123,7 +123,7 @@ async def inline_edit(ls: "TabdServer", uri: str, doc: Any, offset: int) -> dict
     return _answered(ls, uri, doc, text, offset, edit, NES_ENCODING)
 
 
-def ghost_item(ls: "TabdServer", uri: str, at: tuple[int, int]) -> dict | None:
+def ghost_item(ls: "TabdServer", uri: str, at: tuple[int, int]) -> dict[str, Any] | None:
     """An inline completion item for the next edit remembered at the cursor, where it only rewrites the rest of the
     cursor's line in a way VS Code draws as ghost text (EditService.as_ghost_text); None otherwise. Accepting it is
     accepting the edit (its command), so the chain after it is answered from memory as after a Tab on the edit."""
@@ -142,8 +142,8 @@ def ghost_item(ls: "TabdServer", uri: str, at: tuple[int, int]) -> dict | None:
     return {"insertText": answer["text"], "range": answer["range"], "command": answer["command"]}
 
 
-def _answered(ls: "TabdServer", uri: str, doc: Any, text: str, offset: int, edit: EditSuggestion,
-              encoding: str) -> dict:
+def _answered(ls: "TabdServer", uri: str, doc: Document, text: str, offset: int, edit: EditSuggestion,
+              encoding: str) -> dict[str, Any]:
     """The result for an edit (its range in `encoding`), with what it sets going: the edit after it and the
     completion where it leaves the cursor, both computed ahead."""
     assert ls.edits is not None and ls.service is not None
@@ -165,7 +165,7 @@ def _retrieve(task: "asyncio.Future[None]") -> None:
         logger.warning("edit speculation failed: %s", task.exception())
 
 
-def shown_id(params: Any) -> str | None:
+def shown_id(params: object) -> str | None:
     """The edit id in didShowInlineEdit's {item: {command: {arguments: [id]}}}."""
     command = field(field(params, "item"), "command") if field(params, "item") is not None else None
     arguments = field(command, "arguments") if command is not None else None
@@ -199,11 +199,11 @@ def register(server: "TabdServer") -> None:
         if isinstance(uri, str) and ls.service is not None:
             ls.service.computations.elsewhere(doc_id(uri))
 
-    def accept_edit(*args: Any) -> dict:
+    def accept_edit(*args: Any) -> dict[str, bool]:
         edit_id, _ = command_args(args, ACCEPT_EDIT)
         return {"accepted": server.edits.accept(edit_id) if server.edits is not None else False}
 
-    def reject_edit(*args: Any) -> dict:
+    def reject_edit(*args: Any) -> dict[str, bool]:
         edit_id, _ = command_args(args, REJECT_EDIT)
         return {"rejected": server.edits.reject(edit_id) if server.edits is not None else False}
 
