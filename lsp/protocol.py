@@ -34,7 +34,7 @@ import logging
 import re
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generator, TypeGuard
 
 from lsprotocol import types
 from pygls.exceptions import (
@@ -50,6 +50,9 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 from tabd.daemon.runtime.settings import shown
 from tabd.lsp.framing import frame
 from tabd.lsp.outbox import Outbox
+
+if TYPE_CHECKING:  # pygls' names for what it reads, for the annotations only
+    from pygls.protocol.json_rpc import MsgId, RPCMessage
 
 logger = logging.getLogger(__name__)
 
@@ -293,7 +296,7 @@ class Unparsable:
         self.reason = reason
 
 
-def _valid_id(value: Any) -> bool:
+def _valid_id(value: object) -> TypeGuard[MsgId]:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
@@ -330,8 +333,12 @@ class TabdProtocol(LanguageServerProtocol):
         self.outbox.put(frame(body, f"{self.CONTENT_TYPE}; charset=utf-8") if self._include_headers else body, lazy)
 
     def _write(self, frame: bytes) -> None:
+        writer = self.writer
+        if writer is None:  # never: _send_data puts nothing before there is a writer, and pygls never unsets it
+            logger.error("unable to send data: no transport")
+            return
         try:
-            res = self.writer.write(frame)
+            res = writer.write(frame)
             if inspect.isawaitable(res):
                 asyncio.ensure_future(res)
         except BrokenPipeError:
@@ -343,7 +350,7 @@ class TabdProtocol(LanguageServerProtocol):
 
     # -- from JSON value to handler ---------------------------------------------------------
 
-    def send_error(self, msg_id: Any, code: int, message: str) -> None:
+    def send_error(self, msg_id: object, code: int, message: str) -> None:
         """An error response; id null where the request's id could not be read (pygls would drop the null)."""
         self._send_data({"jsonrpc": "2.0", "id": msg_id if _valid_id(msg_id) else None,
                          "error": {"code": code, "message": message[:MAX_ERROR_CHARS]}})
@@ -358,7 +365,7 @@ class TabdProtocol(LanguageServerProtocol):
             logger.exception("error handling a message")
             value = frame.value if frame.kind == "message" else None
             msg_id = value.get("id") if type(value) is dict else None
-            if _valid_id(msg_id) and "method" in value:
+            if type(value) is dict and _valid_id(msg_id) and "method" in value:
                 self.send_error(msg_id, JsonRpcInternalError.CODE, f"internal error: {type(exc).__name__}")
 
     def _handle_frame(self, frame: Frame) -> None:
@@ -386,7 +393,7 @@ class TabdProtocol(LanguageServerProtocol):
                 self.notify(types.WINDOW_SHOW_MESSAGE, types.ShowMessageParams(
                     type=types.MessageType.Warning, message=f"tabd: a document too large to complete was not opened ({frame.note})"))
 
-    def handle_value(self, value: Any) -> None:
+    def handle_value(self, value: object) -> None:
         """One JSON value from the client: checked as JSON-RPC, structured, dispatched; requests always answered."""
         if not isinstance(value, dict):
             what = "batches are not supported in LSP" if isinstance(value, list) else f"got {type(value).__name__}"
@@ -422,7 +429,7 @@ class TabdProtocol(LanguageServerProtocol):
             value = {**value, "params": None}
         self.dispatch(value, msg_id if has_id else None)
 
-    def dispatch(self, value: dict, request_id: Any) -> None:
+    def dispatch(self, value: dict[str, Any], request_id: MsgId | None) -> None:
         handler = self.plain.get(value["method"])
         if handler is not None and self.initialized and not self._shutdown:
             try:
@@ -469,49 +476,52 @@ class TabdProtocol(LanguageServerProtocol):
             self.send_error(request_id, JsonRpcInvalidRequest.CODE,
                             f"{value['method'][:200]} is a notification: it takes no id and has no result")
 
-    def _answer_later(self, request_id: Any, result: Awaitable[Any]) -> None:
+    def _answer_later(self, request_id: MsgId, result: Awaitable[Any]) -> None:
         """A plain handler's awaitable result: run as a task that $/cancelRequest cancels (pygls' table of requests),
         its result or error written when it is done."""
         task = asyncio.ensure_future(result)
-        self._request_futures[request_id] = task
+        # pygls types its table concurrent.futures.Future, and files its own asyncio tasks in it as we do here
+        self._request_futures[request_id] = task  # type: ignore[assignment]
         task.add_done_callback(partial(self._send_handler_result, msg_id=request_id))
 
-    def structure_message(self, data: dict[str, Any]):
+    def structure_message(self, data: dict[str, Any]) -> RPCMessage | Unparsable:
         try:
-            return super().structure_message(data)
+            message: RPCMessage = super().structure_message(data)
+            return message
         except Exception as exc:
             if isinstance(data, dict) and "id" in data and "method" in data:
                 cause = exc.__cause__ or exc
                 return Unparsable(data["id"], str(data.get("method")), f"{type(cause).__name__}: {cause}"[:500])
             raise
 
-    def handle_message(self, message):
+    def handle_message(self, message: RPCMessage | Unparsable) -> None:
         if isinstance(message, Unparsable):
             logger.warning("invalid params for %s: %s", message.method, message.reason)
             self.send_error(message.id, JsonRpcInvalidParams.CODE, f"invalid params for {message.method}: {message.reason}")
             return
         method = getattr(message, "method", None)
-        is_request = method is not None and getattr(message, "id", None) is not None
+        msg_id = getattr(message, "id", None)
+        is_request = method is not None and msg_id is not None
         if not self.initialized and method not in (types.INITIALIZE, types.EXIT, None):
             if is_request:
-                self.send_error(message.id, JsonRpcServerNotInitialized.CODE, f"{method} before initialize")
+                self.send_error(msg_id, JsonRpcServerNotInitialized.CODE, f"{method} before initialize")
             else:
                 logger.warning("notification %s before initialize dropped", method)
             return
         if is_request and self._shutdown and method != types.EXIT:
-            self.send_error(message.id, JsonRpcInvalidRequest.CODE, f"{method} after shutdown")
+            self.send_error(msg_id, JsonRpcInvalidRequest.CODE, f"{method} after shutdown")
             return
         if method == types.INITIALIZE and is_request:
             if self.initialized:
-                self.send_error(message.id, JsonRpcInvalidRequest.CODE, "initialize was already sent")
+                self.send_error(msg_id, JsonRpcInvalidRequest.CODE, "initialize was already sent")
                 return
             self.initialized = True
-        return super().handle_message(message)
+        super().handle_message(message)
 
     # -- lifecycle --------------------------------------------------------------------------
 
     @lsp_method(types.INITIALIZE)
-    def lsp_initialize(self, params: types.InitializeParams):
+    def lsp_initialize(self, params: types.InitializeParams) -> Generator[Any, Any, types.InitializeResult]:
         """pygls' initialize, plus what tabd tells clients beyond LSP: experimental.tabd.debounceMs, the server's
         debounce floor (0: none), so a client can send at once and leave the waiting to the server; that it serves
         next-edit suggestions; and that it takes tabd/setEnabled.
@@ -533,7 +543,7 @@ class TabdProtocol(LanguageServerProtocol):
         return result
 
     @lsp_method(types.EXIT)
-    def lsp_exit(self, *args):
+    def lsp_exit(self, *args: Any) -> Generator[Any, Any, None]:
         """Stop serving: exit code 0 after shutdown, 1 without (LSP). The transport closes the rest."""
         if (user_handler := self.fm.features.get(types.EXIT)) is not None:
             yield user_handler, args, None
