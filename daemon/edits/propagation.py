@@ -60,8 +60,8 @@ class Candidate(NamedTuple):
 
 def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[Candidate]:
     """The transformations the recent edits teach, most specific first, each with the range it was made in. A change
-    made once is repeated only when it is small (Transformation.small); a larger one, a line or a block, once the
-    user has made it twice."""
+    made once is repeated only when it is small (Transformation.small) or deletes a stretch of code that stands the
+    same elsewhere (a decorator line); a larger one, a line or a block written, once the user has made it twice."""
     live = [g for g in groups if g.end <= len(text)]
     if not live:
         return []
@@ -81,7 +81,7 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[C
             general = _made_twice(text, live, single, filename)
             if general is not None:  # made twice: whatever its size
                 out.append(Candidate(general, (last.start, last.end)))
-    if single is not None and single.small:
+    if single is not None and (single.small or single.deletes_a_stretch):
         out.append(Candidate(single, (last.start, last.end)))
     if len(live) >= 2 and not _one_line(text, live[-2], last):
         # the rename before the last change, when the last applies nowhere (a rename, then the same word fixed by hand

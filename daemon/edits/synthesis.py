@@ -47,6 +47,7 @@ ONCE_EXACT = 3  # ... and how many of its context tokens (not the line's ends) e
 TWICE_FIXED = 2  # a change made twice with no word of its own: context tokens both examples share, at least
 SMALL_CHARS = 60  # a change that writes more, or spans lines, is repeated only once the user has made it twice
 SMALL_TOKENS = 12
+DELETED_TOKENS = 6  # a deletion this long is repeated from one example, whatever its size
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,13 @@ class Transformation:
         new = _joined(self.new)
         return ("\n" not in new and "\n" not in self.old_text and len(new) <= SMALL_CHARS
                 and len(self.core) <= SMALL_TOKENS)
+
+
+    @property
+    def deletes_a_stretch(self) -> bool:
+        """A deletion of DELETED_TOKENS or more tokens: where the same tokens stand in the same context, made once is
+        enough (a line deleted, `@pytest.mark.skipif(...)` at each test)."""
+        return not self.new and len(self.core) >= DELETED_TOKENS
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,23 @@ def test_an_insertion_made_once_waits_for_a_second_example():
     assert "def g(name: str | bytes) -> str:" in after  # the return type is no parameter
 
 
+def test_a_long_stretch_deleted_once_goes_where_the_same_tokens_stand():
+    def proposed(text: str, gone: str) -> tuple[str, str] | None:
+        """The first place proposed once the user deleted the first `gone`, as (what stands there, what it becomes)."""
+        at = text.index(gone)
+        history = DocHistory()
+        history.edited(at, gone, "", 100.0)
+        text = text[:at] + text[at + len(gone):]
+        p = propagation.propose(text, list(history.groups), at, 105.0, "m.py")
+        return None if p is None else (text[p.start:p.end], p.text)
+
+    line = "@skip_if(x is None, reason='no x')\n"
+    text = f"{line}def test_a():\n    pass\n\n@skip_if(y is None, reason='no y')\ndef test_b():\n    pass\n\n" \
+           f"{line}def test_c():\n    pass\n"
+    assert proposed(text, line) == (line, "")  # from one example: the same line, not the other decorator
+    assert proposed("a = g(\n    1\n)\nb = g(\n    1\n)\n", "(\n    1\n)") is None  # across lines, 3 tokens: it waits
+
+
 def test_a_keyword_argument_added_twice_goes_to_each_call_of_that_function_only():
     before = ("fetch(url)\nfetch(base)\nfetch(other, retries=2)\nrefetch(url)\nx.fetch(url)\n"
               "fetch(url, timeout=5)\n")
