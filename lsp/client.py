@@ -69,9 +69,10 @@ def suggestions(result: Any) -> list[Suggestion]:
             text = text.get("value")
         if not isinstance(text, str) or not text:
             continue
-        rng = item.get("range") if isinstance(item.get("range"), dict) else None
-        command = item.get("command") if isinstance(item.get("command"), dict) else {}
-        args = command.get("arguments") if isinstance(command.get("arguments"), list) else None
+        rng, command = item.get("range"), item.get("command")
+        rng = rng if isinstance(rng, dict) else None
+        arguments = command.get("arguments") if isinstance(command, dict) else None
+        args = arguments if isinstance(arguments, list) else None
         out.append(Suggestion(text, rng, args[0] if args else None))
     return out
 
@@ -84,7 +85,7 @@ class InlineEdit:
     range: dict[str, Any]
     uri: str | None
     version: int | None
-    command: dict | None
+    command: dict[str, Any] | None
 
     @property
     def item_id(self) -> Any:
@@ -107,10 +108,11 @@ def inline_edits(result: Any) -> list[InlineEdit]:
         rng = edit.get("range")
         if not isinstance(rng, dict) or not _is_position(rng.get("start")) or not _is_position(rng.get("end")):
             continue
-        doc = edit.get("textDocument") if isinstance(edit.get("textDocument"), dict) else {}
-        version = doc.get("version")
+        doc = edit.get("textDocument")
+        doc = doc if isinstance(doc, dict) else {}
+        version, uri = doc.get("version"), doc.get("uri")
         command = edit.get("command") if isinstance(edit.get("command"), dict) else None
-        out.append(InlineEdit(edit["text"], rng, doc.get("uri") if isinstance(doc.get("uri"), str) else None,
+        out.append(InlineEdit(edit["text"], rng, uri if isinstance(uri, str) else None,
                               version if isinstance(version, int) and not isinstance(version, bool) else None, command))
     return out
 
@@ -124,7 +126,7 @@ class Frames:
 
     def feed(self, data: bytes) -> list[Any]:
         self.buf += data
-        out = []
+        out: list[Any] = []
         while True:
             if self.length is None:
                 end = self.buf.find(b"\r\n\r\n")
@@ -155,8 +157,8 @@ class _Pipes(asyncio.subprocess.SubprocessStreamProtocol):
         super().__init__(**kwargs)
         self._wire = wire
 
-    def pipe_data_received(self, fd: int, data: bytes) -> None:
-        if fd == 1:
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        if fd == 1 and isinstance(data, bytes):  # always bytes: the pipes are binary
             self._wire.received(data)
         else:
             super().pipe_data_received(fd, data)
@@ -174,12 +176,13 @@ class Wire:
     def __init__(self) -> None:
         self.process: asyncio.subprocess.Process | None = None
         self.frames = Frames()
-        self.pending: dict[Any, Future] = {}
+        self.pending: dict[int | str | None, Future[Any]] = {}  # by id (None: a response's null id finds none)
         self.gone = False  # the server's output closed
         self.ended = False  # ...and what was pending has failed
-        self.notifications: list[dict] = []  # what the server sent unasked (window/showMessage, ...), last 100
+        # what the server sent unasked (window/showMessage, ...), last 100
+        self.notifications: list[dict[str, Any]] = []
 
-    def send(self, message: dict) -> bool:
+    def send(self, message: dict[str, Any]) -> bool:
         """Write one message; False when the server is gone (the caller's request then fails; a notification to a
         dead server is dropped, as a write into its closed pipe would be: callers watch the process for its death)."""
         process = self.process
@@ -195,7 +198,7 @@ class Wire:
             if isinstance(message, dict):
                 self._dispatch(message)
 
-    def _dispatch(self, message: dict) -> None:
+    def _dispatch(self, message: dict[str, Any]) -> None:
         if "method" not in message:  # a response
             future = self.pending.pop(message.get("id"), None)
             if future is None or future.done():
@@ -247,7 +250,7 @@ class Client:
         self.wire = Wire()
         self._ids = itertools.count(1)
         self.notifications = self.wire.notifications  # what the server sent unasked (window/showMessage, ...)
-        self.capabilities: dict = {}  # the server's, from its initialize result
+        self.capabilities: dict[str, Any] = {}  # the server's, from its initialize result
 
     @property
     def process(self) -> asyncio.subprocess.Process | None:
@@ -272,8 +275,8 @@ class Client:
         result = await self.call("initialize", {"processId": os.getpid(), "rootUri": root_uri, "capabilities": capabilities,
                                                 "clientInfo": {"name": self.name, "version": "1"}})
         self.notify("initialized", {})
-        capabilities = result.get("capabilities") if isinstance(result, dict) else None
-        self.capabilities = capabilities if isinstance(capabilities, dict) else {}
+        offered = result.get("capabilities") if isinstance(result, dict) else None
+        self.capabilities = offered if isinstance(offered, dict) else {}
         sync = self.capabilities.get("textDocumentSync")
         kind = sync.get("change") if isinstance(sync, dict) else sync
         return kind != FULL_SYNC
@@ -296,7 +299,7 @@ class Client:
     # -- requests ---------------------------------------------------------------
 
     def inline_completion(self, uri: str, position: dict[str, int], msg_id: int | None = None,
-                          invoked: bool = False) -> Future:
+                          invoked: bool = False) -> Future[Any]:
         """Send textDocument/inlineCompletion; the future's result goes through suggestions()."""
         params = {"context": {"triggerKind": INVOKED if invoked else AUTOMATIC}, "textDocument": {"uri": uri},
                   "position": {"line": position["line"], "character": position["character"]}}
@@ -307,24 +310,25 @@ class Client:
         experimental = self.capabilities.get("experimental")
         return isinstance(experimental, dict) and experimental.get("copilotInlineEdit") is True
 
-    def inline_edit(self, uri: str, version: int, position: dict[str, int], msg_id: int | None = None) -> Future:
+    def inline_edit(self, uri: str, version: int, position: dict[str, int],
+                    msg_id: int | None = None) -> Future[Any]:
         """Send textDocument/copilotInlineEdit (GitHub Copilot's shape); the future's result goes through inline_edits()."""
         params = {"textDocument": {"uri": uri, "version": version},
                   "position": {"line": position["line"], "character": position["character"]}}
         return self.request("textDocument/copilotInlineEdit", params, msg_id=msg_id)
 
-    def did_show_inline_edit(self, command: dict) -> None:
+    def did_show_inline_edit(self, command: dict[str, Any]) -> None:
         self.notify("textDocument/didShowInlineEdit", {"item": {"command": command}})
 
     async def suggest(self, uri: str, position: dict[str, int]) -> list[Suggestion]:
         return suggestions(await asyncio.wrap_future(self.inline_completion(uri, position)))
 
-    def cancel(self, msg_id: Any) -> None:
+    def cancel(self, msg_id: int | str) -> None:
         self.notify("$/cancelRequest", {"id": msg_id})
 
-    def request(self, method: str, params: Any, msg_id: Any = None) -> Future:
+    def request(self, method: str, params: Any, msg_id: int | str | None = None) -> Future[Any]:
         """A request; the future holds its result as plain JSON, or ResponseError / ConnectionGone."""
-        future: Future = Future()
+        future: Future[Any] = Future()
         msg_id = f"c{next(self._ids)}" if msg_id is None else msg_id  # our own ids never meet the caller's numbers
         message = {"jsonrpc": "2.0", "id": msg_id, "method": method}
         if params is not None:
@@ -355,7 +359,7 @@ class Client:
         except (ConnectionError, RuntimeError):
             pass  # the pipe broke under us: the process watch reports the death
 
-    def execute_command(self, command: str, arguments: list[Any]) -> Future:
+    def execute_command(self, command: str, arguments: list[Any]) -> Future[Any]:
         return self.request("workspace/executeCommand", {"command": command, "arguments": arguments})
 
     # -- the end ----------------------------------------------------------------
