@@ -183,7 +183,7 @@ def register(server: "TabdServer") -> None:
     # import TabdServer at run time (it is imported by it); "TabdServer" there made pygls answer malformed params
     # with "name 'TabdServer' is not defined"
     @server.feature(DID_SHOW)
-    def did_show_inline_edit(ls: Any, params: Any) -> None:
+    def did_show_inline_edit(ls: Any, params: object) -> None:
         edit_id = shown_id(params)
         if edit_id is None or ls.edits is None:
             logger.warning("%s expects {item: {command: {arguments: [id]}}}", DID_SHOW)
@@ -191,7 +191,7 @@ def register(server: "TabdServer") -> None:
         ls.edits.shown(edit_id)
 
     @server.feature(DID_FOCUS)
-    def did_focus(ls: Any, params: Any) -> None:
+    def did_focus(ls: Any, params: object) -> None:
         """Copilot's clients say which document the user is in (BufEnter): a request of another document that a newer
         one pre-empted stops instead of resuming (the focus picks no context: that waits for the first request)."""
         document = field(params, "textDocument")

@@ -8,16 +8,22 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 logger = logging.getLogger(__name__)
 
 Held = tuple[float, str, list[dict[str, Any]]]  # when a document was opened, its text then, its changes since
 
 
+class Recorder(Protocol):
+    """Where a session's events go (daemon/sessions/record.py SessionRecorder)."""
+
+    def record(self, event: dict[str, Any]) -> None: ...
+
+
 class Recording:
     def __init__(self, started: float, said: Callable[[str], None]) -> None:
-        self.recorder: Any = None  # has .record(dict); set by `tabd serve --record`
+        self.recorder: Recorder | None = None  # set by `tabd serve --record`
         self.started = started
         self.said = said  # tells the user (a pop-up)
         self.cursors: dict[str, int] = {}  # uri -> where its last edit (or request) left the cursor

@@ -35,7 +35,7 @@ from tabd.lsp.admission import Admission
 from tabd.lsp.args import command_args, doc_id, fs_path, plain
 from tabd.lsp.documents import Document, DocumentError, DocumentStore
 from tabd.lsp.protocol import TabdProtocol
-from tabd.lsp.recording import Recording
+from tabd.lsp.recording import Recorder, Recording
 from tabd.lsp.transport import serve_stdio, serve_tcp
 
 if TYPE_CHECKING:  # for the annotations only (pygls defines ServerErrors for type checkers alone)
@@ -93,18 +93,18 @@ class TabdServer(LanguageServer):
         self.streams: set[tuple[int, int]] = set()  # (device, inode) of the LSP input and output: never a log
 
     @property
-    def recorder(self) -> Any:
+    def recorder(self) -> Recorder | None:
         return self.recording.recorder
 
     @recorder.setter
-    def recorder(self, recorder: Any) -> None:  # `tabd serve --record`'s session file
+    def recorder(self, recorder: Recorder | None) -> None:  # `tabd serve --record`'s session file
         self.recording.recorder = recorder
 
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> int:
         """Serve on stdio with our transport (see lsp/transport.py); the process exit code."""
         return serve_stdio(self, None if stdin is None else stdin.fileno(), stdout)
 
-    def start_tcp(self, host: str, port: int) -> int:  # type: ignore[override]
+    def start_tcp(self, host: str, port: int) -> int:  # type: ignore[override]  # pygls': None; ours: the exit code
         return serve_tcp(self, host, port)
 
     def show(self, kind: types.MessageType, message: str) -> None:
@@ -432,12 +432,12 @@ def did_change_configuration(ls: TabdServer, params: types.DidChangeConfiguratio
         ls.show(types.MessageType.Info, f"changed settings take effect when the server restarts: {', '.join(changed[:10])}")
 
 
-def shutdown(ls: TabdServer, params: Any) -> None:
+def shutdown(ls: TabdServer, params: object) -> None:
     if ls.service is not None:
         ls.service.close()  # joins the model worker: nothing runs on after shutdown
 
 
-def stats(ls: TabdServer, params: Any) -> dict[str, Any]:
+def stats(ls: TabdServer, params: object) -> dict[str, Any]:
     if ls.service is None:
         raise JsonRpcInvalidParams("the server is not initialized")
     out = ls.service.stats_dict()
@@ -446,7 +446,7 @@ def stats(ls: TabdServer, params: Any) -> dict[str, Any]:
     return out
 
 
-def focus(ls: TabdServer, params: Any) -> None:
+def focus(ls: TabdServer, params: object) -> None:
     uri, position = getattr(params, "uri", None), getattr(params, "position", None)
     line, character = getattr(position, "line", None), getattr(position, "character", None)
     if ls.service is None or not isinstance(uri, str) or not isinstance(line, int) or not isinstance(character, int):
@@ -467,7 +467,7 @@ def set_enabled(ls: TabdServer, params: Any) -> None:
     ls.admission.set_enabled(params)
 
 
-def context(ls: TabdServer, params: Any) -> dict[str, Any]:
+def context(ls: TabdServer, params: object) -> dict[str, Any]:
     uri = getattr(params, "uri", None) if params is not None else None
     if ls.service is None or not isinstance(uri, str):
         raise JsonRpcInvalidParams("tabd/context expects {uri} after initialize")
@@ -477,7 +477,7 @@ def context(ls: TabdServer, params: Any) -> dict[str, Any]:
             "sources": [{"path": path, "chars": len(text)} for path, text in snap.sources]}
 
 
-def document(ls: TabdServer, params: Any) -> dict[str, Any]:
+def document(ls: TabdServer, params: object) -> dict[str, Any]:
     uri = getattr(params, "uri", None) if params is not None else None
     if not isinstance(uri, str):
         raise JsonRpcInvalidParams("tabd/document expects {uri}")
@@ -532,8 +532,8 @@ def _bound(handler: Handler, server: TabdServer) -> Callable[[Any], Any]:
     return lambda params: handler(server, params)
 
 
-def _command(name: str) -> Callable[..., Any]:
-    def run(ls: TabdServer, *args: Any) -> Any:
+def _command(name: str) -> Callable[..., dict[str, bool]]:
+    def run(ls: TabdServer, *args: Any) -> dict[str, bool]:
         return ls.commands[name](*args)
     return run
 
@@ -580,7 +580,7 @@ def _file_id(path: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def _stream_ids(protocol: Any) -> set[tuple[int, int]]:
+def _stream_ids(protocol: object) -> set[tuple[int, int]]:
     """(device, inode) of the streams the LSP connection runs on: the pipe or file of stdin and of the output."""
     ids = set()
     for fd in (getattr(protocol, "input_fd", None), getattr(protocol, "output_fd", None)):
