@@ -18,7 +18,7 @@ until the pause (edit_service.py), so `tot` is never proposed for `total`.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Collection, NamedTuple, Sequence
+from typing import Callable, Collection, NamedTuple, Sequence
 
 from tabd.daemon.edits.history import Group
 from tabd.daemon.edits.synthesis import Transformation, generalised, learn, next_site, undone
@@ -66,9 +66,17 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[C
     if not live:
         return []
     last = live[-1]
-    single = learn(undone(text, [last]), text, filename)
+    taught: dict[int, Transformation | None] = {}
+
+    def lesson(i: int) -> Transformation | None:
+        """What the i-th live group taught, learned once per call (the walks below ask for the same ones)."""
+        if i not in taught:
+            taught[i] = learn(undone(text, [live[i]]), text, filename)
+        return taught[i]
+
+    single = lesson(len(live) - 1)
     out: list[Candidate] = []
-    turn = _alternating(text, live, single, filename)
+    turn = _alternating(text, live, single, lesson)
     if turn is not None:
         out.append(Candidate(*turn, near=True))
     if len(live) >= 2:
@@ -78,7 +86,7 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[C
             if both is not None and both.small:
                 out.append(Candidate(both, (min(prev.start, last.start), max(prev.end, last.end))))
         elif single is not None:
-            general = _made_twice(text, live, single, filename)
+            general = _made_twice(text, live, single, lesson)
             if general is not None:  # made twice: whatever its size
                 out.append(Candidate(general, (last.start, last.end)))
     if single is not None and (single.small or single.deletes_a_stretch):
@@ -87,7 +95,7 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[C
         # the rename before the last change, when the last applies nowhere (a rename, then the same word fixed by hand
         # in a docstring it does not reach): the walk goes on
         prev = live[-2]
-        earlier = learn(undone(text, [prev]), text, filename)
+        earlier = lesson(len(live) - 2)
         if earlier is not None and earlier != single and earlier.rename:
             out.append(Candidate(earlier, (prev.start, prev.end)))
     return out
@@ -112,13 +120,14 @@ def propose(text: str, groups: Sequence[Group], cursor: int, now: float, filenam
     return None
 
 
-def _made_twice(text: str, live: Sequence[Group], single: Transformation, filename: str) -> Transformation | None:
+def _made_twice(text: str, live: Sequence[Group], single: Transformation,
+                lesson: Callable[[int], Transformation | None]) -> Transformation | None:
     """The last change generalised with the latest earlier edit that is the same change (the user made it twice,
     with other edits between), or None."""
-    for g in reversed(live[:-1]):
-        if _one_line(text, g, live[-1]):
+    for i in range(len(live) - 2, -1, -1):
+        if _one_line(text, live[i], live[-1]):
             continue
-        other = learn(undone(text, [g]), text, filename)
+        other = lesson(i)
         general = generalised(single, other) if other is not None else None
         if general is not None:
             return general
@@ -126,13 +135,13 @@ def _made_twice(text: str, live: Sequence[Group], single: Transformation, filena
 
 
 def _alternating(text: str, live: Sequence[Group], single: Transformation | None,
-                 filename: str) -> tuple[Transformation, tuple[int, int]] | None:
+                 lesson: Callable[[int], Transformation | None]) -> tuple[Transformation, tuple[int, int]] | None:
     """Two changes made in turn at each place (a signature's `) -> T:` joined to its line, then the old line
     deleted): after A B A, B is due next, at its next place. The change before the last, generalised with its own
     earlier instance when there is one, and the range it was made in; None when the edits do not alternate."""
     if single is None or len(live) < 3 or any(_one_line(text, a, b) for a, b in zip(live[-3:], live[-2:])):
         return None
-    learned = [learn(undone(text, [g]), text, filename) for g in live[-4:-1]]
+    learned = [lesson(i) for i in range(max(0, len(live) - 4), len(live) - 1)]
     *older, before_last = learned
     if older[-1] is None or generalised(single, older[-1]) is None:  # A ... A: the last change made twice
         return None
