@@ -70,7 +70,9 @@ def _session_file(args: argparse.Namespace, workdir: Path) -> Path:
 def shared_flags(args: argparse.Namespace) -> list[str]:
     from tabd.daemon.runtime.options import flags_of
 
-    flags = flags_of(args, ("model", "device", "backend", "url"))
+    # the engine and how it holds and runs the weights are the model's, as --model is: without them,
+    # `tabd bench start --engine torch` measured the default engine
+    flags = flags_of(args, ("model", "device", "backend", "url", "engine", "threads", "weights"))
     if args.replay_max_new_tokens:
         flags += ["--max-new-tokens", str(args.replay_max_new_tokens)]
     return flags
