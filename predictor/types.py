@@ -62,6 +62,8 @@ class Prediction:
     window_chars: int = 0
     preemptions: int = 0  # times a newer request (of another document) stopped this run before it answered
     paused_ms: float = 0.0  # ...and how long it waited behind them, put back in the queue
+    # a request the user waits for: how long it had waited when its run began (Query.waited_ms), taken from its budgets
+    wait_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,9 @@ class Query:
     """What a backend is asked, once: the suggestion at the cursor between prefix and suffix, generated as settings
     say, in KV slot slot_id (one per document, and per speculation branch), with the workspace context before them.
     priority: how soon an engine shared with others should run it (0: a request the user waits for; more: a prefetch
-    or a warm-up); an engine in this process ignores it."""
+    or a warm-up); an engine in this process ignores it. waited_ms: how long a request the user waits for has waited
+    since it was asked (the worker's queue, another job's chunk under way, pauses behind newer requests): an engine
+    with budgets (--max-prompt-ms, --max-predict-ms) takes it from them, so the user waits the budget, not it plus that."""
 
     prefix: str
     suffix: str
@@ -101,6 +105,7 @@ class Query:
     slot_id: str = "default"
     context: Sequence[ContextChunk] = ()
     priority: int = 0
+    waited_ms: float = 0.0
 
 
 def never() -> bool:

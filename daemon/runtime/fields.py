@@ -29,6 +29,8 @@ def prediction_fields(p: Prediction) -> dict[str, Any]:
         out["window_chars"] = p.window_chars
     if p.preemptions:  # a newer request of another document ran first; it waited paused_ms behind it
         out["preemptions"], out["paused_ms"] = p.preemptions, round(p.paused_ms, 3)
+    if p.wait_ms:  # a request's wait before its run (queue, work under way, pauses), taken from its prefill budget
+        out["wait_ms"] = round(p.wait_ms, 3)
     return out
 
 
