@@ -12,6 +12,7 @@ it computed.
 from __future__ import annotations
 
 import asyncio
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Protocol
@@ -120,12 +121,18 @@ def shortened(prompt: Prompt, p: Prediction) -> bool:
 
 
 def asked(prompt: Prompt, backend: Backend, should_stop: Callable[[], bool], priority: int,
-          warm: bool = False) -> Prediction | None:
+          warm: bool = False, waited_ms: float = 0.0) -> Prediction | None:
     """The backend's suggestion for the prompt (warm: its prefill only); priority: the scheduler's for the run (0 a
-    request; a prefetch its depth), for an engine shared with others."""
+    request; a prefetch its depth), for an engine shared with others; waited_ms: a request's wait so far (its budget's)."""
     ask = backend.warm if warm else backend.predict
     return ask(Query(prompt.window.prefix, prompt.window.suffix, prompt.settings, prompt.slot, chunks_of(prompt.context),
-                     priority), should_stop)
+                     priority, waited_ms), should_stop)
+
+
+def waited_ms(job: Job | None) -> float:
+    """How long the job has waited since it was asked (Job.asked_at), now that it runs: behind the worker's queue, a
+    chunk of other work under way (its own document's warm-up, a prefetch), pauses behind newer requests."""
+    return max(0.0, time.monotonic() - job.asked_at) * 1000 if job is not None and job.asked_at else 0.0
 
 
 def chunks_of(context: Snapshot) -> list[ContextChunk]:
@@ -157,7 +164,8 @@ class ModelJobs:
         job: Job | None = None
 
         def run(should_stop: Callable[[], bool]) -> Prediction | None:
-            pred = asked(prompt, backend, should_stop, max(0, job.priority if job is not None else priority))
+            pred = asked(prompt, backend, should_stop, max(0, job.priority if job is not None else priority),
+                         waited_ms=waited_ms(job))
             if pred is not None and job is not None and job.preemptions:
                 pred = replace(pred, preemptions=job.preemptions, paused_ms=job.paused_s * 1000)
             if pred is not None and shortened(prompt, pred):

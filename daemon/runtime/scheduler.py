@@ -47,6 +47,9 @@ class Job:
         self.cancelled = False
         self.preemptions = 0
         self.queued_at = 0.0
+        # when the user asked for it: its queueing, or its promotion to a request (a prefetch a request now awaits); a
+        # request's wait since then is taken from its prefill budget (Query.waited_ms)
+        self.asked_at = 0.0
         self.started_at = 0.0  # its first start (queue_ms is the wait for it)
         self.paused_s = 0.0  # time spent put back in the queue after pre-emptions, behind newer work
         self._paused_at = 0.0
@@ -95,7 +98,7 @@ class Scheduler:
 
     def submit(self, fn: Callable[[Callable[[], bool]], Any], priority: int, label: str = "", doc: str = "") -> Job:
         job = Job(fn, priority, label, doc)
-        job.queued_at = time.monotonic()
+        job.queued_at = job.asked_at = time.monotonic()
         with self._cond:
             if self._stopped:
                 job.future.set_exception(Cancelled("scheduler stopped"))
@@ -118,6 +121,8 @@ class Scheduler:
                 return
             job.priority = priority
             job.order = next(self._seq)
+            if priority <= FOREGROUND:
+                job.asked_at = time.monotonic()
             if job not in self.running:
                 self._push(job)
                 self._cond.notify()

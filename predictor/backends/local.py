@@ -298,7 +298,8 @@ class LocalBackend(Backend):
         foreground = priority <= 0  # the budget is for a request the user waits for, not for background work
         layout = self.layout(prefix, suffix, settings.max_new_tokens, prompt_chunks(context))
         asked, paused = slot_id, (prefix, suffix)
-        short = self._short_window(slot_id, prefix, suffix, layout, settings) if foreground else None
+        waited_ms = query.waited_ms if foreground else 0.0  # already spent of the budgets, before this run
+        short = self._short_window(slot_id, prefix, suffix, layout, settings, waited_ms) if foreground else None
         if short is not None:  # a cold prompt over the budget: the lines nearest the cursor, in a slot of their own
             prefix, suffix, layout = short
             slot_id, context = f"{slot_id}#short", ()
@@ -315,7 +316,7 @@ class LocalBackend(Backend):
 
         heal = layout.heal
         tokenizer = self.tokenizer
-        decode_budget = self._decode_budget(t1 - t0) if foreground else 0.0
+        decode_budget = self._decode_budget(waited_ms / 1000 + t1 - t0) if foreground else 0.0
 
         def go_on(tokens: list[int]) -> bool:
             if tokens[-1] in self.stop_ids:
@@ -367,16 +368,18 @@ class LocalBackend(Backend):
             torch_loaded="torch" in sys.modules,
             alternatives=(other,) if other.strip() and other != text else (),
             window_chars=len(prefix) + len(suffix),
+            wait_ms=waited_ms,
         )
 
-    def _decode_budget(self, prefill_s: float) -> float:
-        """Seconds a request the user waits for may decode: max_predict_ms, less what its prefill took over
-        max_prompt_ms (a window sized by a speed measured before the machine got busier), so that the two budgets
-        bound the request together; at least a token's worth (a first token is always shown)."""
+    def _decode_budget(self, spent_s: float) -> float:
+        """Seconds a request the user waits for may decode: max_predict_ms, less what its wait and its prefill
+        (`spent_s`, the two) took over max_prompt_ms (a wait behind other work, a window sized by a speed measured
+        before the machine got busier), so that the two budgets bound the request from its asking; at least a token's
+        worth (a first token is always shown)."""
         budget = self.settings.max_predict_ms / 1000
         if not budget:
             return 0.0
-        over = max(0.0, prefill_s - self.settings.max_prompt_ms / 1000) if self.settings.max_prompt_ms else 0.0
+        over = max(0.0, spent_s - self.settings.max_prompt_ms / 1000) if self.settings.max_prompt_ms else 0.0
         return max(1e-3, budget - over)
 
     def _predict_raw(self, prefix: str, suffix: str, settings: GenSettings, should_stop: Callable[[], bool],
@@ -483,12 +486,14 @@ class LocalBackend(Backend):
         return self._per_pass[1]
 
     def _short_window(self, slot_id: str, prefix: str, suffix: str, layout: PromptLayout,
-                      settings: GenSettings) -> tuple[str, str, PromptLayout] | None:
+                      settings: GenSettings, waited_ms: float = 0.0) -> tuple[str, str, PromptLayout] | None:
         """(prefix, suffix, layout) of the lines nearest the cursor where the prompt's uncomputed part would take
-        longer to prefill than max_prompt_ms (a cold document), sized to fit it; None where the whole fits."""
-        budget = self.settings.max_prompt_ms
-        if not budget or not self.settings.kv_reuse:
+        longer to prefill than what is left of max_prompt_ms after the request's wait (a cold document, or one asked
+        behind other work), sized to fit it; None where the whole fits. A wait past the budget leaves the shortest
+        window (SHORT_MIN_TOKENS): the user has waited the prefill's time already."""
+        if not self.settings.max_prompt_ms or not self.settings.kv_reuse:
             return None
+        budget = max(0.0, self.settings.max_prompt_ms - waited_ms)
         paused = self._paused.pop(slot_id, None)
         if paused is not None and paused[:2] == (prefix, suffix):
             return paused[2]  # a request pre-empted mid-prefill goes on with the window it started (its KV is for it)

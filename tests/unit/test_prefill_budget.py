@@ -61,3 +61,30 @@ def test_a_short_window_preempted_mid_prefill_resumes_on_the_same_window_from_it
     resumed = backend.predict(Query(prefix, "", settings, slot_id="a"))
     assert resumed.window_chars < len(prefix) // 4  # the short window
     assert resumed.reused_tokens >= 3 * 16  # the three chunks run before the stop were not run again
+
+
+def test_the_wait_before_a_run_is_taken_from_the_prefill_budget_and_then_from_the_decode_budget():
+    from tabd.predictor.backends.backend_settings import LocalSettings
+    from tabd.predictor.backends.local import SHORT_MIN_TOKENS, LocalBackend
+    from tabd.predictor.types import GenSettings, Query
+
+    backend = LocalBackend(LocalSettings(kv_reuse=True, engine="torch+native", threads=1, max_prompt_ms=256,
+                                         max_predict_ms=1000))
+    prefix = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(200)) + "def g(y):\n    return "
+    settings = GenSettings(max_new_tokens=4)
+    tokens = {}
+    decoded = {}
+    for waited in (0.0, 128.0, 5000.0):  # in separate slots: none holds the whole window
+        backend.prefill_speed.ms_per_token = 1.0  # 256 tokens fit the budget: the whole window does not
+        p = backend.predict(Query(prefix, "", settings, slot_id=f"w{waited:g}", waited_ms=waited))
+        tokens[waited] = p.prefill_tokens + p.reused_tokens
+        decoded[waited] = p.decode_tokens
+        assert p.wait_ms == waited  # what the log's wait_ms says
+    # the window is chosen for what the wait left: 256 tokens, 128, and past the budget the shortest
+    assert tokens[5000.0] <= SHORT_MIN_TOKENS + 8 < tokens[128.0] <= 128 + 8 < tokens[0.0] <= 256 + 8
+    # a prefetch has no one waiting: no budget, the whole window
+    background = backend.predict(Query(prefix, "", settings, slot_id="bg", priority=1, waited_ms=1000.0))
+    assert background.wait_ms == 0 and background.window_chars == len(prefix)
+    # the decode gets what the wait and the prefill left of the two budgets together: after a wait of 5 s, a token's
+    # worth (the step after the first, which comes with the prefill, is not taken where it would not fit)
+    assert decoded[5000.0] < decoded[0.0]
