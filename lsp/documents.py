@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tabd.lsp.args import doc_id
 from tabd.lsp.positions import Text
 
 
@@ -26,10 +27,11 @@ class Document:
     content: Text
     version: int
     language: str
+    id: str = ""  # the URI's short hash (args.doc_id), made once at the open: every request and edit names it
 
     @classmethod
     def new(cls, uri: str, text: str, version: int, language: str = "") -> "Document":
-        return cls(uri, Text(text), version, language)
+        return cls(uri, Text(text), version, language, doc_id(uri))
 
     @property
     def text(self) -> str:

@@ -226,20 +226,20 @@ class TabdServer(LanguageServer):
             try:
                 a, b = doc.offset_at(*start, self.encoding), doc.offset_at(*end, self.encoding)
                 if self.edits is not None and serving and b >= a:  # an excluded or switched-off document's edits teach nothing
-                    self.edits.edited(doc_id(uri), a, doc.content.slice(a, b) if b > a else "", text)
+                    self.edits.edited(doc.id, a, doc.content.slice(a, b) if b > a else "", text)
                 cursor = doc.apply(start, end, text, self.encoding)
             except DocumentError as exc:
                 logger.warning("change to %s skipped: %s", doc_id(uri), exc)
                 continue
             self.recording.changed(uri, secret, range=_range_dict(start, end), text=text)
             if serving and self.service is not None:  # an accept by a client that never runs tabd.accept? elsewhere?
-                self.service.docs.edited(doc_id(uri), a, b - a, text)
+                self.service.docs.edited(doc.id, a, b - a, text)
         doc.version = version
         if cursor is not None:
             self.recording.cursors[uri] = cursor
         if serving and self.service is not None:
             state = self.state_of(doc, cursor) if cursor is not None else None
-            self.service.docs.changed(doc_id(uri), state, lambda: doc.text, cursor)  # joined only when a pick reads it
+            self.service.docs.changed(doc.id, state, lambda: doc.text, cursor)  # joined only when a pick reads it
 
     def ask(self, uri: str, line: int, character: int,
             invoked: bool) -> tuple[Answer | Awaitable[Answer], Document, int]:
@@ -251,7 +251,9 @@ class TabdServer(LanguageServer):
             raise JsonRpcInvalidParams(str(exc)) from None
         if self.service is None:
             raise JsonRpcInvalidParams("the server is not initialized")
-        check = self.admission.pending(uri)
+        if uri in self.admission.serving and self.recording.recorder is None:  # served, nothing to record: straight on
+            return self.service.answer(Asked(doc.id, doc.version, self.state_of(doc, offset), invoked)), doc, offset
+        check = self.admission.pending(uri)  # a served document has none: its git check ended before it was served
         if check is not None:  # whether git ignores the document: known in a few ms (bounded by its timeout)
             return self._asked_after(check, uri, doc, offset, line, character, invoked), doc, offset
         return self._asked(uri, doc, offset, line, character, invoked), doc, offset
@@ -271,7 +273,7 @@ class TabdServer(LanguageServer):
             self.recording.moved_to(uri, offset, {"line": line, "character": character})
         if why:
             return self.service.refused(why)
-        return self.service.answer(Asked(doc_id(uri), doc.version, self.state_of(doc, offset), invoked))
+        return self.service.answer(Asked(doc.id, doc.version, self.state_of(doc, offset), invoked))
 
     def inline_items(self, uri: str, doc: Document, offset: int, at: tuple[int, int],
                      answer: Answer) -> dict[str, Any]:

@@ -26,16 +26,17 @@ class Model:
         self._events = events
         self._on_loaded = on_loaded
         self._job = queue(scheduler, lambda stop: self._load(factory, config), LOAD_PRIORITY, "load")
+        self.loaded = False  # the load has ended, with a backend or with an error (read by every request)
+        self._job.future.add_done_callback(self._ended)
+
+    def _ended(self, _: object) -> None:
+        self.loaded = True
 
     @property
     def model_id(self) -> str:
         """Part of every cache key: the backend's, which a remote engine changes when it serves another model."""
         return self.backend.model_id if self.backend is not None else self._model_id
 
-    @property
-    def loaded(self) -> bool:
-        """The load has ended, with a backend or with an error."""
-        return self._job.future.done()
 
     async def ready(self) -> bool:
         """Wait for the load; whether there is a backend."""

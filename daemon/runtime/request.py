@@ -89,6 +89,7 @@ class RequestBuilder:
         self.after_accept = after_accept  # whether a key is one an accept reaches (the speculator's)
         self._ids = itertools.count(1)
         self._openers: dict[str, tuple[str, ...]] = {}  # doc -> where its blocks open (context/languages.py)
+        self._made: dict[tuple[bool, float, bool], tuple[GenSettings, str]] = {}  # (multiline, stop_below, block) ->
 
     def window_of(self, state: DocState) -> Window:
         return state.window(self.config.prefix_chars, self.config.suffix_chars)
@@ -103,6 +104,9 @@ class RequestBuilder:
     def settings_for(self, state: DocState, doc: str = "", invoked: bool = False) -> GenSettings:
         """The generation settings for a state: the one place they are decided, so a prefetch and the request it stands
         in for ask the same (an invoked request: the whole best guess, a block where one starts)."""
+        return self._settings_and_tag(state, doc, invoked)[0]
+
+    def _settings_and_tag(self, state: DocState, doc: str, invoked: bool) -> tuple[GenSettings, str]:
         line_before, line_after = state.current_line()
         lines = state.before.rsplit("\n", 2)
         previous = lines[-2] if len(lines) >= 2 else ""
@@ -110,12 +114,19 @@ class RequestBuilder:
         # what an automatic request shows ends where the model's joint probability falls under --min-confidence: a
         # remote engine decodes no further (an invoked request shows the best guess whole)
         stop_below = self.config.min_confidence if self.cuts_at_gate() and not invoked else 0.0
-        settings = GenSettings(self.config.max_new_tokens, multiline, lookup_min_p=self.config.lookup_min_p,
-                               known_names=self.config.known_names, stop_below=stop_below)
-        if invoked and self.block_starts(state, doc):
-            settings = dataclasses.replace(settings, multiline=True, max_lines=BLOCK_LINES,
-                                           max_new_tokens=max(settings.max_new_tokens, BLOCK_TOKENS))
-        return settings
+        return self._settings(multiline, stop_below, invoked and self.block_starts(state, doc))
+
+    def _settings(self, multiline: bool, stop_below: float, block: bool) -> tuple[GenSettings, str]:
+        """The settings of each kind of request, and their key tag, made once: a handful of kinds, one per request."""
+        made = self._made.get((multiline, stop_below, block))
+        if made is None:
+            settings = GenSettings(self.config.max_new_tokens, multiline, lookup_min_p=self.config.lookup_min_p,
+                                   known_names=self.config.known_names, stop_below=stop_below)
+            if block:
+                settings = dataclasses.replace(settings, multiline=True, max_lines=BLOCK_LINES,
+                                               max_new_tokens=max(settings.max_new_tokens, BLOCK_TOKENS))
+            made = self._made[(multiline, stop_below, block)] = (settings, settings.tag())
+        return made
 
     def prompt(self, doc: str, state: DocState, context: Snapshot = EMPTY, invoked: bool = False,
                window: Window | None = None) -> Prompt:
@@ -123,8 +134,8 @@ class RequestBuilder:
         and for the prefetches that stand in for one (issue #42: two builders, two keys, a prefetch never served).
         `window`: the state's, where the caller has it already."""
         window = self.window_of(state) if window is None else window
-        settings = self.settings_for(state, doc, invoked)
-        return Prompt(window, settings, state_key(self.model.model_id, settings.tag(), window, context.digest))
+        settings, tag = self._settings_and_tag(state, doc, invoked)
+        return Prompt(window, settings, state_key(self.model.model_id, tag, window, context.digest))
 
     def cuts_at_gate(self) -> bool:
         """Whether the engine stops an automatic request's decode where the gate stops showing it (a remote one), so
@@ -152,7 +163,6 @@ class RequestBuilder:
     def build(self, asked: Asked, ready: bool = True) -> Request:
         """The request for what the editor asked, built once (`ready`: a model is loaded, so there is a key)."""
         doc, state, invoked = asked.doc, asked.state, asked.invoked
-        self.workspace.requested(doc, state)
         window = self.window_of(state)
         context = self.workspace.snapshot(doc, state, window)
         prompt = self.prompt(doc, state, context, invoked, window)
@@ -160,3 +170,8 @@ class RequestBuilder:
         return Request(str(next(self._ids)), doc, asked.version, state, prompt.window, prompt.settings, key,
                        asked.arrived, self.after_accept(key), invoked, 0.0 if invoked else self.config.min_confidence,
                        context, 1 if invoked else self.config.min_chars)
+
+    def requested(self, req: Request) -> None:
+        """A request was made at its state (the workspace's idle timer starts again): told once its answer is out,
+        since it changes no key."""
+        self.workspace.requested(req.doc, req.state)

@@ -119,16 +119,28 @@ class CompletionService:
     def answer(self, asked: Asked) -> Answer | Awaitable[Answer]:
         """The answer to what the editor asked: from memory at once (an Answer), or the awaitable of the one model run
         (or run in flight) that answers it. The request is built once and memory is looked in once before any wait."""
-        self.activity.requested()  # a request answered from memory is the user at work too
         if not self.model.loaded or self.model.backend is None:
+            self.activity.requested()
             return self._after_load(asked)
         req = self.requests.build(asked)
         answer = self._from_memory(req)
         if answer is None:
+            self._after(lambda: self._requested(req))
             return self._run(req)
-        self.waits.end(req.doc, "superseded")  # an older request still waiting out its debounce is of no use now
-        self.scheduler.hush(HUSH_S)  # the prefetches this answer sets going start once the client has read it
+        # the answer first; what does not change it follows once it is written, prefetches last (hush first)
+        self._after(lambda: self._answered_from_memory(req), first=True)
         return answer
+
+    def _requested(self, req: Request) -> None:
+        """What a request tells the collaborators that do not change its answer: the user is at work (the hand-over
+        holds off; a request answered from memory counts too), and where (the workspace's idle pick)."""
+        self.activity.requested()
+        self.requests.requested(req)
+
+    def _answered_from_memory(self, req: Request) -> None:
+        self.scheduler.hush(HUSH_S)  # the prefetches this answer sets going start once the client has read it
+        self.waits.end(req.doc, "superseded")  # an older request still waiting out its debounce is of no use now
+        self._requested(req)
 
     async def complete(self, asked: Asked) -> Answer:
         """answer(), awaited (for scripts and tests: `tabd complete`)."""
@@ -147,6 +159,7 @@ class CompletionService:
             self.answers.refused(LOADING)
             return refusal(LOADING)
         req = self.requests.build(asked, ready)
+        self.requests.requested(req)
         if not ready:
             return self._finish(req, Outcome("", "none", error=self.model.error))
         answer = self._from_memory(req)
@@ -197,7 +210,7 @@ class CompletionService:
         recalled = self.memory.recall(req.key, req.window, req.doc, req.state, own_key_only)
         if recalled is None:
             return None
-        self.speculator.used(recalled.key)
+        self._after(lambda: self.speculator.used(recalled.key))
         # the cache keeps a suggestion whole: each request gates it by its own threshold
         text = req.shown(recalled.text, recalled.confidence) if recalled.source == "cache" else recalled.text
         return self._serve(req, Outcome(text, recalled.source, recalled.depth, cache_ms=_since(req.t0),
@@ -255,8 +268,16 @@ class CompletionService:
 
     def _finish(self, req: Request, out: Outcome) -> Answer:
         latency = _since(req.t0)
-        reason = out.reason
-        self.answers.answered(out.shown_source, latency, req.after_accept, out.depth, out.debounce_ms, reason, out.source)
+        # after the answer is out: the counters and the log line cost the user nothing
+        self._after(lambda: self._answered(req, out, latency))
+        alternatives = tuple((a, pairs.consumed(a, req.state.after)) for a in out.alternatives)
+        return Answer(req.id, out.text, out.shown_source, out.depth, req.key, latency, pairs.consumed(out.text, req.state.after),
+                      out.reason, alternatives)
+
+    def _answered(self, req: Request, out: Outcome, latency: float) -> None:
+        """What an answer tells the collaborators that count, learn or log, once it is written."""
+        self.answers.answered(out.shown_source, latency, req.after_accept, out.depth, out.debounce_ms, out.reason,
+                              out.source)
         self.activity.shown(bool(out.text))  # while a suggestion shows, a Tab may come (the hand-over holds off)
         computed = out.computed
         if computed is not None:
@@ -266,13 +287,6 @@ class CompletionService:
             # latency also counts how long the suggestion is, which says nothing of the others
             self.speculator.engine.observe(computed.first_token_ms or latency - out.debounce_ms)
             self.activity.answered()
-        # after the answer is out: the log line costs the user nothing
-        self._after(lambda: self._log(req, out, latency))
-        alternatives = tuple((a, pairs.consumed(a, req.state.after)) for a in out.alternatives)
-        return Answer(req.id, out.text, out.shown_source, out.depth, req.key, latency, pairs.consumed(out.text, req.state.after),
-                      reason, alternatives)
-
-    def _log(self, req: Request, out: Outcome, latency: float) -> None:
         self.events.emit("completion", **self.reporter.completion(req, out, latency))
 
     def refused(self, reason: str) -> Answer:
@@ -283,12 +297,15 @@ class CompletionService:
 
     # -- after the answer is out ------------------------------------------------------------------
 
-    def _after(self, fn: Callable[[], None]) -> None:
-        """Run fn at the next turn of the loop, before it reads the client's next message (its Tab, which must not
-        overtake what fn sets going). An answer from memory is written before the loop turns, so fn costs it nothing;
-        an awaited answer is written by its task's done callback, queued after fn, so its log line is in the log
-        when the client reads it."""
-        self._pending_after.append(fn)
+    def _after(self, fn: Callable[[], None], first: bool = False) -> None:
+        """Run fn once the answer is written, before the loop reads the client's next message (its Tab, which must
+        not overtake what fn sets going): at the next turn where the answer was written at once (from memory), one
+        turn later in a task (an awaited answer, written by the task's done callback). Either way fn is queued before
+        the turn that reads what the client sends next. `first`: before what is pending (a hush before the prefetches it holds back)."""
+        if first:
+            self._pending_after.insert(0, fn)
+        else:
+            self._pending_after.append(fn)
         if len(self._pending_after) > 1:
             return  # the drain is scheduled already
         try:
@@ -296,7 +313,10 @@ class CompletionService:
         except RuntimeError:  # no loop (a plain call): now
             self.run_after()
             return
-        loop.call_soon(self.run_after)
+        if asyncio.current_task() is None:  # a message handled in a plain callback: its answer is written already
+            loop.call_soon(self.run_after)
+        else:  # in a task: the answer goes out in its done callback, which this turn queues; one turn more
+            loop.call_soon(loop.call_soon, self.run_after)
 
     def run_after(self) -> None:
         """What the answers given so far set going (type-through, accept tracking, planning, log lines), now."""
@@ -310,6 +330,8 @@ class CompletionService:
     # -- the report and the end ---------------------------------------------------------------------
 
     def stats_dict(self) -> dict[str, Any]:
+        """The report, counting every answer given so far (the counts an answer makes follow its write)."""
+        self.run_after()
         return self.reporter.stats_dict()
 
     def close(self) -> None:
@@ -340,7 +362,7 @@ def compose(config: Config, backend_factory: Callable[[Config], Backend] | None 
     context_changed: Signal[[str, Any, Any, Any]] = Signal()
     workspace = Workspace(context_options(config), config.prefix_chars, config.suffix_chars, context_changed)
     planned = RecentKeys(PLANNED_KEYS)
-    requests = RequestBuilder(config, model, workspace, planned.__contains__)
+    requests = RequestBuilder(config, model, workspace, planned.has)
     memory = Memory(config)
     jobs = ModelJobs(scheduler, model, events, follow_engine=config.backend == "openai" and config.parallel == 1)
     computations = Computations(jobs, memory, events)

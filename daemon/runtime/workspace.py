@@ -97,7 +97,8 @@ class Workspace:
         window's start, and that request's prompt is new anyway.
         """
         snap = self.snapshots.get(doc)
-        if snap is None or snap.moved_from(window.start, window.suffix):
+        # moved: the text after the cursor and the window's start both differ from the pick's (a jump, not typing)
+        if snap is None or (window.suffix != snap.suffix and window.start != snap.anchor):
             new = self.snapshots[doc] = self._pick(doc, state, window)
             if snap is not None and new.digest != snap.digest:
                 self.stats.changes += 1

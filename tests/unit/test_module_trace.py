@@ -16,7 +16,10 @@ from support.inprocess import INLINE, InProcess, inline_params
 from support.module_trace import ModuleTrace
 
 HIT_GOAL, MISS_GOAL = 10, 20  # issue 42's Done when
-HIT_TODAY, MISS_TODAY = 27, 42  # measured when this test was written: the ceiling until the path gets shorter
+# the ceiling until the path gets shorter: 27 and 42 when this test was written; 17 and 33 once the bookkeeping that
+# does not change an answer (activity, hand-over, workspace, counters, the debounce's end, the hush, the log line)
+# follows its write, admission and args left the served document's path, and a request's settings are made once
+HIT_TODAY, MISS_TODAY = 17, 33
 URI = "file:///a.py"
 
 
@@ -86,13 +89,13 @@ async def test_an_answer_from_memory_and_a_miss_touch_no_more_modules_than_today
     _bounded(miss, "a miss, on the event loop", MISS_TODAY)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 42: an answer from memory passes through 27 tabd modules today")
+@pytest.mark.xfail(strict=True, reason="issue 42: an answer from memory passes through 17 tabd modules today")
 async def test_an_answer_from_memory_touches_at_most_10_modules():
     _, hit = await miss_then_hit()
     _bounded(hit, "an answer from memory", HIT_GOAL)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 42: a miss passes through 42 tabd modules on the event loop today")
+@pytest.mark.xfail(strict=True, reason="issue 42: a miss passes through 33 tabd modules on the event loop today")
 async def test_a_miss_touches_at_most_20_modules_on_the_event_loop():
     miss, _ = await miss_then_hit()
     _bounded(miss, "a miss, on the event loop", MISS_GOAL)
