@@ -76,11 +76,13 @@ class PrefillSpeed:
         return int(ms / max(1e-9, self.ms_per_token))
 
 
-def within(budget_s: float, spent_s: float, steps: int) -> bool:
+def within(budget_s: float, spent_s: float, steps: int, longest_s: float = 0.0) -> bool:
     """Whether one more decode step fits in the budget, at the mean time of the steps so far (the first token comes
-    with the prefill): the answer comes within the budget, not a step after it (a 0.5B step is 40-100 ms here)."""
+    with the prefill) or the longest pass seen, whichever is more: the answer comes within the budget, not a step after
+    it (a 0.5B step is 40-120 ms here). The longest pass counts because the tokens a verify pass accepted as drafts come
+    together: per token they took a fraction of the pass that follows them."""
     step = spent_s / steps if steps > 0 else 0.0
-    return spent_s + step <= budget_s
+    return spent_s + max(step, longest_s) <= budget_s
 
 
 def cut_to_lines(text: str, chars: int, from_end: bool) -> str:
@@ -317,14 +319,18 @@ class LocalBackend(Backend):
         heal = layout.heal
         tokenizer = self.tokenizer
         decode_budget = self._decode_budget(waited_ms / 1000 + t1 - t0) if foreground else 0.0
+        asked_at, longest = [t1], [0.0]  # when go_on was last asked, and the longest time between two asks (a pass)
 
         def go_on(tokens: list[int]) -> bool:
             if tokens[-1] in self.stop_ids:
                 return False
             if should_stop():
                 raise Interrupted()
-            if decode_budget and not within(decode_budget, time.perf_counter() - t1, len(tokens) - 1):
-                return False  # the budget is spent: the answer is what it has (llama.vim's t_max_predict_ms)
+            if decode_budget:
+                now = time.perf_counter()
+                longest[0], asked_at[0] = max(longest[0], now - asked_at[0]), now
+                if not within(decode_budget, now - t1, len(tokens) - 1, longest[0]):
+                    return False  # the budget is spent: the answer is what it has (llama.vim's t_max_predict_ms)
             text = tokenizer.decode(tokens)[len(heal) :]
             if postprocess.repeats(text):
                 return False

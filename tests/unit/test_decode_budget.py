@@ -27,3 +27,11 @@ def test_a_step_is_taken_only_where_it_fits_at_the_mean_step_time_so_far():
 def test_the_prefill_overrun_comes_out_of_the_decode_budget(prompt_ms, predict_ms, prefill_s, budget):
     backend = SimpleNamespace(settings=LocalSettings(max_prompt_ms=prompt_ms, max_predict_ms=predict_ms))
     assert LocalBackend._decode_budget(backend, prefill_s) == pytest.approx(budget)  # type: ignore[arg-type]
+
+
+
+def test_a_pass_that_brought_several_tokens_is_counted_whole():
+    # 4 tokens in 0.5 s, three of them drafts one verify pass of 0.3 s accepted: 0.125 s a token, but a pass takes 0.3
+    assert within(1.0, 0.5, 4)  # by the mean alone the next would end at 0.625
+    assert within(1.0, 0.5, 4, longest_s=0.3)  # ... it ends at 0.8: it fits
+    assert not within(1.0, 0.8, 5, longest_s=0.3)  # ... a pass later it would end at 1.1: the answer is what it has
