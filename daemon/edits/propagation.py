@@ -130,6 +130,15 @@ def _made_twice(text: str, live: Sequence[Group], single: Transformation,
         other = lesson(i)
         general = generalised(single, other) if other is not None else None
         if general is not None:
+            if general.lines is not None:
+                # whole lines inserted: every earlier instance narrows the lines around to what all share (the line
+                # under an `import` added at the top of each function is whatever each does first: two examples
+                # that both begin `x = ...` do not make `=` part of the place)
+                for j in range(i - 1, -1, -1):
+                    earlier = lesson(j)
+                    wider = generalised(general, earlier) if earlier is not None else None
+                    if wider is not None and wider.lines is not None:
+                        general = wider
             return general
     return None
 

@@ -48,6 +48,24 @@ TWICE_FIXED = 2  # a change made twice with no word of its own: context tokens b
 SMALL_CHARS = 60  # a change that writes more, or spans lines, is repeated only once the user has made it twice
 SMALL_TOKENS = 12
 DELETED_TOKENS = 6  # a deletion this long is repeated from one example, whatever its size
+LINE_CONTEXT = 2  # a whole-line insertion: tokens kept from each end of the line above, and from the start of the one below
+LINE_ONCE = 1.0  # ... made once: the share of those a place must match (names count 1/2 when another name stands)
+LINE_FIXED = 2  # ... made twice: tokens both examples share (not holes), at least
+
+
+@dataclass(frozen=True)
+class Lines:
+    """Where a block of whole lines went, as the lines around it say (a line's own tokens say nothing there: the line
+    below an `import` added at the top of each function is whatever that function does first; the line above, a
+    docstring's end or the `def`, is what each place shares)."""
+
+    head: tuple[str | None, ...]  # the first tokens of the nearest non-blank line above ("^": none, the file's start)
+    tail: tuple[str | None, ...]  # its last tokens, last first
+    below: tuple[str | None, ...]  # the first tokens of the line the block went above ("$": none, the file's end)
+    indent: str  # the indentation of that line
+    above_indent: str  # ... and of the line above
+    blank: bool  # blank lines stood between the line above and the one below
+    top: bool  # the block went right under the line above (else right over the line below)
 
 
 @dataclass(frozen=True)
@@ -67,6 +85,8 @@ class Transformation:
     once: bool = True  # learned from one example (generalised() clears it): the gate is stricter
     worded: bool = False  # its old core holds a word that is not a keyword: the core itself picks the places
     affix: bool = False  # a string's prefix (`u'...'` -> `'...'`): wherever that prefix opens a string, context-free
+    lines: Lines | None = None  # whole lines inserted (`new` is the block): placed by the lines around, not by tokens
+    plain: Transformation | None = None  # ... and the same change read as tokens, for when the lines around differ
 
     @property
     def signature(self) -> tuple[object, ...]:
@@ -115,6 +135,15 @@ def learn(before: str, after: str, filename: str = "") -> Transformation | None:
     is empty, only whitespace, or too large to repeat."""
     p, s = shared_ends(before, after)
     new_tokens = tokens_of(after, filename)
+    block = _block(before, after, p, s, new_tokens)
+    if block is not None:
+        return replace(block, plain=_learned(before, after, p, s, new_tokens, filename))
+    return _learned(before, after, p, s, new_tokens, filename)
+
+
+def _learned(before: str, after: str, p: int, s: int, new_tokens: Sequence[Token],
+             filename: str) -> Transformation | None:
+    """learn() for the change between the shared prefix p and suffix s, read as tokens."""
     old_tokens = _lines_lexed(before, p, len(before) - s, new_tokens, filename)
     a, b_old, b_new = p, len(before) - s, len(after) - s
     # whole tokens: a change inside a word or a string piece takes the whole of it (the part both sides share)
@@ -147,6 +176,79 @@ def learn(before: str, after: str, filename: str = "") -> Transformation | None:
     affix = len(core) == 1 and _affix(old_tokens, core[0])
     return Transformation(tuple(t.text for t in core), (new_core,) if new_core else (), left, right, where, rename,
                           lead, trail, gap, old_core, callee, tuple(place(t.kind) for t in core), True, worded, affix)
+
+
+def _block(before: str, after: str, p: int, s: int, tokens: Sequence[Token]) -> Transformation | None:
+    """Whole lines inserted (the text between p and len(after) - s, nothing removed), learned by the lines around
+    them; None for any other change. The insertion is slid along the text it repeats (a block typed after a line's
+    end, `\n    import math`, is the same as the line `    import math` typed before the next line) until it starts
+    a line and ends with a line break."""
+    q = len(after) - s
+    if len(before) != p + s or "\n" not in after[p:q] or not after[p:q].strip() or q - p > MAX_CORE:
+        return None
+    x, y = p, q
+    while x > 0 and after[x - 1] == after[y - 1]:
+        x, y = x - 1, y - 1  # back as far as the text repeats, then on to the first reading that is whole lines
+    while x == y or not (x == 0 or after[x - 1] == "\n") or after[y - 1] != "\n" or after[x] == "\n":
+        if y >= len(after) or after[x] != after[y]:
+            return None  # no reading as whole lines: a change within lines
+        x, y = x + 1, y + 1
+    text = after[x:y]
+    first = _index_at(tokens, x)
+    if first >= len(tokens) or tokens[first].start >= y:
+        return None
+    context = _line_context(after, tokens, x, y)
+    if context is None:
+        return None
+    return Transformation((), (text,), (), (), place(tokens[first].kind), old_text="", lines=context)
+
+
+def _line_context(text: str, tokens: Sequence[Token], x: int, y: int) -> Lines | None:
+    """The Lines around a block that stands at [x, y) of `text` (or is to go at x when x == y): the nearest non-blank
+    line above x, the line at y."""
+    j = _index_at(tokens, y)  # the first token of the line below
+    if j < len(tokens) and tokens[j].kind == "nl":
+        j += 1
+    below_start = text.rfind("\n", 0, tokens[j].start) + 1 if j < len(tokens) else len(text)
+    indent = text[below_start:tokens[j].start] if j < len(tokens) else ""
+    if indent.strip():
+        return None  # the line below starts inside a token (a string that spans lines)
+    below = tuple(t.text for t in _line_from(tokens, j)[:LINE_CONTEXT]) or ("$",)
+    i = _index_at(tokens, x) - 1  # the last token above the block
+    while i >= 0 and tokens[i].kind == "nl":
+        i -= 1
+    if i < 0:
+        head: tuple[str | None, ...] = ("^",)
+        tail: tuple[str | None, ...] = ("^",)
+        above_indent, gap = "", text[:x]
+    else:
+        k = i
+        while k > 0 and tokens[k - 1].kind != "nl":
+            k -= 1
+        line = tokens[k:i + 1]
+        head = tuple(t.text for t in line[:LINE_CONTEXT])
+        tail = tuple(t.text for t in reversed(line[-LINE_CONTEXT:]))
+        start = text.rfind("\n", 0, tokens[k].start) + 1
+        above_indent = text[start:tokens[k].start] if not text[start:tokens[k].start].strip() else ""
+        gap = text[tokens[i].end:x]
+    blank_above = gap.count("\n") >= 2 or (i < 0 and x > 0)
+    blank_below = "\n" in text[y:below_start]
+    # a blank line apart, a line belongs to something else (the end of the function above a decorator added to the
+    # next): only the line the block touches is its context
+    if blank_above:
+        head, tail, above_indent = (), (), ""
+    elif blank_below:
+        below = ()
+    return Lines(head, tail, below, indent, above_indent, blank_above or blank_below, not blank_above)
+
+
+def _line_from(tokens: Sequence[Token], j: int) -> Sequence[Token]:
+    """The tokens of the line whose first token is tokens[j]."""
+    out = []
+    while j < len(tokens) and tokens[j].kind != "nl" and len(out) < LINE_CONTEXT:
+        out.append(tokens[j])
+        j += 1
+    return out
 
 
 def _affix(tokens: Sequence[Token], tok: Token) -> bool:
@@ -185,6 +287,15 @@ def _lines_lexed(before: str, a: int, b: int, after_tokens: Sequence[Token], fil
 def generalised(first: Transformation, second: Transformation) -> Transformation | None:
     """One transformation that explains both examples: their shared context, and the names that differ in the core
     (and are copied into the new text) as holes; None when they are not one change."""
+    if first.lines is not None and second.lines is not None:
+        general = _lines_generalised(first, second)
+        if general is not None:
+            return general
+    if first.lines is not None or second.lines is not None:
+        # the lines around differ (`@override` over each method: what ends the method above is anyone's): the
+        # change as tokens may still be one
+        a, b = first.plain if first.lines else first, second.plain if second.lines else second
+        return generalised(a, b) if a is not None and b is not None else None
     if first.where != second.where or len(first.core) != len(second.core) or first.rename != second.rename:
         return None
     holes = [i for i, (x, y) in enumerate(zip(first.core, second.core)) if x != y]
@@ -197,6 +308,21 @@ def generalised(first: Transformation, second: Transformation) -> Transformation
     core = tuple(HOLE if i in holes else t for i, t in enumerate(first.core))
     return replace(first, core=core, new=new, left=_shared(first.left, second.left),
                    right=_shared(first.right, second.right), once=False)
+
+
+def _lines_generalised(first: Transformation, second: Transformation) -> Transformation | None:
+    """Two whole-line insertions of the same block as one: the tokens of the lines around that both share (the names
+    that differ are holes); None when the blocks differ, or sit differently (indentation, blank lines), or too little
+    around them is the same (LINE_FIXED: `@override` over some `def`s and not others is a guess)."""
+    a, b = first.lines, second.lines
+    if a is None or b is None or first.new != second.new or first.where != second.where:
+        return None
+    if (a.indent, a.above_indent, a.blank, a.top) != (b.indent, b.above_indent, b.blank, b.top):
+        return None
+    lines = replace(a, head=_shared(a.head, b.head), tail=_shared(a.tail, b.tail), below=_shared(a.below, b.below))
+    if sum(_fixed(side) for side in (lines.head, lines.tail, lines.below)) < LINE_FIXED:
+        return None
+    return replace(first, lines=lines, once=False)
 
 
 def _template(t: Transformation, holes: list[int]) -> tuple[str | int, ...] | None:
@@ -228,7 +354,7 @@ def _shared(a: tuple[str | None, ...], b: tuple[str | None, ...]) -> tuple[str |
     for x, y in zip(a, b):
         if x == y:
             out.append(x)
-        elif x is not None and y is not None and is_name(x) and is_name(y):
+        elif (x is None or is_name(x)) and (y is None or is_name(y)):  # a hole already (a third example): still one
             out.append(HOLE)
         else:
             break
@@ -335,6 +461,8 @@ def _dotted(text: str) -> bool:
 def sites(text: str, t: Transformation, filename: str = "", avoid: tuple[int, int] | None = None) -> list[Site]:
     """Every place in `text` where `t` applies, in text order; `avoid`: a range (the example itself) to skip."""
     tokens = tokens_of(text, filename)
+    if t.lines is not None:
+        return _line_sites(text, tokens, t, t.lines, avoid)
     found: list[Site] = []
     for i in _anchors(tokens, t):
         site = _at(text, tokens, t, i)
@@ -360,6 +488,52 @@ def next_site(text: str, t: Transformation, cursor: int, filename: str = "",
     if near:
         return min(found, key=lambda s: min(abs(s.start - cursor), abs(s.end - cursor)))
     return next((s for s in found if s.start >= cursor), found[0] if wrap else None)
+
+
+def _line_sites(text: str, tokens: Sequence[Token], t: Transformation, want: Lines,
+                avoid: tuple[int, int] | None) -> list[Site]:
+    """The places a block of whole lines goes: between two lines that read as the example's did (the same indentation,
+    the same blank lines between, the same tokens at the ends of the line above and the start of the one below)."""
+    block = _joined(t.new)
+    found: list[Site] = []
+    for j, tok in enumerate(tokens):
+        if j and tokens[j - 1].kind != "nl" or tok.kind == "nl":
+            continue
+        if place(tok.kind) != t.where:
+            continue
+        x = text.rfind("\n", 0, tok.start) + 1  # right over this line, or right under the line above it
+        if want.top and j >= 2:
+            x = text.find("\n", tokens[j - 2].end) + 1
+        if avoid is not None and avoid[0] <= x <= avoid[1]:
+            continue
+        got = _line_context(text, tokens, x, x)
+        if got is None or (got.indent, got.above_indent, got.blank) != (want.indent, want.above_indent, want.blank):
+            continue
+        score = _lines_score(want, got, t.once)
+        if score is None or text[x:x + len(block)] == block or text[max(0, x - len(block)):x] == block:
+            continue
+        found.append(Site(x, x, block, score))
+        if len(found) >= MAX_SITES:
+            break
+    return found
+
+
+def _lines_score(want: Lines, got: Lines, once: bool) -> float | None:
+    """The share of the example's line tokens that stand at a place (a hole takes any name; made once, another name
+    where a name stood counts 1/2), or None below the gate: made once, LINE_ONCE; made twice, every token both
+    examples shared."""
+    score, total = 0.0, 0
+    for w_side, g_side in ((want.head, got.head), (want.tail, got.tail), (want.below, got.below)):
+        total += len(w_side)
+        for w, g in zip(w_side, g_side):
+            if w == g or (w is None and g is not None and is_name(g)):
+                score += 1
+            elif once and w is not None and is_name(w) and is_name(g or ""):
+                score += 0.5
+            else:
+                break
+    share = score / total if total else 1.0
+    return share if share >= (LINE_ONCE if once else 1.0) else None
 
 
 def _anchors(tokens: Sequence[Token], t: Transformation) -> list[int]:

@@ -190,6 +190,54 @@ def test_two_changes_made_in_turn_propose_the_other_half_next():
     assert text.index("def g") < p.start < text.index("def h")
 
 
+def inserted_in_turn(text: str, blocks: list[tuple[str, str]]) -> tuple[str, propagation.Proposal | None]:
+    """The user types each (after, block): `block` right after the first `after`, two seconds apart; the text then,
+    and what is proposed once they pause."""
+    history = DocHistory()
+    now = 100.0
+    for after, block in blocks:
+        at = text.index(after) + len(after)
+        history.edited(at, "", block, now)
+        text = text[:at] + block + text[at:]
+        now += 2.0
+    return text, propagation.propose(text, list(history.groups), at + len(block), now + 5.0, "m.py")
+
+
+def functions(*firsts: str) -> str:
+    """Functions a, b, c... each with a docstring (b's on several lines), each beginning with one of `firsts`."""
+    docs = ['"""A."""', '"""B.\n\n    More.\n    """', '"""C."""', '"""D."""', '"""E."""']
+    return "".join(f"def {name}(x):\n    {doc}\n    {first}\n    return math.floor(x)\n\n\n"
+                   for name, doc, first in zip("abcde", docs, firsts))
+
+
+def test_a_line_added_at_the_top_of_two_functions_goes_to_the_top_of_the_next_whatever_it_starts_with():
+    # the line under the block is whatever each function does first; the line above (the docstring's end) and the
+    # indentation are what the places share
+    before = functions("y = 1", 'if x:\n        """Not a docstring."""\n        x = 2', "while x:\n        x -= 1")
+    block = "    import math\n\n"
+    text, p = inserted_in_turn(before, [('"""A."""\n', block), ('    """\n', block)])
+    # the next function's top, not the line under the string inside `if x:` (indented further)
+    assert p is not None and (p.start, p.end, p.text) == (text.index("    while x:"), text.index("    while x:"), block)
+    _, once = inserted_in_turn(before, [('"""A."""\n', block)])
+    assert once is None  # made once: one example says too little
+
+
+def test_each_earlier_instance_of_a_line_narrows_what_its_places_must_share():
+    # three functions made: the last two both begin `name = ...`, the first does not; the next begins with `try`
+    before = functions("if x:\n        x = 2", "z = x", "w = x", "try:\n        x = 3\n    finally:\n        pass")
+    block = "    import math\n\n"
+    text, p = inserted_in_turn(before, [('"""A."""\n', block), ('    """\n', block), ('"""C."""\n', block)])
+    assert p is not None and (p.start, p.end, p.text) == (text.index("    try:"), text.index("    try:"), block)
+
+
+def test_a_decorator_added_over_two_methods_goes_over_the_next_whatever_ends_the_method_above():
+    # a blank line apart, the line above belongs to the method before: only the `def` under the block is its place
+    before = ("class A(B):\n    def f(self):\n        return 1\n\n    def g(self):\n        return 2\n\n"
+              "    def h(self):\n        pass\n\n    def i(self):\n        return 3\n")
+    text, p = inserted_in_turn(before, [("return 1\n\n", "    @override\n"), ("return 2\n\n", "    @override\n")])
+    assert p is not None and text[:p.start] + p.text + text[p.end:] == text.replace("    def i", "    @override\n    def i")
+
+
 def test_changes_that_are_not_repeatable_are_not_proposed():
     text = "x = 1\ny = 2\n"
     assert learn(text, "x = 1\n  y = 2\n") is None  # whitespace: the formatter's
