@@ -509,22 +509,40 @@ class LocalBackend(Backend):
         todo = len(layout.ids) - self.pool.held(layout.ids)
         if speed.ms(todo) <= budget:
             return None
-        # a power of two: the next keystroke picks the same lines though the speed measured moves a little, and
-        # finds their keys and values kept
-        fits = SHORT_MIN_TOKENS
-        while fits * 2 <= speed.tokens_in(budget):
-            fits *= 2
         text_tokens = max(1, len(layout.ids) - layout.context_tokens)
         per_token = (len(prefix) + len(suffix)) / text_tokens  # characters a token, in this prompt
-        head = cut_to_lines(prefix, int(fits * 0.75 * per_token), from_end=True)
-        tail = cut_to_lines(suffix, int(fits * 0.25 * per_token), from_end=False)
-        short = self.layout(head, tail, settings.max_new_tokens)
-        if len(short.ids) >= todo:
-            return None
-        held = self.pool.held(short.ids)
-        if held >= len(short.ids) - 1 or speed.ms(len(short.ids) - held) < speed.ms(todo):
-            return head, tail, short
+        # the largest window whose uncomputed part fits what the wait left, else the one that costs least (where a
+        # request before ran on one, its keys and values are kept: a keystroke after a short answer that waited behind
+        # the background work goes on there, rather than on fewer lines it would have to compute)
+        cheapest: tuple[float, tuple[str, str, PromptLayout]] | None = None
+        for fits in self._window_sizes():
+            head = cut_to_lines(prefix, int(fits * 0.75 * per_token), from_end=True)
+            tail = cut_to_lines(suffix, int(fits * 0.25 * per_token), from_end=False)
+            short = self.layout(head, tail, settings.max_new_tokens)
+            if len(short.ids) >= todo:
+                return None  # the whole window costs no more
+            cost = speed.ms(len(short.ids) - self.pool.held(short.ids))
+            if speed.ms(fits) - (speed.ms(len(short.ids)) - cost) <= budget:  # its nominal size, less what is kept
+                cheapest = (cost, (head, tail, short))
+                break
+            if cheapest is None or cost < cheapest[0]:
+                cheapest = (cost, (head, tail, short))
+        if cheapest is not None and (cheapest[0] <= speed.ms(1) or cheapest[0] < speed.ms(todo)):
+            return cheapest[1]
         return None
+
+    def _window_sizes(self) -> list[int]:
+        """The short window's sizes in tokens, largest first: powers of two from what the whole prefill budget fits at
+        the speed measured down to SHORT_MIN_TOKENS. Powers of two: the next keystroke picks the same lines though the
+        speed measured moves a little, and finds their keys and values kept."""
+        fits = SHORT_MIN_TOKENS
+        while fits * 2 <= self.prefill_speed.tokens_in(self.settings.max_prompt_ms):
+            fits *= 2
+        sizes = []
+        while fits >= SHORT_MIN_TOKENS:
+            sizes.append(fits)
+            fits //= 2
+        return sizes
 
     def warm(self, query: Query, should_stop: Callable[[], bool] = never) -> Prediction:
         """Prefill the prompt predict() would run, decode nothing (llama.vim's n_predict 0): its next call is a KV hit."""

@@ -47,8 +47,10 @@ def end(text: str) -> tuple[int, int]:
     return len(lines) - 1, len(lines[-1])
 
 
-def cold_text() -> str:
+def cold_text(turn: int = 0) -> str:
+    """6,000 characters of code, its lines turned by `turn` thousand characters (another file, as the model sees it)."""
     text = long_text(6000)
+    text = text[turn * 1000 :] + text[: turn * 1000]
     return text[: text.rfind("\n")] + "\nx = 1"  # ends a line: the fixture model writes ` total()` there
 
 
@@ -66,14 +68,14 @@ def test_a_cold_request_that_waited_behind_a_warmup_runs_on_a_shorter_window_tha
             text = "".join(f"def f{i}_{j}(x):\n    return x * {j} + {i}\n" for j in range(30)) + "y = 2"
             s.open(docs[name], text)
             assert s.inline(docs[name], *end(text))["result"]["items"]
-        text = cold_text()
+        text, a_text = cold_text(), cold_text(3)  # the same size, other lines: nothing of A is kept from C
         s.open(docs["c"], text)
-        s.open(docs["a"], "# a\n" + text)  # the same prompt but for its first line: not C's answer from memory
+        s.open(docs["a"], a_text)
         # C, cold, with the worker free: a short window that fits the budget; its whole window is then prefilled in
         # the background, in one chunk of seconds
         c_reply = s.inline(docs["c"], *end(text))
         time.sleep(0.5)  # the warm-up is into its chunk (it takes seconds), past its check for a request waiting
-        a_reply = s.inline(docs["a"], end(text)[0] + 1, end(text)[1], timeout=120)  # A, the same cold prompt, asked during that chunk
+        a_reply = s.inline(docs["a"], *end(a_text), timeout=120)  # A, as cold as C, asked during that chunk
         assert s.shutdown_exit() == 0
     finally:
         s.close()

@@ -70,21 +70,40 @@ def test_the_wait_before_a_run_is_taken_from_the_prefill_budget_and_then_from_th
 
     backend = LocalBackend(LocalSettings(kv_reuse=True, engine="torch+native", threads=1, max_prompt_ms=256,
                                          max_predict_ms=1000))
-    prefix = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(200)) + "def g(y):\n    return "
     settings = GenSettings(max_new_tokens=4)
     tokens = {}
     decoded = {}
-    for waited in (0.0, 128.0, 5000.0):  # in separate slots: none holds the whole window
+    for waited in (0.0, 128.0, 5000.0):  # each its own text: no slot holds any of it
+        prefix = "".join(f"def f{i}_{waited:g}(x):\n    return x + {i}\n" for i in range(200)) + "def g(y):\n    return "
         backend.prefill_speed.ms_per_token = 1.0  # 256 tokens fit the budget: the whole window does not
         p = backend.predict(Query(prefix, "", settings, slot_id=f"w{waited:g}", waited_ms=waited))
         tokens[waited] = p.prefill_tokens + p.reused_tokens
         decoded[waited] = p.decode_tokens
         assert p.wait_ms == waited  # what the log's wait_ms says
     # the window is chosen for what the wait left: 256 tokens, 128, and past the budget the shortest
-    assert tokens[5000.0] <= SHORT_MIN_TOKENS + 8 < tokens[128.0] <= 128 + 8 < tokens[0.0] <= 256 + 8
+    assert tokens[5000.0] < 2 * SHORT_MIN_TOKENS < tokens[128.0] < 2 * 128 < tokens[0.0] < 2 * 256, tokens
     # a prefetch has no one waiting: no budget, the whole window
     background = backend.predict(Query(prefix, "", settings, slot_id="bg", priority=1, waited_ms=1000.0))
     assert background.wait_ms == 0 and background.window_chars == len(prefix)
     # the decode gets what the wait and the prefill left of the two budgets together: after a wait of 5 s, a token's
     # worth (the step after the first, which comes with the prefill, is not taken where it would not fit)
     assert decoded[5000.0] < decoded[0.0]
+
+
+def test_a_keystroke_that_waited_goes_on_in_the_short_window_kept_in_the_kv_rather_than_a_shorter_one():
+    from tabd.predictor.backends.backend_settings import LocalSettings
+    from tabd.predictor.backends.local import LocalBackend
+    from tabd.predictor.types import GenSettings, Query
+
+    backend = LocalBackend(LocalSettings(kv_reuse=True, engine="torch+native", threads=1, max_prompt_ms=256))
+    prefix = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(200)) + "def g(y):\n    return "
+    settings = GenSettings(max_new_tokens=4)
+    backend.prefill_speed.ms_per_token = 1.0
+    first = backend.predict(Query(prefix, "", settings, slot_id="a"))
+    backend.prefill_speed.ms_per_token = 1.0
+    # the next keystroke waited past the budget behind other work: its window's keys and values are kept, so it
+    # costs a token, and the window the wait alone would leave (32 tokens) would cost more and know less
+    key = backend.predict(Query(prefix + "y", "", settings, slot_id="a", waited_ms=1000.0))
+    assert 128 < first.prefill_tokens + first.reused_tokens <= 256 + 8
+    assert key.window_chars == first.window_chars + 1
+    assert key.prefill_tokens <= 2
