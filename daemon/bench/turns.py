@@ -12,7 +12,8 @@ the server's log (its completion lines name documents by a hash of the URI):
   A's answer still comes, and how much of its prompt it took from the KV it
   had computed before B pre-empted it (`a_reused_tokens`).
 - cold: FILES cold documents of DOC_CHARS, the default budget: the client's time
-  to the first suggestion in each, and the keystroke KEY_GAP_S after it: the
+  to the first suggestion in each (and from the server's log, the wait it took from
+  its budget, `first_wait_ms`, and its window, `first_window_chars`), and the keystroke KEY_GAP_S after it: the
   share of its prompt reused (`keystroke_reuse`) and its window (`window_chars`).
 - turns (for each N of `--docs-count`): N documents edited in turn, KEYS
   keystrokes each, a pass cold and then a pass warm: each request's wait behind
@@ -179,6 +180,7 @@ def overlap(model_dir: Path, extra: list[str], log: Path, chars: int, chunk: int
 def cold(model_dir: Path, extra: list[str], log: Path, chars: int, files: int) -> dict:
     s = _start(model_dir, extra, log, chars)
     firsts, reuse, windows, keystroke_ms, whole = [], [], [], [], []
+    first_waits, first_windows = [], []  # the first request's wait taken from its budget, and the window it ran on
     try:
         for i in range(files):
             uri = f"file:///bench/cold_{i}.py"
@@ -194,6 +196,9 @@ def cold(model_dir: Path, extra: list[str], log: Path, chars: int, files: int) -
                 continue
             firsts.append(first_ms)
             keystroke_ms.append(key_ms)
+            if computed(first):
+                first_waits.append(first.get("wait_ms", 0.0))
+                first_windows.append(first.get("window_chars", 0))
             if computed(key):
                 reuse.append(_reuse(key))
                 windows.append(key.get("window_chars", 0))
@@ -201,6 +206,7 @@ def cold(model_dir: Path, extra: list[str], log: Path, chars: int, files: int) -
     finally:
         s.client.close()
     return {"files": files, "first_ms": [round(v, 1) for v in firsts], "first_p50_ms": _p50(firsts),
+            "first_wait_ms": [round(v, 1) for v in first_waits], "first_window_chars": first_windows,
             "keystroke_ms_p50": _p50(keystroke_ms), "keystroke_reuse": [round(r, 4) for r in reuse],
             "keystroke_reuse_p50": round(statistics.median(reuse), 4) if reuse else None,
             "keystroke_window_chars": windows, "keystroke_whole_window": sum(whole)}
