@@ -37,7 +37,11 @@ as llama.vim sends it: llama-server (/infill, and its /v1/completions) gets
 the time is up and a line is done); every engine's stream is cut max_predict_ms
 after its first token, the answer being what came (the connection closed stops
 the engine's decode); and engines without such fields are asked for no more
-`max_tokens` than their measured decode rate fits in the budget.
+`max_tokens` than their measured decode rate fits in the budget. The budgets
+count from the request's asking, as the local backend's do: what it waited
+before this call (Query.waited_ms: the daemon's queue, paused behind a newer
+request of another document) is taken from max_prompt_ms first, and the decode
+gets what is left of the two together (_budgets); the answer's wait_ms says so.
 """
 from __future__ import annotations
 
@@ -67,6 +71,10 @@ PRIORITY_ENGINES = ("tabd", "vllm")  # owned_by of engines that order requests b
 # A refused engine is not asked again for this long (each request in it answers at once); then one request tries
 # once, with no retries, so an engine that is back is noticed within this time and one that is not costs nothing.
 DOWN_S = 0.25
+# What a budget that the request's wait used up is sent as, in ms: never 0 or less, which llama-server reads as no
+# limit. 1 is what llama.vim itself sends for its background requests: llama-server stops at the first line's end,
+# and the stream is cut after the first token that comes (the engine answers with what it has, a first token always).
+BUDGET_FLOOR_MS = 1
 
 Json = dict[str, Any]
 
@@ -365,7 +373,7 @@ class RemoteBackend(Backend):
             body["cache_prompt"] = True
             body.update(self._time_limits(query))
         elif self._foreground(query) and self.max_predict_ms:
-            body["max_tokens"] = self.decode_rate.tokens_in(self.max_predict_ms, settings.max_new_tokens)
+            body["max_tokens"] = self.decode_rate.tokens_in(self._budgets(query)[1], settings.max_new_tokens)
         if self.asks_logprobs and info.owned_by != "tabd":  # serve-model sends its confidence in its `tabd` field
             body["logprobs"] = 0  # the chosen token's only
         if self.logit_bias:
@@ -379,11 +387,24 @@ class RemoteBackend(Backend):
         return query.priority <= 0 and not query.settings.raw and not query.settings.plain
 
     def _time_limits(self, query: Query) -> Json:
-        """llama.vim's fields for llama-server, on a request the user waits for (a prefetch has no one waiting)."""
+        """llama.vim's fields for llama-server, on a request the user waits for (a prefetch has no one waiting): what
+        its wait left of the budgets (_budgets)."""
+        return {k: v for k, v in zip(("t_max_prompt_ms", "t_max_predict_ms"), self._budgets(query)) if v > 0}
+
+    def _budgets(self, query: Query) -> tuple[int, int]:
+        """(prefill ms, decode ms) left to a request the user waits for, counted from its asking as the local backend
+        counts them (local.py, _decode_budget): its wait before this call (Query.waited_ms) is taken from
+        max_prompt_ms first, and max_predict_ms loses only what the wait took past that, so the two bound the
+        request together; a budget used up is BUDGET_FLOOR_MS, never 0. In whole ms, the wait's fraction of one not
+        taken (the hand-over to a free worker alone is a fraction of a ms). 0 where a budget is off; (0, 0) for a
+        prefetch. Without max_prompt_ms the wait is not taken from the decode, as locally."""
         if not self._foreground(query):
-            return {}
-        return {k: int(v) for k, v in (("t_max_prompt_ms", self.max_prompt_ms), ("t_max_predict_ms", self.max_predict_ms))
-                if v > 0}
+            return 0, 0
+        prompt, predict = self.max_prompt_ms, self.max_predict_ms
+        waited = max(0.0, query.waited_ms) if prompt > 0 else 0.0
+        over = max(0.0, waited - prompt)
+        return (max(BUDGET_FLOOR_MS, math.ceil(prompt - waited)) if prompt > 0 else 0,
+                max(BUDGET_FLOOR_MS, math.ceil(predict - over)) if predict > 0 else 0)
 
     def _plain_body(self, prompt: str, settings: GenSettings, priority: int) -> Json:
         """A next-edit prompt in its model's own format (GenSettings.plain): the text as it is, whatever the route
@@ -407,7 +428,7 @@ class RemoteBackend(Backend):
         prefix, suffix, settings = query.prefix, query.suffix, query.settings
         line = postprocess.CursorLine.of(prefix, suffix)
 
-        budget = self.max_predict_ms / 1000 if self._foreground(query) else 0.0
+        budget = self._budgets(query)[1] / 1000  # what the wait before this call left of the decode's (0: none)
 
         def done(got: Streamed) -> bool:  # the local backend's stop rule, applied to the streamed text
             if settings.stop_below > 0 and got.unsure_from(settings.stop_below) is not None:
@@ -440,6 +461,7 @@ class RemoteBackend(Backend):
             decode_ms=float(stats.get("decode_ms", (t2 - t1) * 1000)),
             context_tokens=int(stats.get("context_tokens", 0)),
             first_token_ms=(first_at - t0) * 1000 if first_at else 0.0,
+            wait_ms=query.waited_ms if self._foreground(query) else 0.0,  # taken from its budgets (the log's wait_ms)
         )
 
     def warm(self, query: Query, should_stop: Callable[[], bool] = never) -> Prediction:
