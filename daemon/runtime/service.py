@@ -301,7 +301,8 @@ class CompletionService:
         """Run fn once the answer is written, before the loop reads the client's next message (its Tab, which must
         not overtake what fn sets going): at the next turn where the answer was written at once (from memory), one
         turn later in a task (an awaited answer, written by the task's done callback). Either way fn is queued before
-        the turn that reads what the client sends next. `first`: before what is pending (a hush before the prefetches it holds back)."""
+        the turn that reads what the client sends next. `first`: before what is pending (a hush before the prefetches
+        it holds back)."""
         if first:
             self._pending_after.insert(0, fn)
         else:
