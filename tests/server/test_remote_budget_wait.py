@@ -25,6 +25,7 @@ from tabd.lsp.client import Client
 from tabd.predictor.backends.remote import BUDGET_FLOOR_MS
 
 PROMPT_MS, PREDICT_MS = 300, 1000
+GAP_MS = 50  # the engine's time between tokens
 
 
 def sent_for(bodies: list[dict], text: str) -> list[dict]:
@@ -32,18 +33,19 @@ def sent_for(bodies: list[dict], text: str) -> list[dict]:
     return [b for b in bodies if text in b.get("prompt", "")]
 
 
-@pytest.mark.asyncio
-async def test_a_request_paused_behind_another_documents_is_sent_what_its_wait_left_of_the_budgets(tmp_path):
+async def paused_behind(tmp_path, models: list[dict], *extra: str) -> tuple[list[dict], list[dict], dict]:
+    """Document A asked, and document B while A's call streams: the bodies the engine got for A and for B, in order,
+    and A's completion log line. Both answers are checked to have come."""
     log = tmp_path / "tabd.jsonl"
     with stub_model("tokens") as (engine, url):
-        engine.models = [{"id": "qwen2.5-coder-0.5b", "owned_by": "llamacpp"}]
-        engine.token_gap = 0.05
+        engine.models = models
+        engine.token_gap = GAP_MS / 1000
         engine.tokens = [("1", 0.99)] * 60  # a 3 s stream: longer than any budget here
         client = Client("test-remote-budget-wait")
         await client.start([sys.executable, "-m", "tabd.daemon", "serve", "--backend", "openai", "--url", url,
                             "--debounce-ms", "0", "--no-warmup", "--no-speculation", "--min-confidence", "0",
                             "--max-prompt-ms", str(PROMPT_MS), "--max-predict-ms", str(PREDICT_MS),
-                            "--log", str(log)], env=dict(os.environ))
+                            "--log", str(log), *extra], env=dict(os.environ))
         try:
             await client.initialize(root_uri=(tmp_path / "w").as_uri())
             a, b = ((tmp_path / "w" / f"{name}.py").as_uri() for name in ("a", "b"))
@@ -56,15 +58,25 @@ async def test_a_request_paused_behind_another_documents_is_sent_what_its_wait_l
                 await asyncio.sleep(0.01)
             await asyncio.sleep(0.2)
             b_future = client.inline_completion(b, {"line": 0, "character": len("beta = ")})
-            a_result, b_result = await asyncio.wait_for(
+            results = await asyncio.wait_for(
                 asyncio.gather(asyncio.wrap_future(a_future), asyncio.wrap_future(b_future)), 60)
             await asyncio.wait_for(client.shutdown(), 30)
         finally:
             await client.stop()
+    for result in results:  # both answered, A with what its engine had by its budget's end
+        assert result["items"] and result["items"][0]["insertText"].startswith("1")
     a_sent, b_sent = sent_for(engine.bodies, "alpha = "), sent_for(engine.bodies, "beta = ")
     assert len(a_sent) == 2 and len(b_sent) == 1  # A's call, hung up on for B's, then A's again after B's
-    for result in (a_result, b_result):  # both answered, A with what its engine had by its budget's end
-        assert result["items"] and result["items"][0]["insertText"].startswith("1")
+    lines = {e["doc"]: e for e in read_log(log) if e["event"] == "completion"}
+    a_line = lines[doc_hash(a)]
+    assert a_line["source"] == "model" and a_line["preemptions"] == 1
+    assert a_line["wait_ms"] >= PREDICT_MS  # its wait, taken from its budgets, in the log: B's run at least
+    return a_sent, b_sent, a_line
+
+
+@pytest.mark.asyncio
+async def test_a_request_paused_behind_another_documents_is_sent_what_its_wait_left_of_the_budgets(tmp_path):
+    a_sent, b_sent, _ = await paused_behind(tmp_path, [{"id": "qwen2.5-coder-0.5b", "owned_by": "llamacpp"}])
     first, again = a_sent
     # asked again after B's second-long run, A's prefill budget is used up (the floor, never 0: no limit to
     # llama-server) and its decode budget lost what the wait took past the prefill's: B's run less 300 ms at least
@@ -74,7 +86,15 @@ async def test_a_request_paused_behind_another_documents_is_sent_what_its_wait_l
     for asked in (first, b_sent[0]):
         assert asked["t_max_prompt_ms"] > again["t_max_prompt_ms"]
         assert asked["t_max_predict_ms"] > again["t_max_predict_ms"]
-    lines = {e["doc"]: e for e in read_log(log) if e["event"] == "completion"}
-    a_line = lines[doc_hash(a)]
-    assert a_line["source"] == "model" and a_line["preemptions"] == 1
-    assert a_line["wait_ms"] >= PREDICT_MS  # its wait, taken from its budgets, in the log: B's run at least
+
+
+@pytest.mark.asyncio
+async def test_an_engine_without_time_fields_is_asked_for_the_tokens_that_what_the_wait_left_fits(tmp_path):
+    """The same order on an engine that takes no time limits: B's run (cut 1 s after its first token) measured its
+    decode rate, at least GAP_MS a token, and A asked again is asked for no more tokens than the 300 ms at most that
+    its wait left of the decode budget fit (1,000 ms, before: 20 tokens and more)."""
+    a_sent, b_sent, _ = await paused_behind(tmp_path, [], "--fim", "tabd")
+    first, again = a_sent
+    assert not any(k.startswith("t_max") for k in again)
+    assert first["max_tokens"] == b_sent[0]["max_tokens"] == 48  # no rate measured yet: the setting's
+    assert 1 <= again["max_tokens"] <= (PREDICT_MS - (PREDICT_MS - PROMPT_MS)) // GAP_MS + 1
