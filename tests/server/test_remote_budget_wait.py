@@ -52,11 +52,10 @@ async def paused_behind(tmp_path, models: list[dict], *extra: str) -> tuple[list
             client.open(a, "python", 1, "alpha = \n")
             client.open(b, "python", 1, "beta = \n")
             a_future = client.inline_completion(a, {"line": 0, "character": len("alpha = ")})
-            for _ in range(1000):  # A's call is at the engine, streaming
+            for _ in range(1000):  # A's call is at the engine, streaming (for its budget's second at least)
                 if sent_for(engine.bodies, "alpha = "):
                     break
                 await asyncio.sleep(0.01)
-            await asyncio.sleep(0.2)
             b_future = client.inline_completion(b, {"line": 0, "character": len("beta = ")})
             results = await asyncio.wait_for(
                 asyncio.gather(asyncio.wrap_future(a_future), asyncio.wrap_future(b_future)), 60)
