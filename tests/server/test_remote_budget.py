@@ -46,7 +46,8 @@ async def test_llama_server_is_sent_llama_vims_time_limits_on_the_request_the_us
         shown = await ask(url, tmp_path, "x = \n", "--max-prompt-ms", "300", "--max-predict-ms", "700")
         assert shown == ["42"] and engine.hits[0] == "/infill"
         asked = engine.bodies[0]
-        assert (asked["t_max_prompt_ms"], asked["t_max_predict_ms"]) == (300, 700)
+        # the prefill's limit less what the request waited before its call (a loaded machine's hand-over: a few ms)
+        assert 200 < asked["t_max_prompt_ms"] <= 300 and asked["t_max_predict_ms"] == 700, asked
         # the prefetches that follow (the state after a Tab) have no one waiting for them: no limit
         later = [b for b in engine.bodies[1:] if b.get("input_prefix") != "x = "]
         assert all("t_max_predict_ms" not in b and "t_max_prompt_ms" not in b for b in later)
@@ -58,7 +59,8 @@ async def test_llama_servers_openai_route_gets_the_limits_too_and_zero_sends_non
         engine.models = [{"id": "qwen2.5-coder-0.5b", "owned_by": "llamacpp"}]
         engine.tokens = [("1", 0.99)]
         await ask(url, tmp_path, "x = \n", "--max-prompt-ms", "250", "--max-predict-ms", "900")
-        assert (engine.bodies[0]["t_max_prompt_ms"], engine.bodies[0]["t_max_predict_ms"]) == (250, 900)
+        first = engine.bodies[0]
+        assert 150 < first["t_max_prompt_ms"] <= 250 and first["t_max_predict_ms"] == 900, first  # less its wait
         assert engine.bodies[0]["cache_prompt"] is True
         engine.bodies.clear()
         await ask(url, tmp_path, "x = \n", "--max-prompt-ms", "0", "--max-predict-ms", "0")
