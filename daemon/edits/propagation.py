@@ -22,6 +22,7 @@ from typing import Callable, Collection, NamedTuple, Sequence
 
 from tabd.daemon.edits.history import Group
 from tabd.daemon.edits.synthesis import Transformation, generalised, learn, next_site, undone
+from tabd.daemon.edits.tokens import shared_ends
 
 PAUSE_S = 1.0  # typing at the end of the change, this long without an edit counts as done
 COMPOUND_S = 15.0  # two edits on one line this close together are one change
@@ -71,7 +72,9 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[C
     def lesson(i: int) -> Transformation | None:
         """What the i-th live group taught, learned once per call (the walks below ask for the same ones)."""
         if i not in taught:
-            taught[i] = learn(undone(text, [live[i]]), text, filename)
+            g = live[i]
+            before = undone(text, [g])
+            taught[i] = learn(before, text, filename, (g.start, g.end) if _slid_across(before, text, g, live) else None)
         return taught[i]
 
     single = lesson(len(live) - 1)
@@ -162,6 +165,17 @@ def _alternating(text: str, live: Sequence[Group], single: Transformation | None
         if general is not None:
             return general, (prev.start, prev.end)
     return replace(before_last, once=False), (prev.start, prev.end)  # A, B, A: the turn is the evidence
+
+
+def _slid_across(before: str, text: str, g: Group, live: Sequence[Group]) -> bool:
+    """Whether a diff of the texts would put g's change elsewhere than g, across another recent edit. A line deleted
+    next to a copy of it (`) -> T:` joined to the line below, then the old `) -> T:` line deleted) reads, by the diff,
+    as the copy deleted: its context is then the other edit's text, which no other place has. A slide within the
+    user's own text (an insertion read one line's break later) changes nothing and is kept: the diff's reading puts
+    an insertion before the token it goes with (`@override` before `def`)."""
+    p, s = shared_ends(before, text)
+    lo, hi = min(p, g.start), max(len(text) - s, g.end)
+    return (p, len(text) - s) != (g.start, g.end) and any(o is not g and o.start < hi and lo < o.end for o in live)
 
 
 def _one_line(text: str, a: Group, b: Group) -> bool:

@@ -87,6 +87,7 @@ class Transformation:
     affix: bool = False  # a string's prefix (`u'...'` -> `'...'`): wherever that prefix opens a string, context-free
     lines: Lines | None = None  # whole lines inserted (`new` is the block): placed by the lines around, not by tokens
     plain: Transformation | None = None  # ... and the same change read as tokens, for when the lines around differ
+    over: str = ""  # an insertion typed over the spaces before a token: those spaces (replaced by `new` at each place)
 
     @property
     def signature(self) -> tuple[object, ...]:
@@ -130,10 +131,17 @@ def undone(text: str, groups: Sequence[Group]) -> str:
     return text
 
 
-def learn(before: str, after: str, filename: str = "") -> Transformation | None:
+def learn(before: str, after: str, filename: str = "", at: tuple[int, int] | None = None) -> Transformation | None:
     """The change from `before` to `after` (one place: what differs between them) as a transformation; None when it
-    is empty, only whitespace, or too large to repeat."""
+    is empty, only whitespace, or too large to repeat. `at`: where the user made it, [start, end) in `after`: the
+    change is learned there, not wherever a diff of the two texts would slide it (propagation.py passes it when the
+    slide would cross another edit)."""
     p, s = shared_ends(before, after)
+    if at is not None and 0 <= at[0] <= at[1] <= len(after) and len(after) - at[1] <= len(before) - at[0]:
+        start, tail = at[0], len(after) - at[1]
+        if before[:start] == after[:start] and before[len(before) - tail:] == after[at[1]:]:  # they agree outside
+            inner_p, inner_s = shared_ends(before[start:len(before) - tail], after[start:at[1]])
+            p, s = start + inner_p, tail + inner_s
     new_tokens = tokens_of(after, filename)
     block = _block(before, after, p, s, new_tokens)
     if block is not None:
@@ -159,13 +167,24 @@ def _learned(before: str, after: str, p: int, s: int, new_tokens: Sequence[Token
         return None
     if not old_core.strip() and not new_core.strip():
         return None  # whitespace only: indentation is the formatter's
+    over = ""
+    if not core and old_core and "\n" not in old_core:
+        # typed over the spaces before a token (`    ...` -> `) -> T: ...`, a line joined to the one above): the
+        # whole run of spaces is what it replaced, and is replaced again at each place, not kept beside the new text
+        x, y = a, b_old
+        while x > 0 and before[x - 1] in " \t":
+            x -= 1
+        while y < len(before) and before[y] in " \t":
+            y += 1
+        if y < len(before) and before[y] != "\n":
+            over, old_core, new_core = before[x:y], before[x:y], after[x:b_new + y - b_old]
     left, right = _context(old_tokens, a, b_old)
     near = core[0] if core else _neighbour(old_tokens, a, b_old)
     where = place(near.kind) if near is not None else "code"
     lead = old_core[:len(old_core) - len(old_core.lstrip())] if core else ""
     trail = old_core[len(old_core.rstrip()):] if core else ""
     gap = -1
-    if not core:
+    if not core and not over:
         before_tok = next((t for t in reversed(old_tokens) if t.end <= a), None)
         if before_tok is not None and before[before_tok.end:a].strip() == "" and "\n" not in before[before_tok.end:a]:
             gap = a - before_tok.end
@@ -175,7 +194,8 @@ def _learned(before: str, after: str, p: int, s: int, new_tokens: Sequence[Token
     worded = any(t.kind in ("name", "number", "string", "comment") and t.text[:1].isalnum() for t in core)
     affix = len(core) == 1 and _affix(old_tokens, core[0])
     return Transformation(tuple(t.text for t in core), (new_core,) if new_core else (), left, right, where, rename,
-                          lead, trail, gap, old_core, callee, tuple(place(t.kind) for t in core), True, worded, affix)
+                          lead, trail, gap, old_core, callee, tuple(place(t.kind) for t in core), True, worded, affix,
+                          over=over)
 
 
 def _block(before: str, after: str, p: int, s: int, tokens: Sequence[Token]) -> Transformation | None:
@@ -296,7 +316,8 @@ def generalised(first: Transformation, second: Transformation) -> Transformation
         # change as tokens may still be one
         a, b = first.plain if first.lines else first, second.plain if second.lines else second
         return generalised(a, b) if a is not None and b is not None else None
-    if first.where != second.where or len(first.core) != len(second.core) or first.rename != second.rename:
+    if (first.where != second.where or len(first.core) != len(second.core) or first.rename != second.rename
+            or first.over != second.over):
         return None
     holes = [i for i, (x, y) in enumerate(zip(first.core, second.core)) if x != y]
     if any(x is None or y is None or not (is_name(x) and is_name(y)) for i in holes
@@ -586,7 +607,13 @@ def _at(text: str, tokens: Sequence[Token], t: Transformation, i: int) -> Site |
     else:
         prev = tokens[i - 1] if i > 0 else None
         nxt = tokens[i] if i < len(tokens) else None
-        if t.gap >= 0 and prev is not None:
+        if t.over:
+            if nxt is None:
+                return None
+            start, end = nxt.start - len(t.over), nxt.start
+            if text[start:end] != t.over or (start > 0 and text[start - 1] in " \t"):
+                return None  # the same run of spaces, whole
+        elif t.gap >= 0 and prev is not None:
             start = end = min(prev.end + t.gap, nxt.start if nxt is not None else len(text))
         elif nxt is not None:
             start = end = nxt.start
@@ -645,11 +672,17 @@ def _score(tokens: Sequence[Token], t: Transformation, i: int, n: int) -> float 
                                     or not exact_left or not exact_right):
         return None  # made once, and no word of its own to pick its places: only where the context on both sides
         # says the same (`if` -> `elif` at a line's start is not `None` -> `t.NoReturn` after `->`)
-    if not t.once and not t.worded and _fixed(t.left) + _fixed(t.right) < TWICE_FIXED:
+    if not t.once and not t.worded and _fixed(t.left) + _fixed(t.right) + _whole_line(t) < TWICE_FIXED:
         return None  # made twice where little stays the same around it (`@override` before some `def`s): a guess
     specific = any(w is not None and any(ch.isalnum() for ch in w) and len(w) >= 2 for w in t.core)
     need = (SPECIFIC_ONCE if t.once else SPECIFIC) if specific else GENERIC
     return share if share >= need else None
+
+
+def _whole_line(t: Transformation) -> int:
+    """1 when the context reaches both ends of its line (`raise NAME()` -> `raise NAME`: the line holds nothing else,
+    which says as much as another token would), else 0."""
+    return int(t.left[-1:] == ("^",) and t.right[-1:] == ("$",))
 
 
 def _fixed(side: tuple[str | None, ...]) -> int:

@@ -238,6 +238,50 @@ def test_a_decorator_added_over_two_methods_goes_over_the_next_whatever_ends_the
     assert p is not None and text[:p.start] + p.text + text[p.end:] == text.replace("    def i", "    @override\n    def i")
 
 
+def changed_in_turn(text: str, changes: list[tuple[str, str, str]]) -> tuple[str, propagation.Proposal | None]:
+    """The user makes each (anchor, removed, inserted): `removed`, right after the first `anchor`, replaced by
+    `inserted`, two seconds apart; the text then, and what is proposed once they pause."""
+    history = DocHistory()
+    now = 100.0
+    for anchor, removed, inserted in changes:
+        at = text.index(anchor) + len(anchor)
+        assert text[at:at + len(removed)] == removed
+        history.edited(at, removed, inserted, now)
+        text = text[:at] + inserted + text[at + len(removed):]
+        now += 2.0
+    return text, propagation.propose(text, list(history.groups), at + len(inserted), now + 5.0, "m.py")
+
+
+def test_marks_removed_twice_where_the_line_holds_nothing_else_go_on_to_the_next_such_line():
+    before = "def f():\n    raise Exception()\n\ndef g():\n    raise KeyError()\n\ndef h():\n    raise Custom()\n" \
+             "    x = call()\n"
+    text, p = changed_in_turn(before, [("raise Exception", "()", ""), ("raise KeyError", "()", "")])
+    # `raise NAME()` is the whole line: that is context enough, though only `raise` is the same token
+    assert p is not None and text[:p.start] + p.text + text[p.end:] == text.replace("Custom()", "Custom")
+
+
+STUBS = "".join(f"@overload\ndef {f}(\n    {a}: int,\n) -> T:\n    ...  # stub\n\n\n" for f, a in zip("fgh", "abc"))
+
+
+def joined(name: str, a: str) -> list[tuple[str, str, str]]:
+    """A stub's `) -> T:` line joined to its `...`, as two edits: the old line deleted, then `) -> T:` typed over the
+    spaces before `...` (how a formatter's change reads, hunk by hunk)."""
+    return [(f"    {a}: int,", "\n) -> T:", ""), (f"    {a}: int,\n", "   ", ") -> T:")]
+
+
+def test_a_line_deleted_beside_its_copy_is_learned_where_it_was_deleted():
+    # after f and g are done, the text around g's deleted line holds f's and g's joined lines: read by a diff, the
+    # deletion is the copy below, whose context is the other edit's text; where the user deleted it, it is
+    # `a: int,` above and the line's end
+    text, p = changed_in_turn(STUBS, [*joined("f", "a"), *joined("g", "b")])
+    assert p is not None and text[:p.start] + p.text + text[p.end:] == text.replace("c: int,\n) -> T:\n", "c: int,\n")
+
+
+def test_text_typed_over_the_spaces_before_a_token_replaces_them_at_each_place():
+    text, p = changed_in_turn(STUBS, [*joined("f", "a"), *joined("g", "b"), joined("h", "c")[0]])
+    assert p is not None and text[:p.start] + p.text + text[p.end:] == STUBS.replace(") -> T:\n    ...", ") -> T: ...")
+
+
 def test_changes_that_are_not_repeatable_are_not_proposed():
     text = "x = 1\ny = 2\n"
     assert learn(text, "x = 1\n  y = 2\n") is None  # whitespace: the formatter's
