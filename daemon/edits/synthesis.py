@@ -178,6 +178,14 @@ def _learned(before: str, after: str, p: int, s: int, new_tokens: Sequence[Token
             y += 1
         if y < len(before) and before[y] != "\n":
             over, old_core, new_core = before[x:y], before[x:y], after[x:b_new + y - b_old]
+    qualified = False
+    if not core and not over and new_core.endswith(".") and _dotted(new_core[:-1]):
+        # a name qualified (`Self` -> `t.Self`, typed as `t.` before it): that name, wherever it stands unqualified,
+        # as a rename would go (the module prefix is the change, not the place)
+        name = next((t for t in old_tokens if t.start == b_old and t.kind == "name"), None)
+        if name is not None:
+            core, b_old, b_new = [name], name.end, b_new + len(name.text)
+            old_core, new_core, qualified = name.text, after[a:b_new], True
     left, right = _context(old_tokens, a, b_old)
     near = core[0] if core else _neighbour(old_tokens, a, b_old)
     where = place(near.kind) if near is not None else "code"
@@ -188,8 +196,8 @@ def _learned(before: str, after: str, p: int, s: int, new_tokens: Sequence[Token
         before_tok = next((t for t in reversed(old_tokens) if t.end <= a), None)
         if before_tok is not None and before[before_tok.end:a].strip() == "" and "\n" not in before[before_tok.end:a]:
             gap = a - before_tok.end
-    rename = (len(core) == 1 and core[0].kind == "name" and is_name(new_core) and new_core != old_core
-              and old_core not in _BUILTIN)
+    rename = qualified or (len(core) == 1 and core[0].kind == "name" and is_name(new_core) and new_core != old_core
+                           and old_core not in _BUILTIN)
     callee = _callee(before, a) if not core and new_core.lstrip().startswith(",") and right[:1] == (")",) else ""
     worded = any(t.kind in ("name", "number", "string", "comment") and t.text[:1].isalnum() for t in core)
     affix = len(core) == 1 and _affix(old_tokens, core[0])
@@ -649,6 +657,8 @@ def _score(tokens: Sequence[Token], t: Transformation, i: int, n: int) -> float 
             return None
         if attribute and (i < 2 or (t.left[1:2] and t.left[1] != tokens[i - 2].text)):
             return None
+        if "." in _joined(t.new) and _line_head(tokens, i) in ("from", "import"):
+            return None  # a name qualified: not in an import, where a qualified name cannot stand
         return 1.0
     # a core that took its line break with it (a line deleted) was learned with the next line as its context
     lo, hi = i - 1, i + n
@@ -677,6 +687,13 @@ def _score(tokens: Sequence[Token], t: Transformation, i: int, n: int) -> float 
     specific = any(w is not None and any(ch.isalnum() for ch in w) and len(w) >= 2 for w in t.core)
     need = (SPECIFIC_ONCE if t.once else SPECIFIC) if specific else GENERIC
     return share if share >= need else None
+
+
+def _line_head(tokens: Sequence[Token], i: int) -> str:
+    """The first token of the line that holds tokens[i]."""
+    while i > 0 and tokens[i - 1].kind != "nl":
+        i -= 1
+    return tokens[i].text if i < len(tokens) else ""
 
 
 def _whole_line(t: Transformation) -> int:

@@ -282,6 +282,15 @@ def test_text_typed_over_the_spaces_before_a_token_replaces_them_at_each_place()
     assert p is not None and text[:p.start] + p.text + text[p.end:] == STUBS.replace(") -> T:\n    ...", ") -> T: ...")
 
 
+def test_a_name_qualified_once_is_qualified_wherever_it_stands_unqualified():
+    before = ("from typing import Self\n\ndef f(cls: type[Self]) -> Self:\n    return x.Self or Selfish\n\n"
+              "def g(self) -> Self:  # Self\n    return 'Self'\n")
+    after = applied_everywhere(before, "type[Self]", "type[t.Self]")
+    # every unqualified `Self` in code, whatever stands around it; not an attribute, a longer name, a comment, a
+    # string, nor the import (where `t.Self` cannot stand)
+    assert after == before.replace("-> Self:", "-> t.Self:").replace("type[Self]", "type[t.Self]")
+
+
 def test_changes_that_are_not_repeatable_are_not_proposed():
     text = "x = 1\ny = 2\n"
     assert learn(text, "x = 1\n  y = 2\n") is None  # whitespace: the formatter's
