@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Collection, NamedTuple, Sequence
 
 from tabd.daemon.edits.history import Group
-from tabd.daemon.edits.synthesis import Transformation, generalised, learn, next_site, undone
+from tabd.daemon.edits.synthesis import Transformation, column, generalised, learn, next_site, undone
 from tabd.daemon.edits.tokens import shared_ends
 
 PAUSE_S = 1.0  # typing at the end of the change, this long without an edit counts as done
@@ -82,6 +82,10 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[C
     turn = _alternating(text, live, single, lesson)
     if turn is not None:
         out.append(Candidate(*turn, near=True))
+    if len(live) >= 2:
+        down = column(text, live[-2], last, filename)
+        if down is not None:
+            out.append(Candidate(down, (last.start, last.end)))
     if len(live) >= 2:
         prev = live[-2]
         if _one_line(text, prev, last) and last.first_t - prev.last_t <= COMPOUND_S:

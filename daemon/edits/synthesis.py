@@ -88,6 +88,7 @@ class Transformation:
     lines: Lines | None = None  # whole lines inserted (`new` is the block): placed by the lines around, not by tokens
     plain: Transformation | None = None  # ... and the same change read as tokens, for when the lines around differ
     over: str = ""  # an insertion typed over the spaces before a token: those spaces (replaced by `new` at each place)
+    column: str | None = None  # typed at the start of each line in turn after this indentation (`>>> `, `# `)
 
     @property
     def signature(self) -> tuple[object, ...]:
@@ -492,6 +493,8 @@ def sites(text: str, t: Transformation, filename: str = "", avoid: tuple[int, in
     tokens = tokens_of(text, filename)
     if t.lines is not None:
         return _line_sites(text, tokens, t, t.lines, avoid)
+    if t.column is not None:
+        return _column_sites(text, tokens, t, t.column, avoid)
     found: list[Site] = []
     for i in _anchors(tokens, t):
         site = _at(text, tokens, t, i)
@@ -544,6 +547,47 @@ def _line_sites(text: str, tokens: Sequence[Token], t: Transformation, want: Lin
         found.append(Site(x, x, block, score))
         if len(found) >= MAX_SITES:
             break
+    return found
+
+
+def column(text: str, first: Group, second: Group, filename: str = "") -> Transformation | None:
+    """The same text typed at the start of two lines in turn, the second right under the first, after the same
+    indentation (`>>> ` before each line of a docstring's example, `# ` to comment a block out) as a transformation
+    that goes on to the next line; None for any other pair of edits."""
+    new = text[second.start:second.end]
+    if first.old or second.old or not new.strip() or "\n" in new or text[first.start:first.end] != new:
+        return None
+    starts = [text.rfind("\n", 0, g.start) + 1 for g in (first, second)]
+    indents = [text[a:g.start] for a, g in zip(starts, (first, second))]
+    if indents[0] != indents[1] or indents[0].strip() or text.find("\n", starts[0]) + 1 != starts[1]:
+        return None
+    tokens = tokens_of(text, filename)
+    i = _index_at(tokens, second.end)
+    if i >= len(tokens) or tokens[i].kind == "nl":
+        return None
+    return Transformation((), (new,), (), (), place(tokens[i].kind), old_text="", once=False, column=indents[0])
+
+
+def _column_sites(text: str, tokens: Sequence[Token], t: Transformation, indent: str,
+                  avoid: tuple[int, int] | None) -> list[Site]:
+    """The lines right under a line that starts with the indentation and the new text, at the same indentation, in
+    the same place (code, string, comment), that do not start with it yet: the walk goes down the block and stops at
+    its end (a blank line, another indentation, another place)."""
+    new = _joined(t.new)
+    head = indent + new
+    found: list[Site] = []
+    for j, tok in enumerate(tokens):
+        if (j and tokens[j - 1].kind != "nl") or tok.kind == "nl" or place(tok.kind) != t.where:
+            continue
+        start = text.rfind("\n", 0, tok.start) + 1
+        x = start + len(indent)
+        if text[start:tok.start] != indent or text[x:x + len(new)] == new or start == 0:
+            continue
+        k = j - 2  # the last token of the nearest line above that holds one (blank lines between: one block still)
+        above = text.rfind("\n", 0, tokens[k].start) + 1 if k >= 0 else 0
+        if k < 0 or not text.startswith(head, above) or (avoid is not None and avoid[0] <= x <= avoid[1]):
+            continue
+        found.append(Site(x, x, new, 1.0))
     return found
 
 

@@ -291,6 +291,18 @@ def test_a_name_qualified_once_is_qualified_wherever_it_stands_unqualified():
     assert after == before.replace("-> Self:", "-> t.Self:").replace("type[Self]", "type[t.Self]")
 
 
+def test_text_typed_at_the_start_of_two_lines_in_turn_goes_down_the_block():
+    before = ('def f():\n    """Use:\n\n        x = 1\n        y = f(x)\n\n        z = y\n    Done.\n    """\n'
+              "    x = 1\n")
+    text, p = changed_in_turn(before, [("Use:\n\n        ", "", ">>> "), ("x = 1\n        ", "", ">>> ")])
+    # the next line of the block, past the blank line
+    assert p is not None and text[:p.start] + p.text + text[p.end:] == text.replace("        z = y", "        >>> z = y")
+    assert p.transformation is not None
+    taken = text[:p.start] + p.text + text[p.end:]
+    # and there the block ends: another indentation (`Done.`), code outside the string (`x = 1`)
+    assert next_site(taken, p.transformation, p.start + len(p.text), "m.py", wrap=False) is None
+
+
 def test_changes_that_are_not_repeatable_are_not_proposed():
     text = "x = 1\ny = 2\n"
     assert learn(text, "x = 1\n  y = 2\n") is None  # whitespace: the formatter's
