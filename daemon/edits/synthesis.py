@@ -272,8 +272,8 @@ def _line_context(text: str, tokens: Sequence[Token], x: int, y: int) -> Lines |
 
 
 def _line_from(tokens: Sequence[Token], j: int) -> Sequence[Token]:
-    """The tokens of the line whose first token is tokens[j]."""
-    out = []
+    """The first LINE_CONTEXT tokens of the line whose first token is tokens[j]."""
+    out: list[Token] = []
     while j < len(tokens) and tokens[j].kind != "nl" and len(out) < LINE_CONTEXT:
         out.append(tokens[j])
         j += 1
