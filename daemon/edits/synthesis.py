@@ -625,6 +625,12 @@ def _anchors(tokens: Sequence[Token], t: Transformation) -> list[int]:
     for side, step in ((t.left, -1), (t.right, 1)):
         if side and side[0] not in (None, "^", "$"):
             return _offsets(tokens, side[0], 0, step, len(t.core))
+    # the nearest token on each side is a hole (the name that varies: `import NAME` + a comment at the line's end):
+    # by the first fixed token past it
+    for side, step in ((t.left, -1), (t.right, 1)):
+        for k, want in enumerate(side):
+            if want is not None and want not in ("^", "$"):
+                return _offsets(tokens, want, k, step, len(t.core))
     return []
 
 

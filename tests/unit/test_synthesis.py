@@ -303,6 +303,13 @@ def test_text_typed_at_the_start_of_two_lines_in_turn_goes_down_the_block():
     assert next_site(taken, p.transformation, p.start + len(p.text), "m.py", wrap=False) is None
 
 
+def test_a_context_whose_nearest_token_varies_is_found_by_the_next_one():
+    before = "def f():\n    import a\n\ndef g():\n    import b\n\ndef h():\n    x = c\n    import c\n"
+    text, p = changed_in_turn(before, [("import a", "", "  # noqa: PLC0415"), ("import b", "", "  # noqa: PLC0415")])
+    # `import NAME` is the line: the name differs at each place, `import` is what finds the next one
+    assert p is not None and text[:p.start] + p.text + text[p.end:] == text.replace("import c\n", "import c  # noqa: PLC0415\n")
+
+
 def test_changes_that_are_not_repeatable_are_not_proposed():
     text = "x = 1\ny = 2\n"
     assert learn(text, "x = 1\n  y = 2\n") is None  # whitespace: the formatter's
