@@ -649,7 +649,8 @@ def _at(text: str, tokens: Sequence[Token], t: Transformation, i: int) -> Site |
     for want, tok in zip(t.core, core):
         if tok.kind == "nl" or (want is None and tok.kind != "name") or (want is not None and tok.text != want):
             return None
-    if n and not _same_places(t, core):
+    if n and not _same_places(t, core) and not (t.rename and t.where == "code" and is_name(_joined(t.new))
+                                              and _spelled(tokens, i)):
         return None
     if n > 1 and any("\n" in text[x.end:y.start] for x, y in zip(core, core[1:])) and "\n" not in t.old_text:
         return None
@@ -686,6 +687,17 @@ def _at(text: str, tokens: Sequence[Token], t: Transformation, i: int) -> Site |
     if _applied(text, start, end, new, t):
         return None
     return Site(start, end, new, score)
+
+
+def _spelled(tokens: Sequence[Token], i: int) -> bool:
+    """tokens[i] is the whole of a string: the name spelled as a string (`getattr(x, "count")`, `__all__ = ["count"]`,
+    a test's `"count"`), which a rename of that name to another name renames too."""
+    if i < 1 or i + 1 >= len(tokens):
+        return False
+    before, tok, after = tokens[i - 1], tokens[i], tokens[i + 1]
+    return (tok.kind == "string" and before.kind == after.kind == "string" and before.end == tok.start
+            and after.start == tok.end and before.text == after.text and _quote(before.text)
+            and (i < 2 or tokens[i - 2].kind != "string" or tokens[i - 2].end < before.start))
 
 
 def _same_places(t: Transformation, core: Sequence[Token]) -> bool:

@@ -310,6 +310,14 @@ def test_a_context_whose_nearest_token_varies_is_found_by_the_next_one():
     assert p is not None and text[:p.start] + p.text + text[p.end:] == text.replace("import c\n", "import c  # noqa: PLC0415\n")
 
 
+def test_a_rename_goes_to_the_name_spelled_as_a_whole_string_only():
+    before = ('__all__ = ["count"]\ndef count(x):\n    return getattr(x, "count")\n'
+              'print("count of things", "counts", \'count\')\n')
+    after = applied_everywhere(before, "def count", "def total")
+    assert after == ('__all__ = ["total"]\ndef total(x):\n    return getattr(x, "total")\n'
+                     'print("count of things", "counts", \'total\')\n')
+
+
 def test_changes_that_are_not_repeatable_are_not_proposed():
     text = "x = 1\ny = 2\n"
     assert learn(text, "x = 1\n  y = 2\n") is None  # whitespace: the formatter's
