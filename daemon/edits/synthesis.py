@@ -19,6 +19,9 @@ Two examples of one change (the user made it twice) generalise it: the context k
 names that differ become holes, so `new_func` -> `t.cast("F", new_func)` then `g` -> `t.cast("F", g)` applies to any
 name in that context. Two edits on one line, close in time, are read as one (`(f)` -> `(f: "F") -> "F"` typed as two
 insertions).
+Whole lines inserted (`import math` at the top of each function) are placed by the lines around them (Lines: the
+ends of the line above, the start of the line below, indentation, blank lines), not by their own tokens; text typed
+at the start of two lines in turn (`>>> `, `# `) goes down its block (column()).
 
 Plain strings and offsets in and out; the caller (edit_service.py) keeps the history and memory.
 """
