@@ -537,6 +537,8 @@ def _line_sites(text: str, tokens: Sequence[Token], t: Transformation, want: Lin
         if place(tok.kind) != t.where:
             continue
         x = text.rfind("\n", 0, tok.start) + 1  # right over this line, or right under the line above it
+        if text[x:tok.start] != want.indent:
+            continue  # another indentation (checked first: reading the lines around each line is the cost)
         if want.top and j >= 2:
             x = text.find("\n", tokens[j - 2].end) + 1
         if avoid is not None and avoid[0] <= x <= avoid[1]:
