@@ -168,12 +168,13 @@ class Config:
            "Tab is one too); an invoked request shows any",
         flag="--min-chars", metavar="N", init="minChars", bounds=(1, 1000))
     max_prompt_ms: int = setting(
-        500, "a request you wait for may prefill for about MS (llama.vim's t_max_prompt_ms): a cold prompt that would "
-             "take longer is run on the lines nearest the cursor, and the whole window is prefilled in the background "
+        500, "a request you wait for may prefill for about MS (llama.vim's t_max_prompt_ms), counted from when it was "
+             "asked, so its wait behind other work is taken from it first: a cold prompt that would take longer is run on the lines nearest the cursor, and the whole window is prefilled in the background "
              "for the next keystroke (0: no bound; a remote llama-server is sent it as t_max_prompt_ms)",
         flag="--max-prompt-ms", metavar="MS", init="maxPromptMs", bounds=(0, 600_000))
     max_predict_ms: int = setting(
-        1000, "a request you wait for may decode for at most MS, then answers with what it has (llama.vim's "
+        1000, "a request you wait for may decode for at most MS (and what its wait and prefill left of MS plus "
+              "--max-prompt-ms), then answers with what it has (llama.vim's "
               "t_max_predict_ms, sent so to a remote llama-server; another engine's stream is cut there and asked for "
               "no more tokens than fit; 0: no bound)",
         flag="--max-predict-ms", metavar="MS", init="maxPredictMs", bounds=(0, 600_000))
