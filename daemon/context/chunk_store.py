@@ -80,10 +80,6 @@ class Snapshot:
     sources: tuple[tuple[str, str], ...] = ()
     path: str = ""  # the document's own path: a FIM family with a place for it heads the file with it (its language)
 
-    def moved_from(self, start: int, suffix: str) -> bool:
-        """A window elsewhere: the text after the cursor and the window's start both differ (a jump, not typing)."""
-        return suffix != self.suffix and start != self.anchor
-
     def pairs(self) -> list[tuple[str, str]]:
         return [(c.path, c.text) for c in self.chunks]
 
