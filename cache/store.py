@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import Callable
 
 from cachetools import LRUCache
 
@@ -31,13 +32,28 @@ def entry_bytes(entry: Entry) -> int:
     return sys.getsizeof(entry.text) + ENTRY_OVERHEAD + pairs + others
 
 
-class CompletionCache:
-    """Key -> Entry. Least recently used entries go first when either bound is hit."""
+class _LRU(LRUCache[str, Entry]):
+    """cachetools' LRU that says which key it let go (what indexes the key elsewhere must let go of it too)."""
 
-    def __init__(self, max_entries: int = 2048, max_bytes: int = 8 << 20) -> None:
+    def __init__(self, maxsize: int, evicted: Callable[[str], None]) -> None:
+        super().__init__(maxsize=maxsize, getsizeof=entry_bytes)
+        self.evicted = evicted
+
+    def popitem(self) -> tuple[str, Entry]:
+        key, entry = super().popitem()
+        self.evicted(key)
+        return key, entry
+
+
+class CompletionCache:
+    """Key -> Entry. Least recently used entries go first when either bound is hit; `evicted` hears each key that
+    goes (a new entry for a key replaces the old one: `put` says so to the caller, who made it)."""
+
+    def __init__(self, max_entries: int = 2048, max_bytes: int = 8 << 20,
+                 evicted: Callable[[str], None] = lambda key: None) -> None:
         self.max_entries = max_entries
         self.max_bytes = max_bytes
-        self._lru: LRUCache[str, Entry] = LRUCache(maxsize=max_bytes, getsizeof=entry_bytes)
+        self._lru = _LRU(max_bytes, evicted)
 
     def get(self, key: str) -> Entry | None:
         return self._lru.get(key)
@@ -60,4 +76,6 @@ class CompletionCache:
         return int(self._lru.currsize)
 
     def clear(self) -> None:
+        for key in list(self._lru):
+            self._lru.evicted(key)
         self._lru.clear()

@@ -252,7 +252,7 @@ class TabdServer(LanguageServer):
         if self.service is None:
             raise JsonRpcInvalidParams("the server is not initialized")
         if uri in self.admission.serving and self.recording.recorder is None:  # served, nothing to record: straight on
-            return self.service.answer(Asked(doc.id, doc.version, self.state_of(doc, offset), invoked)), doc, offset
+            return self.service.answer(_asked(self, doc, offset, invoked)), doc, offset
         check = self.admission.pending(uri)  # a served document has none: its git check ended before it was served
         if check is not None:  # whether git ignores the document: known in a few ms (bounded by its timeout)
             return self._asked_after(check, uri, doc, offset, line, character, invoked), doc, offset
@@ -273,7 +273,7 @@ class TabdServer(LanguageServer):
             self.recording.moved_to(uri, offset, {"line": line, "character": character})
         if why:
             return self.service.refused(why)
-        return self.service.answer(Asked(doc.id, doc.version, self.state_of(doc, offset), invoked))
+        return self.service.answer(_asked(self, doc, offset, invoked))
 
     def inline_items(self, uri: str, doc: Document, offset: int, at: tuple[int, int],
                      answer: Answer) -> dict[str, Any]:
@@ -593,6 +593,13 @@ def _stream_ids(protocol: object) -> set[tuple[int, int]]:
                 continue
             ids.add((st.st_dev, st.st_ino))
     return ids
+
+
+def _asked(ls: TabdServer, doc: Document, offset: int, invoked: bool) -> Asked:
+    """What the service is asked at an offset: the state's parts as state_of reads them (the service makes the
+    DocState only where it needs one: an answer memory holds ready for these parts needs none)."""
+    before, after = doc.around(offset, ls.config.prefix_chars * 2, ls.config.suffix_chars * 2)
+    return Asked(doc.id, doc.version, None, invoked, at=(offset, before, after))
 
 
 def _position(at: tuple[int, int]) -> dict[str, int]:

@@ -46,6 +46,7 @@ class DocumentEvents:
     def opened(self, doc: str, path: str, text: str, language: str = "") -> None:
         """A document the service may read (`language`: the editor's languageId; "" or unknown: by the path)."""
         self.requests.opened(doc, block_openers(language, path))
+        self.memory.forget(doc)  # what was ready for it was keyed under its old language's settings
         self.workspace.opened(doc, path, text, comment_of(language, path), language)
 
     def edited(self, doc: str, offset: int, removed: int, inserted: str) -> None:

@@ -1,8 +1,17 @@
 """What the daemon remembers of answers: the cache by state key, the suggestions shown (type-through) and the runs
-in flight, together, so one switch (--no-cache) turns them all off."""
+in flight, together, so one switch (--no-cache) turns them all off; and the cached answers ready by the state they
+answer, found without building a key.
+
+The ready index is the fast way to the cache, never another answer: an entry is a cached key's answer under the
+identity of one state (document, cursor offset, the text around it as the LSP layer reads it, invoked or not), made
+only where building that state's request gives exactly that key (service.ready_answer), and kept only while the
+key's entry is cached, the document's context snapshot is the one the key was made under, and the engine's model id
+is the same. Anything else is a miss here, and the request builds its key as ever.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 from tabd.cache.inflight import InflightTable
 from tabd.cache.rebase import RebaseIndex
@@ -27,13 +36,85 @@ class Recalled:
     alternatives: tuple[str, ...] = ()
 
 
+# a state's identity in the ready index: (document, cursor offset, text before, text after, invoked)
+StateId = tuple[str, int, str, str, bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """A cached answer as the request at one state shows it (gated, its closers counted), with what it is valid under."""
+
+    key: str
+    text: str  # what the request shows ("" when gating hides it)
+    depth: int
+    hidden: bool  # the entry had text, and gating showed none of it
+    offered: tuple[str, ...]  # an invoked request's other candidates
+    replaces: int  # characters after the cursor the text replaces (the editor's closers)
+    alternatives: tuple[tuple[str, int], ...]  # `offered`, each with the characters it replaces
+    context: object  # the context snapshot the key was made under (the very object the workspace holds)
+    model_id: str
+
+
 class Memory:
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, contexts: Mapping[str, object] | None = None) -> None:
         self.enabled = config.cache
-        self.cache = CompletionCache(config.cache_entries, config.cache_bytes)
+        self.cache = CompletionCache(config.cache_entries, config.cache_bytes, self._uncached)
         self.typed = TypeThroughIndex()
         self.rebase = RebaseIndex()  # the last suggestion per document, across edits elsewhere
         self.inflight: InflightTable[Computation] = InflightTable()
+        self.contexts: Mapping[str, object] = {} if contexts is None else contexts  # doc -> its context snapshot now
+        self._ready: dict[StateId, Ready] = {}
+        self._ready_by_key: dict[str, list[StateId]] = {}
+        self._ready_by_doc: dict[str, set[StateId]] = {}
+
+    def ready(self, doc: str, offset: int, before: str, after: str, invoked: bool, model_id: str) -> Ready | None:
+        """The cached answer ready for the state with these parts, if the key its request would build is known to be
+        its key (see the module's note); None sends the request the long way."""
+        got = self._ready.get((doc, offset, before, after, invoked))
+        if got is None or got.context is not self.contexts.get(doc) or got.model_id != model_id:
+            return None
+        return got
+
+    def hold_ready(self, state_id: StateId, ready: Ready) -> None:
+        """Index a cached key's answer under the identity of a state whose request builds that key."""
+        if not self.enabled or ready.key not in self.cache:
+            return
+        self._forget_ready(state_id)
+        self._ready[state_id] = ready
+        self._ready_by_key.setdefault(ready.key, []).append(state_id)
+        self._ready_by_doc.setdefault(state_id[0], set()).add(state_id)
+
+    def forget(self, doc: str) -> None:
+        """A document opened again (its language may differ) or closed: nothing of it is ready any more."""
+        for state_id in list(self._ready_by_doc.get(doc, ())):
+            self._forget_ready(state_id)
+        self._ready_by_doc.pop(doc, None)
+
+    def used(self, key: str) -> None:
+        """An answer from the ready index went out: its cache entry is recently used, as a lookup makes it."""
+        self.cache.get(key)
+
+    def closed(self, doc: str) -> None:
+        self.rebase.closed(doc)
+        self.forget(doc)
+
+    def _uncached(self, key: str) -> None:
+        """The cache let the key go (or replaces its entry): what was ready under it goes too."""
+        for state_id in self._ready_by_key.pop(key, ()):
+            ready = self._ready.get(state_id)
+            if ready is not None and ready.key == key:
+                del self._ready[state_id]
+                self._ready_by_doc.get(state_id[0], set()).discard(state_id)
+
+    def _forget_ready(self, state_id: StateId) -> None:
+        ready = self._ready.pop(state_id, None)
+        if ready is not None:
+            ids = self._ready_by_key.get(ready.key)
+            if ids is not None and state_id in ids:
+                ids.remove(state_id)
+                if not ids:
+                    del self._ready_by_key[ready.key]
+            self._ready_by_doc.get(state_id[0], set()).discard(state_id)
 
     def recall(self, key: str, window: Window, doc: str = "", state: DocState | None = None,
                own_key_only: bool = False) -> Recalled | None:
@@ -77,6 +158,7 @@ class Memory:
     def ended(self, comp: Computation, prediction: Prediction | None) -> None:
         self.inflight.discard(comp.key, comp)
         if prediction is not None and self.enabled:
+            self._uncached(comp.key)  # a new entry: what was ready from the old one is not its answer
             self.cache.put(comp.key, Entry(prediction.text, comp.depth, prediction.confidence, prediction.alternatives))
 
     def shown(self, window: Window, text: str, key: str, depth: int, doc: str = "",

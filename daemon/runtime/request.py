@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from tabd.predictor.prompt import pairs
@@ -30,16 +30,33 @@ BLOCK_TOKENS = 160
 Confidence = Sequence[tuple[int, float]]  # (end of text, probability) per token
 
 
-@dataclass(frozen=True)
 class Asked:
     """What the editor asked: a completion at a document's state (at its version), invoked (Alt+\\) or automatic;
-    `arrived`: when the message reached the server (monotonic), which the answer's latency counts from."""
+    `arrived`: when the message reached the server (monotonic), which the answer's latency counts from.
 
-    doc: str
-    version: int
-    state: DocState
-    invoked: bool = False
-    arrived: float = field(default_factory=time.monotonic)
+    The state comes as its parts (`at`: cursor offset, text before, text after, as the LSP layer read them) or as a
+    DocState; the DocState is made when something needs it, which an answer memory holds ready does not
+    (Memory.ready: looked up by the parts)."""
+
+    __slots__ = ("doc", "version", "offset", "before", "after", "invoked", "arrived", "_state")
+
+    def __init__(self, doc: str, version: int, state: DocState | None = None, invoked: bool = False,
+                 arrived: float | None = None, *, at: tuple[int, str, str] | None = None) -> None:
+        self.doc, self.version, self.invoked = doc, version, invoked
+        self.arrived = time.monotonic() if arrived is None else arrived
+        if state is not None:
+            self.offset, self.before, self.after = state.offset, state.before, state.after
+        elif at is not None:
+            self.offset, self.before, self.after = at
+        else:
+            raise ValueError("Asked needs a state or its parts (at=)")
+        self._state = state
+
+    @property
+    def state(self) -> DocState:
+        if self._state is None:
+            self._state = DocState(self.offset, self.before, self.after)
+        return self._state
 
 
 @dataclass(frozen=True)
@@ -87,7 +104,7 @@ class RequestBuilder:
         self.model = model
         self.workspace = workspace
         self.after_accept = after_accept  # whether a key is one an accept reaches (the speculator's)
-        self._ids = itertools.count(1)
+        self.ids = itertools.count(1)  # request ids (an answer from memory takes its own before its Request is built)
         self._openers: dict[str, tuple[str, ...]] = {}  # doc -> where its blocks open (context/languages.py)
         self._made: dict[tuple[bool, float, bool], tuple[GenSettings, str]] = {}  # (multiline, stop_below, block) ->
 
@@ -160,14 +177,15 @@ class RequestBuilder:
         min_confidence, min_chars = (0.0, 1) if invoked else (self.config.min_confidence, self.config.min_chars)
         return pairs.shown(shown_part(text, confidence, min_confidence, min_chars), after)
 
-    def build(self, asked: Asked, ready: bool = True) -> Request:
-        """The request for what the editor asked, built once (`ready`: a model is loaded, so there is a key)."""
+    def build(self, asked: Asked, ready: bool = True, request_id: str = "") -> Request:
+        """The request for what the editor asked, built once (`ready`: a model is loaded, so there is a key;
+        `request_id`: the id its answer already went out with)."""
         doc, state, invoked = asked.doc, asked.state, asked.invoked
         window = self.window_of(state)
         context = self.workspace.snapshot(doc, state, window)
         prompt = self.prompt(doc, state, context, invoked, window)
         key = prompt.key if ready else ""
-        return Request(str(next(self._ids)), doc, asked.version, state, prompt.window, prompt.settings, key,
+        return Request(request_id or str(next(self.ids)), doc, asked.version, state, prompt.window, prompt.settings, key,
                        asked.arrived, self.after_accept(key), invoked, 0.0 if invoked else self.config.min_confidence,
                        context, 1 if invoked else self.config.min_chars)
 

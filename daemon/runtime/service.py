@@ -25,6 +25,7 @@ import time
 from concurrent.futures import Future
 from typing import Any, Awaitable, Callable
 
+from tabd.cache.state import DocState
 from tabd.daemon.runtime.activity import Listeners
 from tabd.daemon.runtime.answer import DEBOUNCED, LOADING, SUPERSEDED, Answer, Outcome, refusal
 from tabd.daemon.runtime.computation import Computation
@@ -38,7 +39,7 @@ from tabd.daemon.runtime.handover import HandOver
 from tabd.daemon.runtime.heap import settle_heap
 from tabd.daemon.runtime.jobs import ModelJobs
 from tabd.daemon.runtime.loaded_model import Model
-from tabd.daemon.runtime.memory import Memory
+from tabd.daemon.runtime.memory import Memory, Ready, StateId
 from tabd.daemon.runtime.report import Reporter
 from tabd.daemon.runtime.request import Asked, Request, RequestBuilder
 from tabd.daemon.runtime.scheduler import FOREGROUND, Cancelled, Scheduler
@@ -75,14 +76,44 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
 def offered(req: Request, text: str, alternatives: tuple[str, ...]) -> tuple[str, ...]:
     """The other candidates an invoked request offers besides `text` (Alt+] cycles): distinct, non-blank, at most
     two; an automatic request offers none (one item, as fast as ever)."""
-    if not req.invoked or not text:
+    return offered_at(req.invoked, req.state.after, text, alternatives)
+
+
+def offered_at(invoked: bool, after: str, text: str, alternatives: tuple[str, ...]) -> tuple[str, ...]:
+    """offered(), for a request `invoked` or not with `after` after its cursor."""
+    if not invoked or not text:
         return ()
     out: list[str] = []
     for a in alternatives:
-        shown = pairs.shown(a, req.state.after)
+        shown = pairs.shown(a, after)
         if shown.strip() and shown != text and shown not in out:
             out.append(shown)
     return tuple(out[:2])
+
+
+def ready_answer(requests: RequestBuilder, comp: Computation, prediction: Prediction) -> tuple[StateId, Ready] | None:
+    """A finished prefetch's answer as the request at its state would get it from the cache, under that state's
+    identity as the LSP layer reads it (LSPServer.ask: 2x the prefix and suffix windows around the cursor); None
+    where that request would not build the prefetch's key (another context picked, other settings) or no request
+    reads the state so. Same key, same answer: the request's own way to the cache gives exactly this."""
+    before_chars, after_chars = requests.config.prefix_chars * 2, requests.config.suffix_chars * 2
+    state, context = comp.state, comp.context
+    if before_chars <= 0 or len(state.after) > after_chars:
+        return None
+    before = state.before[-before_chars:]
+    if len(before) < before_chars and len(before) != state.offset:
+        return None  # cut shorter than the LSP layer reads, and not at the document's start: no request has it
+    read = state if len(before) == len(state.before) else DocState(state.offset, before, state.after)
+    prompt = requests.prompt(comp.doc, read, context, comp.invoked)
+    # the workspace keeps the document's snapshot for this window (Workspace.snapshot), or the key would change
+    kept = prompt.window.suffix == context.suffix or prompt.window.start == context.anchor
+    if prompt.key != comp.key or not kept:
+        return None
+    text = requests.shown(prediction.text, prediction.confidence, read.after, comp.invoked)
+    others = offered_at(comp.invoked, read.after, text, prediction.alternatives)
+    return (comp.doc, read.offset, read.before, read.after, comp.invoked), Ready(
+        comp.key, text, comp.depth, bool(prediction.text) and not text, others, pairs.consumed(text, read.after),
+        tuple((a, pairs.consumed(a, read.after)) for a in others), context, requests.model.model_id)
 
 
 def _since(t0: float) -> float:
@@ -119,9 +150,21 @@ class CompletionService:
     def answer(self, asked: Asked) -> Answer | Awaitable[Answer]:
         """The answer to what the editor asked: from memory at once (an Answer), or the awaitable of the one model run
         (or run in flight) that answers it. The request is built once and memory is looked in once before any wait."""
-        if not self.model.loaded or self.model.backend is None:
+        backend = self.model.backend
+        if not self.model.loaded or backend is None:
             self.activity.requested()
             return self._after_load(asked)
+        ready = self.memory.ready(asked.doc, asked.offset, asked.before, asked.after, asked.invoked,
+                                  backend.model_id) if self.memory.enabled else None
+        if ready is not None:  # memory has this state's answer ready: no key to build before the answer is out
+            latency = _since(asked.arrived)
+            out = Outcome(ready.text, "cache", ready.depth, cache_ms=latency, hidden=ready.hidden,
+                          alternatives=ready.offered)
+            got = Answer(str(next(self.requests.ids)), out.text, out.shown_source, out.depth, ready.key, latency,
+                         ready.replaces, out.reason, ready.alternatives)
+            self._after(lambda: self._answered_from_memory(self.requests.build(asked, request_id=got.id),
+                                                           (ready.key, out, latency)), first=True)
+            return got
         req = self.requests.build(asked)
         answer = self._from_memory(req)
         if answer is None:
@@ -137,10 +180,22 @@ class CompletionService:
         self.activity.requested()
         self.requests.requested(req)
 
-    def _answered_from_memory(self, req: Request) -> None:
+    def _answered_from_memory(self, req: Request, ready: tuple[str, Outcome, float] | None = None) -> None:
+        """What an answer from memory sets going once it is out; `ready`: (key, outcome, latency) of one from the
+        ready index, whose Request is built only now, so what _from_memory and _finish set going comes here too."""
         self.scheduler.hush(HUSH_S)  # the prefetches this answer sets going start once the client has read it
         self.waits.end(req.doc, "superseded")  # an older request still waiting out its debounce is of no use now
         self._requested(req)
+        if ready is None:
+            return
+        key, out, latency = ready
+        if req.key != key:  # never: the index holds a state only where its request builds this key (ready_answer)
+            logger.error("answered from the ready index under key %s, but the request builds %s", key[:12], req.key[:12])
+        self.memory.used(key)
+        self.speculator.used(key)
+        self._answered(req, out, latency)
+        if out.text:
+            self._shown_to_user(req, out)
 
     async def complete(self, asked: Asked) -> Answer:
         """answer(), awaited (for scripts and tests: `tabd complete`)."""
@@ -364,16 +419,23 @@ def compose(config: Config, backend_factory: Callable[[Config], Backend] | None 
     workspace = Workspace(context_options(config), config.prefix_chars, config.suffix_chars, context_changed)
     planned = RecentKeys(PLANNED_KEYS)
     requests = RequestBuilder(config, model, workspace, planned.has)
-    memory = Memory(config)
+    memory = Memory(config, workspace.snapshots)
     jobs = ModelJobs(scheduler, model, events, follow_engine=config.backend == "openai" and config.parallel == 1)
     computations = Computations(jobs, memory, events)
     computations.prefetched.subscribe(debounce.prefetched)  # the request after a Tab it stands in for: a model call
+
+    def hold_ready(comp: Computation, prediction: Prediction) -> None:  # the Tab's request finds it without a key
+        found = ready_answer(requests, comp, prediction)
+        if found is not None:
+            memory.hold_ready(*found)
+
+    computations.prefetched.subscribe(hold_ready)
     speculator = Speculator(config, requests, memory, computations, events, workspace.current, planned)
     warm_reuse = PromptReuse()
     warmer = Warmer(jobs, events, workspace.stats.warmups, warm_reuse.reused,
                     lambda doc: len(workspace.current(doc).chunks))
     closed: Signal[[str]] = Signal()
-    for hears in (speculator.closed, memory.rebase.closed, computations.closed, waits.closed, debounce.closed,
+    for hears in (speculator.closed, memory.closed, computations.closed, waits.closed, debounce.closed,
                   requests.closed, workspace.closed):
         closed.subscribe(hears)
     docs = DocumentEvents(config, model, requests, memory, computations, speculator, warmer, debounce, waits,
