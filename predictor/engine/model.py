@@ -206,6 +206,22 @@ class FastLlama:
         self.native.steps(ids, cache)
         return [(self.native.best[i], self.native.probs[i]) for i in range(len(ids))]
 
+    def _native_prefill(self, cache: TorchKV):
+        """The native library for a torch pass's matrix products, SwiGLU and rotary (gemm.h), or None: its GEMM reads
+        the weight panels in their own format in place, where torch converts each bf16 or int8 matrix to fp32 every
+        pass and multiplies panel by panel (at Qwen2.5-Coder-0.5B's shape, 1008 tokens, 2 threads: products 4.8 s,
+        conversions and copies 0.5 s, SwiGLU and rotary 0.4 s of a 6.4 s prefill). A small fp32 model's plain matrices
+        (prefill_copy: one MKL GEMM) and a width its kernels do not take stay with torch."""
+        from tabd.predictor.engine.weights import Matrix
+
+        if self.native is None or cache.k.dtype != torch.float32 or not cache.k.is_contiguous():
+            return None
+        for layer in self.layers:
+            mats = (layer[1], layer[3], layer[5], layer[6])
+            if not all(isinstance(m, Matrix) and m.prefill_copy is None for m in mats) or layer[5].cols % 128:
+                return None
+        return self.native
+
     def _embed(self, ids: list[int]) -> torch.Tensor:
         index = torch.tensor(ids, device=self.device)
         return self.embed[index] if self.embed_rows is None else self.embed_rows.take(index)
@@ -234,14 +250,18 @@ class FastLlama:
         mask = None
         if n > 1 and start > 0:  # from position 0 the attention is plain causal: flash attention skips the masked half
             mask = torch.arange(end, device=self.device)[None, :] <= torch.arange(start, end, device=self.device)[:, None]
+        native = self._native_prefill(cache)
         for i, (w_in, qkv_w, qkv_b, o_w, w_post, gate_up, down) in enumerate(self.layers):
             h = self._rmsnorm(x, w_in)
-            qkv = qkv_w.matmul(h) if qkv_b is None else qkv_w.matmul(h) + qkv_b
-            heads = qkv.view(n, -1, self.head_dim).transpose(0, 1)  # [q+k+v heads, n, hd]
-            qk = self._rotate(heads[: self.n_heads + self.n_kv], cos, sin)  # q and k rotated in one go
-            q = qk[: self.n_heads]
-            cache.k[i, :, start:end] = qk[self.n_heads :]
-            cache.v[i, :, start:end] = heads[self.n_heads + self.n_kv :]
+            if native is not None:  # bias, rotary and the cache writes in one native pass over the product
+                q = native.qkv_rope(native.matmul(h, qkv_w), qkv_b, i, cache, start)
+            else:
+                qkv = qkv_w.matmul(h) if qkv_b is None else qkv_w.matmul(h) + qkv_b
+                heads = qkv.view(n, -1, self.head_dim).transpose(0, 1)  # [q+k+v heads, n, hd]
+                qk = self._rotate(heads[: self.n_heads + self.n_kv], cos, sin)  # q and k rotated in one go
+                q = qk[: self.n_heads]
+                cache.k[i, :, start:end] = qk[self.n_heads :]
+                cache.v[i, :, start:end] = heads[self.n_heads + self.n_kv :]
             keys, values = cache.k[i, :, :end], cache.v[i, :, :end]
             if n == 1 and self.decode_bmm:
                 attn = self._attend_one(q, keys, values)
@@ -250,9 +270,14 @@ class FastLlama:
                     q[None], keys[None], values[None], attn_mask=mask, is_causal=n > 1 and mask is None,
                     scale=self.scale, enable_gqa=self.n_kv != self.n_heads,
                 )[0]
-            x = x + o_w.matmul(attn.transpose(0, 1).reshape(n, self.q_size))
+            attn = attn.transpose(0, 1).reshape(n, self.q_size)
+            h = native.matmul(attn, o_w) if native is not None else o_w.matmul(attn)
+            x = x + h
             h = self._rmsnorm(x, w_post)
-            g, u = gate_up.matmul(h).chunk(2, dim=-1)
-            x = x + down.matmul(F.silu(g) * u)
+            if native is not None:
+                x = x + native.matmul(native.swiglu(h, gate_up), down)
+            else:
+                g, u = gate_up.matmul(h).chunk(2, dim=-1)
+                x = x + down.matmul(F.silu(g) * u)
         cache.length = end
         return self._logits(self._rmsnorm(x[-1:], self.norm))

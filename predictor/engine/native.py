@@ -101,6 +101,15 @@ def load() -> tuple[ctypes.CDLL | None, str]:
                                    ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32]
                 lib.tabd_lm_head.restype = None
                 lib.tabd_lm_head.argtypes = [M, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32]
+                for name in ("tabd_matmul", "tabd_matmul_swiglu"):
+                    fn = getattr(lib, name)
+                    fn.restype = ctypes.c_int32
+                    fn.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
+                                   ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32]
+                lib.tabd_qkv_rope.restype = None
+                lib.tabd_qkv_rope.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p,
+                                              ctypes.c_void_p, *[ctypes.c_int32] * 3, ctypes.c_void_p, ctypes.c_void_p,
+                                              ctypes.c_void_p, *[ctypes.c_int32] * 3]
                 lib.tabd_scratch_floats.restype = ctypes.c_int64
                 lib.tabd_scratch_floats.argtypes = [M]
                 lib.tabd_max_batch.restype = ctypes.c_int32
@@ -228,6 +237,47 @@ class NativeDecoder:
         self.best[0] = best
         cache.length = pos + 1
         return best, self.logits
+
+    def matmul(self, x, m):
+        """x @ W for a long prefill chunk x ([n, in], fp32) and a weights.Matrix (torch views of its panels), the
+        panels read in place in their format (gemm.h): no fp32 copy of the weights per pass."""
+        import torch
+
+        x = x.contiguous()
+        out = torch.empty(x.shape[0], m.cols, dtype=torch.float32)
+        rc = self.lib.tabd_matmul(x.data_ptr(), x.shape[0], m.data.data_ptr(), WTYPES[m.fmt], m.rows, m.cols,
+                                  _ptr(m.scale), out.data_ptr(), self.threads())
+        if rc != 0:
+            raise ValueError(f"native matmul refused x {tuple(x.shape)} against [{m.rows}, {m.cols}] {m.fmt}")
+        return out
+
+    def swiglu(self, x, m):
+        """silu(x @ gate) * (x @ up) for a gate_up weights.Matrix ([in, 2 inter], inter a multiple of 64), in one
+        native pass: the [n, 2 inter] product is never written out."""
+        import torch
+
+        x = x.contiguous()
+        out = torch.empty(x.shape[0], m.cols // 2, dtype=torch.float32)
+        rc = self.lib.tabd_matmul_swiglu(x.data_ptr(), x.shape[0], m.data.data_ptr(), WTYPES[m.fmt], m.rows,
+                                         m.cols // 2, _ptr(m.scale), out.data_ptr(), self.threads())
+        if rc != 0:
+            raise ValueError(f"native swiglu refused x {tuple(x.shape)} against [{m.rows}, {m.cols}] {m.fmt}")
+        return out
+
+    def qkv_rope(self, qkv, bias, layer: int, cache, start: int):
+        """The queries ([heads, n, head_dim]) of a torch prefill's qkv product ([n, q + 2 kv], contiguous fp32,
+        changed in place): bias added, q and k rotated, k and v written into `layer` of the cache at `start`."""
+        import torch
+
+        fast, n = self.fast, qkv.shape[0]
+        q = torch.empty(fast.n_heads, n, fast.head_dim, dtype=torch.float32)
+        k, v = cache.k[layer], cache.v[layer]
+        if not (qkv.is_contiguous() and k.is_contiguous() and v.is_contiguous() and k.dtype == torch.float32):
+            raise ValueError("qkv_rope needs a contiguous fp32 qkv and cache")
+        self.lib.tabd_qkv_rope(qkv.data_ptr(), n, _ptr(bias), fast.cos.data_ptr(), fast.sin.data_ptr(), fast.n_heads,
+                               fast.n_kv, fast.head_dim, q.data_ptr(), k.data_ptr(), v.data_ptr(), cache.capacity,
+                               start, self.threads())
+        return q
 
     def lm_head(self, h):
         """Logits of one final-normed row (torch prefill's last position), from the table in its own format."""

@@ -474,3 +474,5 @@ int32_t tabd_decode(const Model *m, float *kcache, float *vcache, int32_t pos, i
     if (tabd_decode_n(m, kcache, vcache, pos, &token, 1, logits, &best, prob, scratch, threads) != 0) return -1;
     return best;
 }
+
+#include "gemm.h" /* the torch engine's prefill: its GEMMs over the same panels, SwiGLU, q/k/v with rotary */
