@@ -222,6 +222,51 @@ class FastLlama:
                 return None
         return self.native
 
+    def _attend(self, q: torch.Tensor, cache: TorchKV, i: int, end: int, mask: torch.Tensor | None) -> torch.Tensor:
+        """Layer i's attention output ([n, heads * hd]) for queries q ([heads, n, hd]) over the cache's first `end`
+        positions (the new ones written)."""
+        n = q.shape[1]
+        keys, values = cache.k[i, :, :end], cache.v[i, :, :end]
+        if n == 1 and self.decode_bmm:
+            attn = self._attend_one(q, keys, values)
+        else:
+            attn = F.scaled_dot_product_attention(
+                q[None], keys[None], values[None], attn_mask=mask, is_causal=n > 1 and mask is None,
+                scale=self.scale, enable_gqa=self.n_kv != self.n_heads,
+            )[0]
+        return attn.transpose(0, 1).reshape(n, self.q_size)
+
+    def _layers_torch(self, x: torch.Tensor, cache: TorchKV, start: int, mask) -> torch.Tensor:
+        """The layers of a torch pass in torch ops; x [n, hidden] in, the last layer's output out."""
+        n = x.shape[0]
+        end = start + n
+        cos = self.cos[start:end][None]  # [1, n, hd]
+        sin = self.sin[start:end][None]
+        for i, (w_in, qkv_w, qkv_b, o_w, w_post, gate_up, down) in enumerate(self.layers):
+            h = self._rmsnorm(x, w_in)
+            qkv = qkv_w.matmul(h) if qkv_b is None else qkv_w.matmul(h) + qkv_b
+            heads = qkv.view(n, -1, self.head_dim).transpose(0, 1)  # [q+k+v heads, n, hd]
+            qk = self._rotate(heads[: self.n_heads + self.n_kv], cos, sin)  # q and k rotated in one go
+            q = qk[: self.n_heads]
+            cache.k[i, :, start:end] = qk[self.n_heads :]
+            cache.v[i, :, start:end] = heads[self.n_heads + self.n_kv :]
+            x = x + o_w.matmul(self._attend(q, cache, i, end, mask))
+            h = self._rmsnorm(x, w_post)
+            g, u = gate_up.matmul(h).chunk(2, dim=-1)
+            x = x + down.matmul(F.silu(g) * u)
+        return x
+
+    def _layers_native(self, native, x: torch.Tensor, cache: TorchKV, start: int, mask) -> torch.Tensor:
+        """The layers of a torch pass with the native kernels (see _native_prefill); x [n, hidden] (changed in
+        place) in, the last layer's output out. Each residual add is done by the norm that follows it."""
+        end, mlp = start + x.shape[0], None
+        for i, (w_in, qkv_w, qkv_b, o_w, w_post, gate_up, down) in enumerate(self.layers):
+            h = native.add_rmsnorm(x, mlp, w_in)
+            q = native.qkv_rope(native.matmul(h, qkv_w), qkv_b, i, cache, start)
+            h = native.add_rmsnorm(x, native.matmul(self._attend(q, cache, i, end, mask), o_w), w_post)
+            mlp = native.matmul(native.swiglu(h, gate_up), down)
+        return x.add_(mlp)
+
     def _embed(self, ids: list[int]) -> torch.Tensor:
         index = torch.tensor(ids, device=self.device)
         return self.embed[index] if self.embed_rows is None else self.embed_rows.take(index)
@@ -245,39 +290,13 @@ class FastLlama:
         end = start + n
         cache.ensure(end)
         x = self._embed(ids)  # [n, hidden]
-        cos = self.cos[start:end][None]  # [1, n, hd]
-        sin = self.sin[start:end][None]
         mask = None
         if n > 1 and start > 0:  # from position 0 the attention is plain causal: flash attention skips the masked half
             mask = torch.arange(end, device=self.device)[None, :] <= torch.arange(start, end, device=self.device)[:, None]
         native = self._native_prefill(cache)
-        for i, (w_in, qkv_w, qkv_b, o_w, w_post, gate_up, down) in enumerate(self.layers):
-            h = self._rmsnorm(x, w_in)
-            if native is not None:  # bias, rotary and the cache writes in one native pass over the product
-                q = native.qkv_rope(native.matmul(h, qkv_w), qkv_b, i, cache, start)
-            else:
-                qkv = qkv_w.matmul(h) if qkv_b is None else qkv_w.matmul(h) + qkv_b
-                heads = qkv.view(n, -1, self.head_dim).transpose(0, 1)  # [q+k+v heads, n, hd]
-                qk = self._rotate(heads[: self.n_heads + self.n_kv], cos, sin)  # q and k rotated in one go
-                q = qk[: self.n_heads]
-                cache.k[i, :, start:end] = qk[self.n_heads :]
-                cache.v[i, :, start:end] = heads[self.n_heads + self.n_kv :]
-            keys, values = cache.k[i, :, :end], cache.v[i, :, :end]
-            if n == 1 and self.decode_bmm:
-                attn = self._attend_one(q, keys, values)
-            else:
-                attn = F.scaled_dot_product_attention(
-                    q[None], keys[None], values[None], attn_mask=mask, is_causal=n > 1 and mask is None,
-                    scale=self.scale, enable_gqa=self.n_kv != self.n_heads,
-                )[0]
-            attn = attn.transpose(0, 1).reshape(n, self.q_size)
-            h = native.matmul(attn, o_w) if native is not None else o_w.matmul(attn)
-            x = x + h
-            h = self._rmsnorm(x, w_post)
-            if native is not None:
-                x = x + native.matmul(native.swiglu(h, gate_up), down)
-            else:
-                g, u = gate_up.matmul(h).chunk(2, dim=-1)
-                x = x + down.matmul(F.silu(g) * u)
+        if native is not None:
+            x = self._layers_native(native, x, cache, start, mask)
+        else:
+            x = self._layers_torch(x, cache, start, mask)
         cache.length = end
         return self._logits(self._rmsnorm(x[-1:], self.norm))

@@ -106,6 +106,9 @@ def load() -> tuple[ctypes.CDLL | None, str]:
                     fn.restype = ctypes.c_int32
                     fn.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
                                    ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32]
+                lib.tabd_add_rmsnorm.restype = None
+                lib.tabd_add_rmsnorm.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
+                                                 ctypes.c_void_p, ctypes.c_float, ctypes.c_void_p, ctypes.c_int32]
                 lib.tabd_qkv_rope.restype = None
                 lib.tabd_qkv_rope.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p,
                                               ctypes.c_void_p, *[ctypes.c_int32] * 3, ctypes.c_void_p, ctypes.c_void_p,
@@ -262,6 +265,19 @@ class NativeDecoder:
                                          m.cols // 2, _ptr(m.scale), out.data_ptr(), self.threads())
         if rc != 0:
             raise ValueError(f"native swiglu refused x {tuple(x.shape)} against [{m.rows}, {m.cols}] {m.fmt}")
+        return out
+
+    def add_rmsnorm(self, x, add, weight):
+        """x += add (in place; add may be None), then the RMS norm of x's rows times weight: a torch prefill's
+        residual and norm, x [n, hidden] contiguous fp32."""
+        import torch
+
+        n, hidden = x.shape
+        if not x.is_contiguous() or (add is not None and (not add.is_contiguous() or add.shape != x.shape)):
+            raise ValueError("add_rmsnorm needs contiguous rows of the same shape")
+        out = torch.empty_like(x)
+        self.lib.tabd_add_rmsnorm(x.data_ptr(), _ptr(add), n, hidden, weight.data_ptr(), self.fast.eps, out.data_ptr(),
+                                  self.threads())
         return out
 
     def qkv_rope(self, qkv, bias, layer: int, cache, start: int):

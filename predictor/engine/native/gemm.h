@@ -15,14 +15,8 @@
  * Work is split between the threads as (panel, run of tokens) pairs, panel-major, so a thread converts a panel
  * block once for the many tokens of its run.  Included once, by decode.c (after matvec.h: wload, wget, v8). */
 
-#ifndef GEMM_KB
-#define GEMM_KB 256
-#endif
-#define GEMM_KB_     /* panel rows converted at a time: 64 KB of fp32, in L2 beside the tokens' rows */
-#ifndef GEMM_TOKENS
-#define GEMM_TOKENS 96
-#endif
-#define GEMM_TOKENS_  /* tokens a work item sweeps the converted block with */
+#define GEMM_KB 256     /* panel rows converted at a time: 64 KB of fp32, in L2 beside the tokens' rows */
+#define GEMM_TOKENS 96  /* tokens a work item sweeps the converted block with */
 
 #ifdef __AVX512F__
 #define GEMM_MR 6 /* 6 tokens x 4 vectors of 16: 24 accumulators, 4 weight vectors, 32 registers */
@@ -198,5 +192,20 @@ void tabd_qkv_rope(float *qkv, int32_t n, const float *bias, const float *cos, c
             memcpy(kcache + ((int64_t)g * capacity + pos + t) * d, row + nq + g * d, sizeof(float) * d);
             memcpy(vcache + ((int64_t)g * capacity + pos + t) * d, row + nq + kv * d + g * d, sizeof(float) * d);
         }
+    }
+}
+
+/* A torch prefill's residual and norm in one pass: x[t] += add[t] (add may be NULL), then out[t] = rmsnorm(x[t]) * w,
+ * as the native step computes it. One parallel region where torch ran seven ops (pow, mean, add, rsqrt, two muls
+ * and the residual add), each with its own barrier: on a machine others share, a barrier waits out the time slice
+ * of a thread that was descheduled. */
+void tabd_add_rmsnorm(float *x, const float *add, int32_t n, int32_t hidden, const float *w, float eps, float *out,
+                      int32_t threads) {
+#pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : 1)
+    for (int t = 0; t < n; t++) {
+        float *xt = x + (int64_t)t * hidden;
+        if (add)
+            for (int i = 0; i < hidden; i++) xt[i] += add[(int64_t)t * hidden + i];
+        rmsnorm(xt, w, hidden, eps, out + (int64_t)t * hidden);
     }
 }
