@@ -8,15 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from tabd.daemon.runtime.stats import reuse_of  # a counter's figure (stats.py), written in log lines too
 from tabd.predictor.types import Prediction
 
 WARMUP = ("prefill_tokens", "reused_tokens", "prefill_ms", "context_tokens")
-
-
-def reuse_of(p: Prediction) -> float:
-    """The share of the prompt whose keys and values were kept from before."""
-    total = p.reused_tokens + p.prefill_tokens
-    return round(p.reused_tokens / total, 4) if total else 0.0
 
 
 def prediction_fields(p: Prediction) -> dict[str, Any]:

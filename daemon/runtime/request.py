@@ -107,6 +107,10 @@ class RequestBuilder:
         self.ids = itertools.count(1)  # request ids (an answer from memory takes its own before its Request is built)
         self._openers: dict[str, tuple[str, ...]] = {}  # doc -> where its blocks open (context/languages.py)
         self._made: dict[tuple[bool, float, bool], tuple[GenSettings, str]] = {}  # (multiline, stop_below, block) ->
+        for multiline in (False, True):  # every kind there is, made now: no request's path makes one
+            for stop_below in (0.0, config.min_confidence):
+                for block in (False, True):
+                    self._settings(multiline, stop_below, block)
 
     def window_of(self, state: DocState) -> Window:
         return state.window(self.config.prefix_chars, self.config.suffix_chars)

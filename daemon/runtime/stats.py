@@ -9,11 +9,16 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from tabd.daemon.runtime.fields import reuse_of
 from tabd.predictor.types import Prediction
 
 SOURCES = ("cache", "typed", "inflight", "model", "none")
 REUSE_KINDS = ("request", "prefetch", "warmup")
+
+
+def reuse_of(p: Prediction) -> float:
+    """The share of the prompt whose keys and values were kept from before."""
+    total = p.reused_tokens + p.prefill_tokens
+    return round(p.reused_tokens / total, 4) if total else 0.0
 
 
 def _window() -> deque[float]:

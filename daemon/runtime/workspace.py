@@ -46,6 +46,7 @@ class Workspace:
         self.fresh: str | None = None  # the document opened last: warmed up at the pause if nobody asked in it yet
         self.stats = ContextStats()
         self._timer: asyncio.TimerHandle | None = None
+        self._due = 0.0  # loop time the idle pick is due at
 
     @property
     def enabled(self) -> bool:
@@ -137,16 +138,22 @@ class Workspace:
         self._arm()
 
     def _arm(self) -> None:
+        """The idle pick is due idle_ms from now: a keystroke moves the due time, and the timer armed for an earlier
+        one arms itself again when it fires (one timer per pause, not a cancel and a new one per keystroke)."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # no loop (a plain function test): no timer
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = loop.call_later(self.options.idle_ms / 1000, self._idle)
+        self._due = loop.time() + self.options.idle_ms / 1000
+        if self._timer is None:
+            self._timer = loop.call_at(self._due, self._idle)
 
     def _idle(self) -> None:
         self._timer = None
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._due:  # touched since this timer was armed: the pause ends later
+            self._timer = loop.call_at(self._due, self._idle)
+            return
         if self.active is not None:
             self._refresh(self.active)
         fresh, self.fresh = self.fresh, None

@@ -20,8 +20,9 @@ HIT_GOAL, MISS_GOAL = 10, 20  # issue 42's Done when
 # does not change an answer (activity, hand-over, workspace, counters, the debounce's end, the hush, the log line)
 # follows its write, admission and args left the served document's path, and a request's settings are made once;
 # 10 for a hit once memory holds a prefetch's answer ready by its state's identity (no key built before the answer:
-# the window, settings, context and key are built after the write, for the bookkeeping)
-HIT_TODAY, MISS_TODAY = 10, 33
+# the window, settings, context and key are built after the write, for the bookkeeping); 31 for a miss once every
+# kind of generation settings is made at start and the prompt-reuse share is the counter's own (stats.py)
+HIT_TODAY, MISS_TODAY = 10, 31
 URI = "file:///a.py"
 
 
@@ -97,7 +98,7 @@ async def test_an_answer_from_memory_touches_at_most_10_modules():
     _bounded(hit, "an answer from memory", HIT_GOAL)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 42: a miss passes through 33 tabd modules on the event loop today")
+@pytest.mark.xfail(strict=True, reason="issue 42: a miss passes through 31 tabd modules on the event loop today")
 async def test_a_miss_touches_at_most_20_modules_on_the_event_loop():
     miss, _ = await miss_then_hit()
     _bounded(miss, "a miss, on the event loop", MISS_GOAL)
