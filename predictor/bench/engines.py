@@ -329,11 +329,18 @@ def worker(argv: list[str]) -> int:
         elif command in ("extras", "memory") and isinstance(eng, TabdEngine):  # once, after the rounds
             print(json.dumps({"rss_bytes": rss_bytes(), "weights": eng.backend.weights_why,
                               "weight_bytes_held": eng.runner.weight_bytes(), "prefill_chunk": eng.backend.prefill_chunk,
+                              "prefill_kernels": _prefill_kernels(eng.runner),
                               **({"lookup": _lookup_or_skip(eng, a.lookup_passes)} if command == "extras" else {})}),
                   flush=True)
         else:
             break
     return 0
+
+
+def _prefill_kernels(runner) -> str:
+    """What ran the measured prefill: the engine says, where it can."""
+    say = getattr(runner, "prefill_kernels", None)
+    return say() if say is not None else type(runner).__name__
 
 
 def _lookup_or_skip(eng: TabdEngine, passes: int) -> dict:
@@ -475,7 +482,7 @@ def _tabd_report(med: dict, extras: dict, formats: dict[str, str], file_bytes: i
     report = {"tabd": med["tabd"], "weights": first["weights"], "rss_bytes": first["rss_bytes"],
               "weights_file_bytes": file_bytes, "rss_over_weights_file": round(first["rss_bytes"] / max(1, file_bytes), 2),
               "weight_bytes_held": first["weight_bytes_held"], "prefill_chunk": first["prefill_chunk"],
-              "lookup": first["lookup"]}
+              "prefill_kernels": first.get("prefill_kernels"), "lookup": first["lookup"]}
     if len(extras) > 1:
         report["tabd_by_weights"] = {
             formats[name]: {**med[name], "weights": e["weights"], "rss_bytes": e["rss_bytes"],

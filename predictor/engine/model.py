@@ -214,13 +214,23 @@ class FastLlama:
         (prefill_copy: one MKL GEMM) and a width its kernels do not take stay with torch."""
         from tabd.predictor.engine.weights import Matrix
 
-        if self.native is None or cache.k.dtype != torch.float32 or not cache.k.is_contiguous():
-            return None
+        if self.native is None or cache.k.dtype != torch.float32 or not cache.k.is_contiguous() or self.head_dim > 512:
+            return None  # (rotary's buffer in C holds a head of up to 512)
         for layer in self.layers:
             mats = (layer[1], layer[3], layer[5], layer[6])
             if not all(isinstance(m, Matrix) and m.prefill_copy is None for m in mats) or layer[5].cols % 128:
                 return None
         return self.native
+
+    def prefill_kernels(self) -> str:
+        """What runs a long prefill pass (more than a few tokens) here, in words (the bench reports it)."""
+        cache = self.new_cache(1)
+        if self._native_prefill(cache) is not None:
+            isa = self.native.lib.tabd_gemm_isa().decode()
+            return (f"native gemm.h, {self.weights} panels read in place, {isa}; SwiGLU, rotary, norms native; "
+                    f"attention torch SDPA")
+        how = "plain fp32 matrices (MKL)" if self.small and self.weights == "fp32" else f"{self.weights} panels as fp32"
+        return f"torch: {how}, attention SDPA"
 
     def _attend(self, q: torch.Tensor, cache: TorchKV, i: int, end: int, mask: torch.Tensor | None) -> torch.Tensor:
         """Layer i's attention output ([n, heads * hd]) for queries q ([heads, n, hd]) over the cache's first `end`

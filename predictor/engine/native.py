@@ -106,10 +106,11 @@ def load() -> tuple[ctypes.CDLL | None, str]:
                     fn.restype = ctypes.c_int32
                     fn.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
                                    ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32]
+                lib.tabd_gemm_isa.restype = ctypes.c_char_p
                 lib.tabd_add_rmsnorm.restype = None
                 lib.tabd_add_rmsnorm.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
                                                  ctypes.c_void_p, ctypes.c_float, ctypes.c_void_p, ctypes.c_int32]
-                lib.tabd_qkv_rope.restype = None
+                lib.tabd_qkv_rope.restype = ctypes.c_int32
                 lib.tabd_qkv_rope.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p,
                                               ctypes.c_void_p, *[ctypes.c_int32] * 3, ctypes.c_void_p, ctypes.c_void_p,
                                               ctypes.c_void_p, *[ctypes.c_int32] * 3]
@@ -290,9 +291,12 @@ class NativeDecoder:
         k, v = cache.k[layer], cache.v[layer]
         if not (qkv.is_contiguous() and k.is_contiguous() and v.is_contiguous() and k.dtype == torch.float32):
             raise ValueError("qkv_rope needs a contiguous fp32 qkv and cache")
-        self.lib.tabd_qkv_rope(qkv.data_ptr(), n, _ptr(bias), fast.cos.data_ptr(), fast.sin.data_ptr(), fast.n_heads,
-                               fast.n_kv, fast.head_dim, q.data_ptr(), k.data_ptr(), v.data_ptr(), cache.capacity,
-                               start, self.threads())
+        rc = self.lib.tabd_qkv_rope(qkv.data_ptr(), n, _ptr(bias), fast.cos.data_ptr(), fast.sin.data_ptr(),
+                                    fast.n_heads, fast.n_kv, fast.head_dim, q.data_ptr(), k.data_ptr(), v.data_ptr(),
+                                    cache.capacity, start, self.threads())
+        if rc != 0:
+            raise ValueError(f"native qkv_rope refused {n} tokens at {start} (head_dim {fast.head_dim}, capacity "
+                             f"{cache.capacity})")
         return q
 
     def lm_head(self, h):

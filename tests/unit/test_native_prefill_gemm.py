@@ -88,9 +88,13 @@ def test_the_native_matmul_is_x_at_w_for_any_count_of_tokens_and_width(fmt, n, r
         torch.testing.assert_close(decoder.swiglu(x, m), torch.nn.functional.silu(g) * u, rtol=1e-5, atol=1e-6)
 
 
-def test_a_swiglu_width_the_kernel_does_not_take_is_an_error_not_a_crash():
+def test_input_the_kernels_do_not_take_is_an_error_not_a_crash():
     m = Matrix(torch.randn(64, 200).numpy(), "bf16").on_torch()  # 2 x 100 columns: not whole panels
     decoder = native.NativeDecoder.__new__(native.NativeDecoder)
     decoder.lib, decoder.threads = LIB, lambda: 2
     with pytest.raises(ValueError, match="swiglu"):
         decoder.swiglu(torch.randn(3, 64), m)
+    fast = _fast(_model(128, 256, 4, 2, 64), "bf16")
+    cache = fast.new_cache(16)
+    with pytest.raises(ValueError, match="qkv_rope refused 20 tokens at 0"):  # past the cache's capacity
+        fast.native.qkv_rope(torch.zeros(20, (4 + 2 * 2) * 64), None, 0, cache, 0)

@@ -176,9 +176,10 @@ int32_t tabd_matmul_swiglu(const float *x, int32_t n, const void *w, int32_t wty
  * ([kv][capacity][d]) at positions pos .. pos + n - 1.  The same operations, in the same order, as the torch code it
  * replaces (x + b, then x * cos + rotate_half(x) * sin, rounded per operation), so the same bits, in one pass
  * instead of eight torch ops over the chunk. */
-void tabd_qkv_rope(float *qkv, int32_t n, const float *bias, const float *cos, const float *sin, int32_t heads,
-                   int32_t kv, int32_t d, float *q, float *kcache, float *vcache, int32_t capacity, int32_t pos,
-                   int32_t threads) {
+int32_t tabd_qkv_rope(float *qkv, int32_t n, const float *bias, const float *cos, const float *sin, int32_t heads,
+                      int32_t kv, int32_t d, float *q, float *kcache, float *vcache, int32_t capacity, int32_t pos,
+                      int32_t threads) {
+    if (n < 1 || heads < 1 || kv < 1 || d < 2 || d > 512 || d % 2 || pos < 0 || pos + n > capacity) return -1;  /* rope's buffer */
     const int nq = heads * d, nqkv = (heads + 2 * kv) * d;
 #pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : 1)
     for (int t = 0; t < n; t++) {
@@ -193,6 +194,7 @@ void tabd_qkv_rope(float *qkv, int32_t n, const float *bias, const float *cos, c
             memcpy(vcache + ((int64_t)g * capacity + pos + t) * d, row + nq + kv * d + g * d, sizeof(float) * d);
         }
     }
+    return 0;
 }
 
 /* A torch prefill's residual and norm in one pass: x[t] += add[t] (add may be NULL), then out[t] = rmsnorm(x[t]) * w,
@@ -208,4 +210,15 @@ void tabd_add_rmsnorm(float *x, const float *add, int32_t n, int32_t hidden, con
             for (int i = 0; i < hidden; i++) xt[i] += add[(int64_t)t * hidden + i];
         rmsnorm(xt, w, hidden, eps, out + (int64_t)t * hidden);
     }
+}
+
+/* Which vector kernel tabd_matmul runs here (what the bench reports beside its figures). */
+const char *tabd_gemm_isa(void) {
+#ifdef __AVX512F__
+    return "avx512 (6 tokens x 64 columns a tile)";
+#elif defined(__AVX2__) && defined(__FMA__)
+    return "avx2+fma (6 tokens x 16 columns a tile)";
+#else
+    return "generic vectors (6 tokens x 16 columns a tile)";
+#endif
 }
