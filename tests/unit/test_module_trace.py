@@ -2,8 +2,9 @@
 tests/support/module_trace.py through the real TabdServer in process (tests/support/inprocess.py): a message in, its
 reply written. An answer from memory (the state after a Tab, prefetched) and a miss (the fake backend's run on the
 model worker, whose thread is not traced) are each held to what they touch today, so no module joins the hallway
-unnoticed, and to the issue's bounds (10 and 20), which today's code does not meet yet (strict xfail: once it does,
-the mark goes). A failure lists the modules, in the order the request reached them.
+unnoticed, and to the issue's bounds (10 and 20): an answer from memory meets its bound (memory's ready index: no key
+is built before it is out); a miss does not yet (strict xfail: once it does, the mark goes). A failure lists the
+modules, in the order the request reached them.
 """
 from __future__ import annotations
 
