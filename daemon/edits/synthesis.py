@@ -722,8 +722,8 @@ def _score(tokens: Sequence[Token], t: Transformation, i: int, n: int) -> float 
         attribute = before is not None and before.text == "." and before.end == tokens[i].start
         if attribute != (t.left[:1] == (".",)):
             return None
-        if attribute and (i < 2 or (t.left[1:2] and t.left[1] != tokens[i - 2].text)):
-            return None
+        if attribute and (i < 2 or (t.left[1:2] and t.left[1] is not HOLE and t.left[1] != tokens[i - 2].text)):
+            return None  # an attribute of the same object, or of any, once two examples had different ones
         if "." in _joined(t.new) and _line_head(tokens, i) in ("from", "import"):
             return None  # a name qualified: not in an import, where a qualified name cannot stand
         return 1.0

@@ -190,6 +190,13 @@ def test_two_changes_made_in_turn_propose_the_other_half_next():
     assert text.index("def g") < p.start < text.index("def h")
 
 
+def test_an_attribute_renamed_on_two_objects_is_renamed_on_any_object_but_not_a_plain_name():
+    before = "x = a.calls\ny = b.calls\nz = c.calls\ncalls = 1\n"
+    taken, found = made_twice(before, ("a.calls", "a.call_args_list"), ("b.calls", "b.call_args_list"))
+    assert found == [("calls", "call_args_list")]
+    assert taken == "x = a.call_args_list\ny = b.call_args_list\nz = c.call_args_list\ncalls = 1\n"
+
+
 def test_a_change_made_before_a_one_off_fix_is_still_proposed_at_its_next_place():
     """A, then B that applies nowhere else (a typo fixed in a comment): A's next place is still due. On real histories
     about a sixth of the repeats missed were this: the change due next is the one made two or three edits back."""
