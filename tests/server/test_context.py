@@ -61,6 +61,17 @@ def completions() -> list[dict]:
     return [e for e in read_log(LOG) if e.get("event") == "completion" and e.get("origin") == "model"]
 
 
+async def logged(n: int) -> list[dict]:
+    """The model's completion log lines once there are n: a line is written after its reply (the answer goes out
+    first), so a test that reads the log as soon as the reply comes waits for it."""
+    async def enough():
+        got = completions()
+        return got if len(got) >= n else None
+    got = await until(enough)
+    assert got, f"fewer than {n} completion log lines after 60 s"
+    return got
+
+
 async def until(predicate, timeout: float = 60.0):
     deadline = time.monotonic() + timeout
     while True:
@@ -78,7 +89,7 @@ async def test_open_file_reaches_the_prompt_and_a_keystroke_keeps_it(client: Lan
     ctx = await context_of(client, "file:///w/pkg/panel.py")
     assert any(c["path"].endswith("pkg/widgets.py") for c in ctx["chunks"])
     assert any("register_widget" in c["text"] for c in ctx["chunks"])
-    first = completions()[-1]
+    first = (await logged(1))[-1]
     assert first["context_tokens"] > 20 and first["context_chunks"] >= 1
     assert SECRET not in LOG.read_text()  # counts and digests in the log, never the chunks' text
 
@@ -86,7 +97,7 @@ async def test_open_file_reaches_the_prompt_and_a_keystroke_keeps_it(client: Lan
     await inline(client, "file:///w/pkg/panel.py", line, char + 1)
     again = await context_of(client, "file:///w/pkg/panel.py")
     assert again["digest"] == ctx["digest"]
-    second = completions()[-1]
+    second = (await logged(2))[-1]
     assert second["context_tokens"] == first["context_tokens"]
     # the context and the window before the keystroke come from the kept KV: only the new tokens run
     assert second["reused_tokens"] >= second["context_tokens"]
@@ -106,7 +117,8 @@ async def test_closing_a_file_drops_its_chunks(client: LanguageClient):
     assert s["context"]["documents"] == 1
     line, char = end_of(PANEL + "p")
     await inline(client, "file:///w/pkg/panel.py", line, char)
-    assert completions()[-1]["context_tokens"] < completions()[0]["context_tokens"]
+    got = await logged(3)
+    assert got[-1]["context_tokens"] < got[0]["context_tokens"]
 
 
 async def test_focus_warms_up_so_the_next_request_reuses_its_prompt(client: LanguageClient):
@@ -120,7 +132,7 @@ async def test_focus_warms_up_so_the_next_request_reuses_its_prompt(client: Lang
     assert await until(warmed), "no warm-up finished after tabd/focus"
     n = len(completions())
     await inline(client, "file:///w/pkg/other.py", 5, 11)
-    got = completions()
+    got = await logged(n + 1)
     assert len(got) == n + 1
     # the whole prompt was prefilled in the background: the request runs the one token it must
     assert got[-1]["prefill_tokens"] <= 1 and got[-1]["reused_tokens"] > 20
