@@ -98,3 +98,21 @@ def test_input_the_kernels_do_not_take_is_an_error_not_a_crash():
     cache = fast.new_cache(16)
     with pytest.raises(ValueError, match="qkv_rope refused 20 tokens at 0"):  # past the cache's capacity
         fast.native.qkv_rope(torch.zeros(20, (4 + 2 * 2) * 64), None, 0, cache, 0)
+
+
+def test_swiglu_holds_at_gate_values_far_out_either_way():
+    """silu at gates from -200 to 200 (exp(-g) past fp32's range on one side, 0 on the other) is torch's."""
+    gate = torch.linspace(-200, 200, 64 * 3)
+    w = torch.zeros(2, 2 * len(gate))
+    w[0, : len(gate)] = gate  # token 0 reads the gates as they are,
+    w[0, len(gate) :] = 1.0   # times an up of 1
+    w[1, : len(gate)] = 1e-3 * gate
+    w[1, len(gate) :] = 2.0
+    m = Matrix(w.numpy(), "fp32").on_torch()
+    decoder = native.NativeDecoder.__new__(native.NativeDecoder)
+    decoder.lib, decoder.threads = LIB, lambda: 2
+    x = torch.eye(2).repeat(7, 1)  # 14 tokens: more than one tile
+    g, u = (x @ w).chunk(2, dim=-1)
+    got = decoder.swiglu(x, m)
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got, torch.nn.functional.silu(g) * u, rtol=1e-6, atol=1e-6)
