@@ -116,3 +116,14 @@ def test_swiglu_holds_at_gate_values_far_out_either_way():
     got = decoder.swiglu(x, m)
     assert torch.isfinite(got).all()
     torch.testing.assert_close(got, torch.nn.functional.silu(g) * u, rtol=1e-6, atol=1e-6)
+
+
+def test_the_engine_says_which_kernels_run_its_prefill():
+    model = _model(128, 256, 4, 2, 64)
+    fast = _fast(model, "bf16")
+    assert fast.prefill_kernels().startswith("native gemm.h, bf16 panels read in place")
+    from tabd.predictor.engine.model import FastLlama
+
+    small = FastLlama(model, weights="fp32")  # a small fp32 model keeps plain matrices: one MKL GEMM each
+    assert small.prefill_kernels() == "torch: plain fp32 matrices (MKL), attention SDPA"
+    assert FastLlama(model, native=False, weights="bf16").prefill_kernels() == "torch: bf16 panels as fp32, attention SDPA"
