@@ -1,6 +1,8 @@
 """The completion service: how a keystroke travels from a document state to a suggestion, in one pass.
 
-answer(asked) builds the request once and looks in memory once (cache, type-through); an answer there is returned
+answer(asked) first asks memory for an answer ready under the state's identity (a prefetch's, the request after a
+Tab): that one goes out before any key is built, and its Request is built once it is out, for what it sets going.
+Otherwise it builds the request once and looks in memory once (cache, type-through); an answer there is returned
 at once, with no await. Otherwise it returns the awaitable of the rest: the run in flight for the same key, or the
 debounce and then one model run. Afterwards the speculator plans the states after an accept as background prefetches.
 It speaks plain dataclasses (Asked in, Answer out): the LSP layer converts, the predictor computes.
@@ -8,7 +10,7 @@ It speaks plain dataclasses (Asked in, Answer out): the LSP layer converts, the 
 Each step is a collaborator with one job, passed in; compose() builds the default set:
 
   requests     RequestBuilder  the Request for what was asked (window, settings, context, key, gating)
-  memory       Memory          cache, type-through and in-flight runs
+  memory       Memory          cache (and its answers ready by state), type-through and in-flight runs
   computations Computations    model runs by key (jobs.py: one lifecycle with the warm-ups)
   speculator   Speculator      what to compute after an answer; what accepts teach
   debounce     Debounce, Waits how long a request that needs the model waits first, and the waiting ones
@@ -93,7 +95,7 @@ def offered_at(invoked: bool, after: str, text: str, alternatives: tuple[str, ..
 
 def ready_answer(requests: RequestBuilder, comp: Computation, prediction: Prediction) -> tuple[StateId, Ready] | None:
     """A finished prefetch's answer as the request at its state would get it from the cache, under that state's
-    identity as the LSP layer reads it (LSPServer.ask: 2x the prefix and suffix windows around the cursor); None
+    identity as the LSP layer reads it (TabdServer.ask: 2x the prefix and suffix windows around the cursor); None
     where that request would not build the prefetch's key (another context picked, other settings) or no request
     reads the state so. Same key, same answer: the request's own way to the cache gives exactly this."""
     before_chars, after_chars = requests.config.prefix_chars * 2, requests.config.suffix_chars * 2
