@@ -8,9 +8,7 @@ Which example to learn from, in order:
 - the last two edits, when they are two examples of one change (synthesis.generalised): the names that differ from
   place to place become holes;
 - the last edit alone;
-- the edit before it alone (the user fixed something the change does not reach, a word in a docstring, and goes on);
-- one of the EARLIER edits before the last, nearest first, made once and holding a word, or a rename (A, then a
-  one-off B: A is still due at its next place).
+- the edit before it alone (the user fixed something the change does not reach, a word in a docstring, and goes on).
 The first that applies somewhere other than where it was made is proposed, at the first place after the cursor; the
 walk wraps to the top only once the user takes it (Tab). A transformation the user rejected in this document is not
 proposed again.
@@ -28,7 +26,6 @@ from tabd.daemon.edits.tokens import shared_ends
 
 PAUSE_S = 1.0  # typing at the end of the change, this long without an edit counts as done
 COMPOUND_S = 15.0  # two edits on one line this close together are one change
-EARLIER = 3  # edits before the last whose change is proposed again once the last one applies nowhere
 
 
 @dataclass(frozen=True)
@@ -108,24 +105,6 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[C
         earlier = lesson(len(live) - 2)
         if earlier is not None and earlier != single and earlier.rename:
             out.append(Candidate(earlier, (prev.start, prev.end)))
-    out.extend(_earlier(text, live, single, lesson))
-    return out
-
-
-def _earlier(text: str, live: Sequence[Group], single: Transformation | None,
-             lesson: Callable[[int], Transformation | None]) -> list[Candidate]:
-    """The changes of the EARLIER edits before the last, nearest first, each with the range it was made in: the ones
-    a single example teaches (small, or a stretch deleted), less marks and insertions made once."""
-    out = []
-    for i in range(len(live) - 2, max(-1, len(live) - 2 - EARLIER), -1):
-        if _one_line(text, live[i], live[-1]):
-            continue
-        t = lesson(i)
-        if t is None or t == single or not (t.small or t.deletes_a_stretch):
-            continue
-        if t.once and not t.worded and not t.rename:
-            continue  # marks or an insertion made once, two edits back: on real histories as often wrong as right
-        out.append(Candidate(t, (live[i].start, live[i].end)))
     return out
 
 

@@ -197,24 +197,6 @@ def test_an_attribute_renamed_on_two_objects_is_renamed_on_any_object_but_not_a_
     assert taken == "x = a.call_args_list\ny = b.call_args_list\nz = c.call_args_list\ncalls = 1\n"
 
 
-def test_a_change_made_before_a_one_off_fix_is_still_proposed_at_its_next_place():
-    """A, then B that applies nowhere else (a typo fixed in a comment): A's next place is still due. On real histories
-    about a sixth of the repeats missed were this: the change due next is the one made two or three edits back."""
-    text = ("def a():\n    root = os.getcwd()\n    return root  # teh root\n\n\n"
-            "def b():\n    here = os.getcwd()\n    return here\n")
-    history = DocHistory()
-    now = 100.0
-    for old, new in (("os.getcwd()", "Path.cwd()"), ("teh", "the")):
-        at = text.index(old)
-        history.edited(at, old, new, now)
-        text = text[:at] + new + text[at + len(old):]
-        now += 2.0
-    cursor = text.index("the root") + len("the")
-    p = propagation.propose(text, list(history.groups), cursor, now + 5.0, "m.py")
-    assert p is not None and p.start > text.index("def b")
-    assert (text[:p.start] + p.text + text[p.end:]).endswith("    here = Path.cwd()\n    return here\n")
-
-
 def inserted_in_turn(text: str, blocks: list[tuple[str, str]]) -> tuple[str, propagation.Proposal | None]:
     """The user types each (after, block): `block` right after the first `after`, two seconds apart; the text then,
     and what is proposed once they pause."""
