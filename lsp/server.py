@@ -172,6 +172,7 @@ class TabdServer(LanguageServer):
         return {"dismissed": known}
 
     def close(self) -> None:
+        self.events.release()  # lines still held for the loop's next turn go to the log files before they close
         if self.parent_watch is not None:
             self.parent_watch.cancel()
         self.admission.controls.close()

@@ -18,9 +18,10 @@ from tabd.cache.rebase import RebaseIndex
 from tabd.cache.state import DocState, Window
 from tabd.cache.store import CompletionCache, Entry
 from tabd.cache.typed import Shown, TypeThroughIndex
+from tabd.daemon.context.chunk_store import Snapshot
 from tabd.daemon.runtime.computation import Computation
 from tabd.daemon.runtime.config import Config
-from tabd.predictor.types import Prediction
+from tabd.predictor.types import GenSettings, Prediction
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,9 @@ StateId = tuple[str, int, str, str, bool]
 
 @dataclass(frozen=True, slots=True)
 class Ready:
-    """A cached answer as the request at one state shows it (gated, its closers counted), with what it is valid under."""
+    """A cached answer as the request at one state shows it (gated, its closers counted), with what it is valid under,
+    and what that state's Request holds besides (window, settings, context): built from these once the answer is out,
+    with no window, snapshot, prompt or key to make again."""
 
     key: str
     text: str  # what the request shows ("" when gating hides it)
@@ -51,18 +54,20 @@ class Ready:
     offered: tuple[str, ...]  # an invoked request's other candidates
     replaces: int  # characters after the cursor the text replaces (the editor's closers)
     alternatives: tuple[tuple[str, int], ...]  # `offered`, each with the characters it replaces
-    context: object  # the context snapshot the key was made under (the very object the workspace holds)
+    context: Snapshot  # the context snapshot the key was made under (the very object the workspace holds)
     model_id: str
+    window: Window  # the state's prompt window, and its generation settings: the Request's, as its build makes them
+    settings: GenSettings
 
 
 class Memory:
-    def __init__(self, config: Config, contexts: Mapping[str, object] | None = None) -> None:
+    def __init__(self, config: Config, contexts: Mapping[str, Snapshot] | None = None) -> None:
         self.enabled = config.cache
         self.cache = CompletionCache(config.cache_entries, config.cache_bytes, self._uncached)
         self.typed = TypeThroughIndex()
         self.rebase = RebaseIndex()  # the last suggestion per document, across edits elsewhere
         self.inflight: InflightTable[Computation] = InflightTable()
-        self.contexts: Mapping[str, object] = {} if contexts is None else contexts  # doc -> its context snapshot now
+        self.contexts: Mapping[str, Snapshot] = {} if contexts is None else contexts  # doc -> its context snapshot now
         self._ready: dict[StateId, Ready] = {}
         self._ready_by_key: dict[str, list[StateId]] = {}
         self._ready_by_doc: dict[str, set[StateId]] = {}

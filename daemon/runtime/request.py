@@ -19,6 +19,7 @@ from tabd.daemon.context.chunk_store import EMPTY, Snapshot
 from tabd.daemon.context.languages import COLON
 from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime.loaded_model import Model
+from tabd.daemon.runtime.memory import Ready
 from tabd.daemon.runtime.workspace import Workspace
 from tabd.predictor.text.postprocess import gate, wants_multiline
 from tabd.predictor.types import GenSettings
@@ -192,6 +193,15 @@ class RequestBuilder:
         return Request(request_id or str(next(self.ids)), doc, asked.version, state, prompt.window, prompt.settings, key,
                        asked.arrived, self.after_accept(key), invoked, 0.0 if invoked else self.config.min_confidence,
                        context, 1 if invoked else self.config.min_chars)
+
+    def from_ready(self, asked: Asked, ready: Ready, request_id: str) -> Request:
+        """The request for what the editor asked, answered from memory's ready index: its window, settings, context
+        and key are what the index held for the state (made where this state's build gives that very key, and the
+        workspace keeps that snapshot: service.ready_answer), so none is made again."""
+        key, invoked = ready.key, asked.invoked
+        return Request(request_id, asked.doc, asked.version, asked.state, ready.window, ready.settings, key,
+                       asked.arrived, self.after_accept(key), invoked, 0.0 if invoked else self.config.min_confidence,
+                       ready.context, 1 if invoked else self.config.min_chars)
 
     def requested(self, req: Request) -> None:
         """A request was made at its state (the workspace's idle timer starts again): told once its answer is out,

@@ -115,7 +115,8 @@ def ready_answer(requests: RequestBuilder, comp: Computation, prediction: Predic
     others = offered_at(comp.invoked, read.after, text, prediction.alternatives)
     return (comp.doc, read.offset, read.before, read.after, comp.invoked), Ready(
         comp.key, text, comp.depth, bool(prediction.text) and not text, others, pairs.consumed(text, read.after),
-        tuple((a, pairs.consumed(a, read.after)) for a in others), context, requests.model.model_id)
+        tuple((a, pairs.consumed(a, read.after)) for a in others), context, requests.model.model_id, prompt.window,
+        prompt.settings)
 
 
 def _since(t0: float) -> float:
@@ -164,7 +165,7 @@ class CompletionService:
                           alternatives=ready.offered)
             got = Answer(str(next(self.requests.ids)), out.text, out.shown_source, out.depth, ready.key, latency,
                          ready.replaces, out.reason, ready.alternatives)
-            self._after(lambda: self._answered_from_memory(self.requests.build(asked, request_id=got.id),
+            self._after(lambda: self._answered_from_memory(self.requests.from_ready(asked, ready, got.id),
                                                            (ready.key, out, latency)), first=True)
             return got
         req = self.requests.build(asked)
@@ -184,15 +185,14 @@ class CompletionService:
 
     def _answered_from_memory(self, req: Request, ready: tuple[str, Outcome, float] | None = None) -> None:
         """What an answer from memory sets going once it is out; `ready`: (key, outcome, latency) of one from the
-        ready index, whose Request is built only now, so what _from_memory and _finish set going comes here too."""
+        ready index, whose Request is made only now (from what the index held: its key is the one the long way builds,
+        tests/unit/test_ready_index.py), so what _from_memory and _finish set going comes here too."""
         self.scheduler.hush(HUSH_S)  # the prefetches this answer sets going start once the client has read it
         self.waits.end(req.doc, "superseded")  # an older request still waiting out its debounce is of no use now
         self._requested(req)
         if ready is None:
             return
         key, out, latency = ready
-        if req.key != key:  # never: the index holds a state only where its request builds this key (ready_answer)
-            logger.error("answered from the ready index under key %s, but the request builds %s", key[:12], req.key[:12])
         self.memory.used(key)
         self.speculator.used(key)
         self._answered(req, out, latency)

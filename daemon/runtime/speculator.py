@@ -224,8 +224,9 @@ class Speculator:
             # under the document's kept context: accepting at the cursor keeps it, and the next request is keyed so
             screen = self.on_screen.get(a.doc)
             self._remember(a.doc, a.reached, self.context_of(a.doc), screen is not None and screen[2])
-        self.events.emit("accept", id=a.answer_id, doc=a.doc, chars=a.chars, partial=a.partial, kind=a.kind, via=a.via,
-                         known=True, **({"alternative": True} if a.alternative else {}))
+        # its line waits for the loop's next turn: a Tab's edit comes with the next inline completion in one read
+        self.events.emit_soon("accept", id=a.answer_id, doc=a.doc, chars=a.chars, partial=a.partial, kind=a.kind,
+                              via=a.via, known=True, **({"alternative": True} if a.alternative else {}))
 
     def dismiss(self, answer_id: str) -> bool:
         shown = self.accepts.dismiss(answer_id)

@@ -166,3 +166,21 @@ async def test_an_evicted_key_takes_its_ready_answer_with_it():
         assert not _ready(service, tab)
     finally:
         service.close()
+
+
+async def test_the_request_made_from_the_ready_index_is_the_one_the_long_way_builds():
+    """An answer from the index makes its Request from what the index held (no window, snapshot, prompt or key made
+    again): the type-through, accept tracking, speculation and log line it sets going read the request the state's
+    build gives, field for field, and the workspace's snapshot is the one the long way would keep."""
+    service, _ = await _after_a_shown_suggestion(_backend())
+    try:
+        tab = _asked(service, TEXT + TAB)
+        ready = service.memory.ready(tab.doc, tab.offset, tab.before, tab.after, False, "fake")
+        assert ready is not None
+        made = service.requests.from_ready(tab, ready, "7")
+        snapshot = service.memory.contexts["d"]
+        built = service.requests.build(Asked(tab.doc, tab.version, tab.state, tab.invoked, tab.arrived), request_id="7")
+        assert made == built
+        assert service.memory.contexts["d"] is snapshot  # the long way kept the snapshot the index holds it under
+    finally:
+        service.close()
