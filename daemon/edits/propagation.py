@@ -1,10 +1,11 @@
 """Propagation: the user's recent edits read as a transformation (synthesis.py) and proposed where it applies next.
 
+Edits on one line made close together are one change wherever they stand in the history (_fused): `(f)` ->
+`(f: "F") -> "F"` is typed as an insertion after `f` and one after `)`, and an editor sends `    yield val` ->
+`yield from seq` as the indentation deleted, then `val` typed over.
 Which example to learn from, in order:
 - the change before the last, when the user makes two changes in turn (A, B, A: B is due, at the place nearest the
   cursor that the user has not touched);
-- the last two edits, when they are on one line and made close together: one change typed as two (`(f)` ->
-  `(f: "F") -> "F"` is an insertion after `f` and one after `)`);
 - the last two edits, when they are two examples of one change (synthesis.generalised): the names that differ from
   place to place become holes;
 - the last edit alone;
@@ -63,7 +64,7 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[C
     """The transformations the recent edits teach, most specific first, each with the range it was made in. A change
     made once is repeated only when it is small (Transformation.small) or deletes a stretch of code that stands the
     same elsewhere (a decorator line); a larger one, a line or a block written, once the user has made it twice."""
-    live = [g for g in groups if g.end <= len(text)]
+    live = _fused(text, [g for g in groups if g.end <= len(text)])
     if not live:
         return []
     last = live[-1]
@@ -86,16 +87,10 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[C
         down = column(text, live[-2], last, filename)
         if down is not None:
             out.append(Candidate(down, (last.start, last.end)))
-    if len(live) >= 2:
-        prev = live[-2]
-        if _one_line(text, prev, last) and last.first_t - prev.last_t <= COMPOUND_S:
-            both = learn(undone(text, [prev, last]), text, filename)
-            if both is not None and both.small:
-                out.append(Candidate(both, (min(prev.start, last.start), max(prev.end, last.end))))
-        elif single is not None:
-            general = _made_twice(text, live, single, lesson)
-            if general is not None:  # made twice: whatever its size
-                out.append(Candidate(general, (last.start, last.end)))
+    if len(live) >= 2 and single is not None:
+        general = _made_twice(text, live, single, lesson)
+        if general is not None:  # made twice: whatever its size
+            out.append(Candidate(general, (last.start, last.end)))
     if single is not None and (single.small or single.deletes_a_stretch):
         out.append(Candidate(single, (last.start, last.end)))
     if len(live) >= 2 and not _one_line(text, live[-2], last):
@@ -169,6 +164,22 @@ def _alternating(text: str, live: Sequence[Group], single: Transformation | None
         if general is not None:
             return general, (prev.start, prev.end)
     return replace(before_last, once=False), (prev.start, prev.end)  # A, B, A: the turn is the evidence
+
+
+def _fused(text: str, live: Sequence[Group]) -> list[Group]:
+    """The groups with each run of consecutive ones on one line, made close together, read as one change: an editor
+    sends a change made in two pieces (`    yield val` -> `yield from seq`: the indentation deleted, then `val`
+    typed over) as two edits a moment apart, which the history keeps as two groups; the change is both."""
+    out: list[Group] = []
+    for g in live:
+        prev = out[-1] if out else None
+        if prev is None or not _one_line(text, prev, g) or g.first_t - prev.last_t > COMPOUND_S:
+            out.append(g)
+            continue
+        start, end = min(prev.start, g.start), max(prev.end, g.end)
+        before = undone(text, [prev, g])
+        out[-1] = Group(start, end, before[start:len(before) - (len(text) - end)], prev.first_t, g.last_t, g.done)
+    return out
 
 
 def _slid_across(before: str, text: str, g: Group, live: Sequence[Group]) -> bool:

@@ -190,6 +190,34 @@ def test_two_changes_made_in_turn_propose_the_other_half_next():
     assert text.index("def g") < p.start < text.index("def h")
 
 
+def test_a_change_an_editor_sent_in_two_pieces_is_one_change_when_it_comes_due_again():
+    # A (a loop line deleted), then B on the line below made in two pieces a moment apart, as an editor sends
+    # `            yield v` -> `        yield from vals` (the indentation deleted, then `v` typed over), then A again:
+    # B is due below it, read as the whole line's change, not its last piece (`v` -> `from vals`)
+    body = "    if vals:\n        for v in vals:\n            yield v\n"
+    text = "".join(f"def {f}(vals):\n{body}" for f in "fgh")
+    history = DocHistory()
+    now = [100.0]
+
+    def change(after: str, removed: str, inserted: str, wait: float = 2.0) -> int:
+        nonlocal text
+        at = text.index(after) + len(after)
+        assert text[at:at + len(removed)] == removed
+        history.edited(at, removed, inserted, now[0])
+        text = text[:at] + inserted + text[at + len(removed):]
+        now[0] += wait
+        return at + len(inserted)
+
+    change("def f(vals):\n    if vals:", "\n        for v in vals:", "")  # A at f
+    change("def f(vals):\n    if vals:\n        ", "    ", "", wait=0.4)  # B at f, the indentation first,
+    change("def f(vals):\n    if vals:\n        yield ", "v", "from vals")  # then `v` typed over
+    cursor = change("def g(vals):\n    if vals:", "\n        for v in vals:", "")  # A at g
+    p = propagation.propose(text, list(history.groups), cursor, now[0] + 5.0, "m.py")
+    assert p is not None, "nothing proposed"
+    assert text[:p.start] + p.text + text[p.end:] == text.replace(
+        "def g(vals):\n    if vals:\n            yield v", "def g(vals):\n    if vals:\n        yield from vals")
+
+
 def test_an_attribute_renamed_on_two_objects_is_renamed_on_any_object_but_not_a_plain_name():
     before = "x = a.calls\ny = b.calls\nz = c.calls\ncalls = 1\n"
     taken, found = made_twice(before, ("a.calls", "a.call_args_list"), ("b.calls", "b.call_args_list"))
