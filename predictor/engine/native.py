@@ -19,7 +19,10 @@ import threading
 from pathlib import Path
 
 SOURCE = Path(__file__).resolve().parent / "native" / "decode.c"
-FLAGS = ["-O3", "-march=native", "-fopenmp", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC", "-std=c11"]
+# TABD_NATIVE_MARCH: the instruction set the library is built for (default this CPU's; `haswell` builds the AVX2
+# kernels alone, to time what a machine without AVX-512 runs: docs/engines.md)
+MARCH = os.environ.get("TABD_NATIVE_MARCH", "native")
+FLAGS = ["-O3", f"-march={MARCH}", "-fopenmp", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC", "-std=c11"]
 
 _lock = threading.Lock()
 _loaded: dict[str, object] = {}
@@ -61,7 +64,8 @@ def build() -> Path:
     try:
         r = subprocess.run([compiler, *FLAGS, "-o", tmp, str(SOURCE), "-lm"], capture_output=True, text=True, timeout=120)
         if r.returncode != 0:
-            raise RuntimeError(f"{compiler} failed: {(r.stderr or r.stdout).strip()[-400:]}")
+            chosen = f" for TABD_NATIVE_MARCH={MARCH}" if MARCH != "native" else ""
+            raise RuntimeError(f"{compiler} failed{chosen}: {(r.stderr or r.stdout).strip()[-400:]}")
         os.replace(tmp, target)  # atomic: a concurrent build or reader sees a whole library or none
     finally:
         if os.path.exists(tmp):

@@ -127,3 +127,24 @@ def test_the_engine_says_which_kernels_run_its_prefill():
     small = FastLlama(model, weights="fp32")  # a small fp32 model keeps plain matrices: one MKL GEMM each
     assert small.prefill_kernels() == "torch: plain fp32 matrices (MKL), attention SDPA"
     assert FastLlama(model, native=False, weights="bf16").prefill_kernels() == "torch: bf16 panels as fp32, attention SDPA"
+
+
+def test_tabd_native_march_builds_the_library_for_that_instruction_set(tmp_path):
+    # TABD_NATIVE_MARCH=haswell builds the AVX2 kernels alone (how a machine without AVX-512 is timed here): the
+    # library says so, and a bad value is the compiler's error, not a library built for this CPU
+    import os
+    import subprocess
+    import sys
+
+    probe = ("from tabd.predictor.engine import native; lib, why = native.load(); "
+             "print(lib.tabd_gemm_isa().decode() if lib else 'ERROR ' + why)")
+
+    def isa(march: str) -> str:
+        env = {**os.environ, "TABD_NATIVE_MARCH": march, "TABD_CACHE": str(tmp_path)}
+        return subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                              timeout=300).stdout.strip()
+
+    assert isa("haswell").startswith("avx2+fma")
+    assert isa("x86-64").startswith("generic vectors")
+    bad = isa("no-such-cpu")
+    assert bad.startswith("ERROR") and "no-such-cpu" in bad
