@@ -176,9 +176,9 @@ def _fused(text: str, live: Sequence[Group]) -> list[Group]:
         if prev is None or not _one_line(text, prev, g) or g.first_t - prev.last_t > COMPOUND_S:
             out.append(g)
             continue
-        start, end = min(prev.start, g.start), max(prev.end, g.end)
-        before = undone(text, [prev, g])
-        out[-1] = Group(start, end, before[start:len(before) - (len(text) - end)], prev.first_t, g.last_t, g.done)
+        start, end = min(prev.start, g.start), max(prev.end, g.end)  # both lie within: undone on that stretch alone
+        old = undone(text[start:end], [prev.shifted(-start), g.shifted(-start)])
+        out[-1] = Group(start, end, old, prev.first_t, g.last_t, g.done)
     return out
 
 

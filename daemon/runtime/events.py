@@ -46,6 +46,10 @@ class LogFile:
                 self._fd = -1
 
 
+def _record(event: str, fields: dict[str, Any]) -> dict[str, Any]:
+    return {"ts": round(time.time(), 6), "event": event, "v": LOG_VERSION, **fields}
+
+
 class EventLog:
     def __init__(self) -> None:
         self.sinks: list[Sink] = []
@@ -57,7 +61,7 @@ class EventLog:
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
         if self._held:  # the log keeps the order the events happened in
             self.release()
-        record = {"ts": round(time.time(), 6), "event": event, "v": LOG_VERSION, **fields}
+        record = _record(event, fields)
         self._tell(record)
         return record
 
@@ -66,7 +70,7 @@ class EventLog:
         way to an answer the same read asks for (the accept in a Tab's edit, before the next inline completion), whose
         line (a JSON encoding and a write) would delay that answer. The record, its time included, is made now, and
         any later event's line comes after it."""
-        record = {"ts": round(time.time(), 6), "event": event, "v": LOG_VERSION, **fields}
+        record = _record(event, fields)
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:

@@ -182,26 +182,27 @@ class RequestBuilder:
         min_confidence, min_chars = (0.0, 1) if invoked else (self.config.min_confidence, self.config.min_chars)
         return pairs.shown(shown_part(text, confidence, min_confidence, min_chars), after)
 
-    def build(self, asked: Asked, ready: bool = True, request_id: str = "") -> Request:
-        """The request for what the editor asked, built once (`ready`: a model is loaded, so there is a key;
-        `request_id`: the id its answer already went out with)."""
+    def build(self, asked: Asked, ready: bool = True) -> Request:
+        """The request for what the editor asked, built once (`ready`: a model is loaded, so there is a key)."""
         doc, state, invoked = asked.doc, asked.state, asked.invoked
         window = self.window_of(state)
         context = self.workspace.snapshot(doc, state, window)
         prompt = self.prompt(doc, state, context, invoked, window)
-        key = prompt.key if ready else ""
-        return Request(request_id or str(next(self.ids)), doc, asked.version, state, prompt.window, prompt.settings, key,
-                       asked.arrived, self.after_accept(key), invoked, 0.0 if invoked else self.config.min_confidence,
-                       context, 1 if invoked else self.config.min_chars)
+        return self._request(str(next(self.ids)), asked, prompt.window, prompt.settings, prompt.key if ready else "",
+                             context)
 
     def from_ready(self, asked: Asked, ready: Ready, request_id: str) -> Request:
         """The request for what the editor asked, answered from memory's ready index: its window, settings, context
         and key are what the index held for the state (made where this state's build gives that very key, and the
         workspace keeps that snapshot: service.ready_answer), so none is made again."""
-        key, invoked = ready.key, asked.invoked
-        return Request(request_id, asked.doc, asked.version, asked.state, ready.window, ready.settings, key,
-                       asked.arrived, self.after_accept(key), invoked, 0.0 if invoked else self.config.min_confidence,
-                       ready.context, 1 if invoked else self.config.min_chars)
+        return self._request(request_id, asked, ready.window, ready.settings, ready.key, ready.context)
+
+    def _request(self, request_id: str, asked: Asked, window: Window, settings: GenSettings, key: str,
+                 context: Snapshot) -> Request:
+        invoked = asked.invoked
+        return Request(request_id, asked.doc, asked.version, asked.state, window, settings, key, asked.arrived,
+                       self.after_accept(key), invoked, 0.0 if invoked else self.config.min_confidence, context,
+                       1 if invoked else self.config.min_chars)
 
     def requested(self, req: Request) -> None:
         """A request was made at its state (the workspace's idle timer starts again): told once its answer is out,
