@@ -1,9 +1,10 @@
-"""The completion cache: an LRU bounded both in entries and in bytes."""
+"""Answers by state key: the completion cache (an LRU bounded both in entries and in bytes) and the runs in flight
+for keys not cached yet (in-flight reuse: one computation per key, however many requests wait for it)."""
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Generic, TypeVar
 
 from cachetools import LRUCache
 
@@ -13,6 +14,8 @@ ENTRY_OVERHEAD = 320
 # one (end of text, probability) pair besides its slot in the outer tuple: the pair tuple, its int (most are past the small-int
 # cache) and its float; 16 here undercounted a 48-token suggestion's probabilities about 7x
 PAIR_BYTES = sys.getsizeof((1 << 20, 0.5)) + sys.getsizeof(1 << 20) + sys.getsizeof(0.5)
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,3 +82,26 @@ class CompletionCache:
         for key in list(self._lru):
             self._lru.evicted(key)
         self._lru.clear()
+
+
+class InflightTable(Generic[T]):
+    """Key -> the handle of the computation producing it (a future, a job: the cache doesn't care)."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[str, T] = {}
+
+    def get(self, key: str) -> T | None:
+        return self._by_key.get(key)
+
+    def add(self, key: str, handle: T) -> None:
+        self._by_key[key] = handle
+
+    def discard(self, key: str, handle: T) -> None:
+        if self._by_key.get(key) is handle:
+            del self._by_key[key]
+
+    def items(self) -> list[tuple[str, T]]:
+        return list(self._by_key.items())
+
+    def __len__(self) -> int:
+        return len(self._by_key)

@@ -1,8 +1,9 @@
 """What the user is doing, as the completion service sees it, told to whoever listens (the hand-over is one).
 
-The service tells its listeners at each request, at each answer (a suggestion
-shown or not), and at the first model answer; a listener that has nothing to
-do with one of them ignores it. New work that paces itself by the user (an
+The service tells its listeners as each request ends (its answer written, or
+the request cancelled: never on a request's way to its answer), with whether
+its answer shows a suggestion, and at each model answer; a listener that has
+nothing to do with one of them ignores it. New work that paces itself by the user (an
 edit predictor, a warm-up policy) listens here instead of being called from
 inside the service.
 """
@@ -13,7 +14,7 @@ from typing import Protocol
 
 class Activity(Protocol):
     def requested(self) -> None:
-        """A request came (an answer from memory too): the user is at work."""
+        """A request ended (answered, from memory too, or cancelled): the user is at work."""
 
     def shown(self, showing: bool) -> None:
         """The latest answer shows a suggestion (True), or nothing, or it was dismissed (False)."""

@@ -66,6 +66,7 @@ class Outcome:
     error: str | None = None
     debounce_ms: float = 0.0  # the wait before the model (0 for an answer from memory before any wait)
     debounce_why: str = ""
+    waited_out: bool = False  # debounce_ms is a debounce waited out whole (tabd/stats counts it), not one a keystroke cut
     cut: str = ""  # an empty answer's reason where the service knows it (debounced, superseded, loading)
     alternatives: tuple[str, ...] = ()  # other candidates to offer (an invoked request's)
 

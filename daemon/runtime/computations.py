@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from tabd.cache.key import short_key
 from tabd.cache.state import Window
-from tabd.cache.typed import typed_length
-from tabd.daemon.runtime.computation import Computation
+from tabd.cache.shown import typed_length
 from tabd.daemon.runtime.events import EventLog, Signal
 from tabd.daemon.runtime.fields import prediction_fields
-from tabd.daemon.runtime.jobs import ModelJobs, Tally
+from tabd.daemon.runtime.jobs import Computation, ModelJobs, PromptReuse, Tally
 from tabd.daemon.runtime.memory import Memory
 from tabd.daemon.runtime.scheduler import FOREGROUND
-from tabd.daemon.runtime.stats import PromptReuse
 from tabd.predictor.types import Prediction
 
 
@@ -39,6 +37,8 @@ class Computations:
             self.cancel(previous, "superseded")  # its waiters get an empty answer at once
 
     def request(self, comp: Computation) -> Computation:
+        """A request's run: it runs its document's prompt itself, so the document's warm-up (warmer.py) ends."""
+        self.jobs.cancel_warmup(comp.doc)
         self.elsewhere(comp.doc)
         self._foreground[comp.doc] = self._start(comp, FOREGROUND, "request", self.request_runs)
         return comp

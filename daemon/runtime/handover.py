@@ -7,7 +7,9 @@ for) and no request has come for IDLE_S, a thread imports torch and builds
 the fast engine over the same weights (backend.prepare_hand_over), and a job
 on the model thread swaps the runners between two requests (backend.hand_over).
 The import holds the GIL for long stretches over about 2 s (cache hits waited up to 193 ms during it), which
-is why it waits for a pause; any request, a cache hit too (service.lookup), restarts the wait.
+is why it waits for a pause; any request, a cache hit too, restarts the wait. A request says so as it ends (answered or
+cancelled: activity.py); on its way to the model it is in the scheduler's queue, which holds the hand-over off too,
+but for its debounce's few milliseconds, where it meets the hand-over as a pause that ended as the import began.
 
 A pause can end in the middle of the import, so the import is also held between modules (ImportGate): while a
 suggestion shows, the user may press Tab at any moment, and the next module's import (up to about 60 ms holding

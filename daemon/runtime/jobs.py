@@ -4,24 +4,27 @@
 finished or cancelled, and each time a request pre-empted it; its end is told with what it computed on the event
 loop that queued it (never on the model thread), or, queued off any loop (the load, the hand-over's thread), on the
 thread that ended it. ModelJobs runs prompts through it: a request or a prefetch asks the backend for the
-suggestion at a prompt window with the workspace context before it (a Computation is such a prompt: it goes to the
-backend as it is), a warm-up for its prefill only. A request answered from a short window (the prefill budget:
+suggestion at a prompt window with the workspace context before it (a Computation, the run for one state key, is
+such a prompt: it goes to the backend as it is), a warm-up for its prefill only, one per document at a time (a
+request of the document cancels it: cancel_warmup). A request answered from a short window (the prefill budget:
 predictor/backends/local.py) sets going the whole window's prefill in the background, so the next keystroke finds
-it computed.
+it computed. Each kind of run is counted (Tally: how runs ended; PromptReuse: how much of their prompts the kept KV
+covered; report.py reads both).
 """
 from __future__ import annotations
 
 import asyncio
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from tabd.cache.state import Window
+from tabd.cache.state import DocState, Window
 from tabd.daemon.context.chunk_store import EMPTY, Snapshot
 from tabd.daemon.runtime.events import EventLog
 from tabd.daemon.runtime.fields import warmup_fields
 from tabd.daemon.runtime.scheduler import Job, Scheduler
+from tabd.daemon.runtime.stats import REUSE_KINDS, reuse_of
 from tabd.predictor.types import Backend, ContextChunk, GenSettings, Interrupted, Prediction, Query
 
 if TYPE_CHECKING:  # the model loads through `queue` (loaded_model.py): it imports this module
@@ -45,6 +48,59 @@ class Tally:
         """For tabd/stats (requests are never pre-empted, and their counts never had the key)."""
         counts = {"started": self.started, "finished": self.finished, "cancelled": self.cancelled}
         return {**counts, "preempted": self.preempted} if preempted else counts
+
+
+@dataclass
+class PromptReuse:
+    """Prompt tokens [reused, total] per kind of model run: what share of each prompt the kept KV covered."""
+
+    reuse: dict[str, list[int]] = field(default_factory=lambda: {kind: [0, 0] for kind in REUSE_KINDS})
+    last_context_tokens: int = 0
+    last: Prediction | None = None  # the last request's or prefetch's run (its share is worked out when read)
+
+    def reused(self, kind: str, p: Prediction) -> None:
+        total = self.reuse[kind]
+        total[0] += p.reused_tokens
+        total[1] += p.reused_tokens + p.prefill_tokens
+        if kind != "warmup":
+            self.last_context_tokens, self.last = p.context_tokens, p
+
+    @property
+    def last_reuse(self) -> float:
+        return reuse_of(self.last) if self.last is not None else 0.0
+
+
+@dataclass
+class Computation:
+    """One model run for one state key, shared by every request that wants that key (the in-flight table's handle)."""
+
+    key: str
+    doc: str
+    state: DocState
+    window: Window
+    settings: GenSettings
+    depth: int  # 0 for a request, n for a prefetch n accepts ahead
+    root: Window | None = None  # for a prefetch: the user's state it was planned from
+    chain: str = ""  # ...and the text the accepts would insert from there
+    context: Snapshot = EMPTY  # the workspace context before the prompt
+    kinds: tuple[str, ...] = ()  # for a prefetch: the accepts from the user's state ("all", "word", "line")
+    job: Job | None = None  # set when it starts
+    waiters: int = 0
+    cancel_reason: str = ""  # why it was cancelled, for the waiters' cancel events
+    invoked: bool = False  # for a prefetch: planned from an invoked request's answer, for the invoked one after it
+
+    @property
+    def prefetch(self) -> bool:
+        return self.depth > 0
+
+    @property
+    def slot(self) -> str:
+        """The backend's KV slot: each speculation branch keeps its own."""
+        return f"{self.doc}#{'.'.join(self.kinds)}" if self.kinds else self.doc
+
+    @property
+    def branch(self) -> str:
+        return ".".join(self.kinds)
 
 
 def queue(scheduler: Scheduler, work: Work, priority: int, label: str, tally: Tally | None = None,
@@ -154,6 +210,7 @@ class ModelJobs:
         # slots, a few for vLLM; a request of another document then runs beside the one before, in the engine
         self.follow_engine = follow_engine
         self._warming: dict[str, Job] = {}  # slot -> the whole window's warm-up after a short-window answer
+        self._warmups: dict[str, Job] = {}  # document -> its warm-up (warmer.py), one at a time
         self.whole = Tally()  # those warm-ups
 
     def start(self, prompt: Prompt, priority: int, label: str, tally: Tally, ended: Ended,
@@ -176,10 +233,26 @@ class ModelJobs:
         return job
 
     def warm(self, prompt: Prompt, priority: int, label: str, tally: Tally, ended: Ended) -> Job:
-        """Queue the prompt's prefill alone (the model must be loaded): a KV warm-up."""
+        """Queue the prompt's prefill alone (the model must be loaded): a KV warm-up of its document (its slot), in
+        place of one still queued or running there."""
         backend = self._backend()
-        return queue(self.scheduler, lambda stop: asked(prompt, backend, stop, priority, warm=True), priority, label,
-                     tally, ended)
+        doc = prompt.slot
+        self.cancel_warmup(doc)
+
+        def over(job: Job, p: Any) -> None:
+            if self._warmups.get(doc) is job:
+                del self._warmups[doc]
+            ended(job, p)
+
+        job = self._warmups[doc] = queue(self.scheduler, lambda stop: asked(prompt, backend, stop, priority, warm=True),
+                                         priority, label, tally, over)
+        return job
+
+    def cancel_warmup(self, doc: str) -> None:
+        """A request runs the document's prompt itself: a warm-up still queued would only rewind its KV after it."""
+        job = self._warmups.pop(doc, None)
+        if job is not None:
+            self.cancel(job)
 
     def _backend(self) -> Backend:
         backend = self.model.backend

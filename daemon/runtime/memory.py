@@ -13,13 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from tabd.cache.inflight import InflightTable
-from tabd.cache.rebase import RebaseIndex
+from tabd.cache.shown import RebaseIndex, Shown, TypeThroughIndex
 from tabd.cache.state import DocState, Window
-from tabd.cache.store import CompletionCache, Entry
-from tabd.cache.typed import Shown, TypeThroughIndex
+from tabd.cache.store import CompletionCache, Entry, InflightTable
 from tabd.daemon.context.chunk_store import Snapshot
-from tabd.daemon.runtime.computation import Computation
+from tabd.daemon.runtime.jobs import Computation
 from tabd.daemon.runtime.config import Config
 from tabd.predictor.types import GenSettings, Prediction
 

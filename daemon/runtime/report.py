@@ -21,13 +21,14 @@ from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime.debounce import Debounce, Waits
 from tabd.daemon.runtime.fields import engine_fields, prediction_fields
 from tabd.daemon.runtime.handover import HandOver
+from tabd.daemon.runtime.jobs import PromptReuse
 from tabd.daemon.runtime.memory import Memory
 from tabd.daemon.runtime.loaded_model import Model
 from tabd.daemon.runtime.priority import nice_of_thread
 from tabd.daemon.runtime.request import Request
 from tabd.daemon.runtime.scheduler import Scheduler
 from tabd.daemon.runtime.speculator import Speculator
-from tabd.daemon.runtime.stats import Answers, PromptReuse, REUSE_KINDS
+from tabd.daemon.runtime.stats import Answers, REUSE_KINDS
 from tabd.daemon.runtime.workspace import Workspace
 from tabd.predictor.types import Prediction
 

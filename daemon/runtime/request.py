@@ -151,13 +151,14 @@ class RequestBuilder:
         return made
 
     def prompt(self, doc: str, state: DocState, context: Snapshot = EMPTY, invoked: bool = False,
-               window: Window | None = None) -> Prompt:
+               window: Window | None = None, model_id: str | None = None) -> Prompt:
         """The window, settings and cache key of a state under a context: the one place a key is built, for a request
         and for the prefetches that stand in for one (issue #42: two builders, two keys, a prefetch never served).
-        `window`: the state's, where the caller has it already."""
+        `window`: the state's, and `model_id`: the loaded backend's, where the caller has them already."""
         window = self.window_of(state) if window is None else window
         settings, tag = self._settings_and_tag(state, doc, invoked)
-        return Prompt(window, settings, state_key(self.model.model_id, tag, window, context.digest))
+        model_id = self.model.model_id if model_id is None else model_id
+        return Prompt(window, settings, state_key(model_id, tag, window, context.digest))
 
     def cuts_at_gate(self) -> bool:
         """Whether the engine stops an automatic request's decode where the gate stops showing it (a remote one), so
@@ -182,12 +183,13 @@ class RequestBuilder:
         min_confidence, min_chars = (0.0, 1) if invoked else (self.config.min_confidence, self.config.min_chars)
         return pairs.shown(shown_part(text, confidence, min_confidence, min_chars), after)
 
-    def build(self, asked: Asked, ready: bool = True) -> Request:
-        """The request for what the editor asked, built once (`ready`: a model is loaded, so there is a key)."""
+    def build(self, asked: Asked, ready: bool = True, model_id: str | None = None) -> Request:
+        """The request for what the editor asked, built once (`ready`: a model is loaded, so there is a key;
+        `model_id`: its backend's, which the service has at hand)."""
         doc, state, invoked = asked.doc, asked.state, asked.invoked
         window = self.window_of(state)
         context = self.workspace.snapshot(doc, state, window)
-        prompt = self.prompt(doc, state, context, invoked, window)
+        prompt = self.prompt(doc, state, context, invoked, window, model_id)
         return self._request(str(next(self.ids)), asked, prompt.window, prompt.settings, prompt.key if ready else "",
                              context)
 

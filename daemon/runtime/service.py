@@ -30,7 +30,6 @@ from typing import Any, Awaitable, Callable
 from tabd.cache.state import DocState
 from tabd.daemon.runtime.activity import Listeners
 from tabd.daemon.runtime.answer import DEBOUNCED, LOADING, SUPERSEDED, Answer, Outcome, refusal
-from tabd.daemon.runtime.computation import Computation
 from tabd.daemon.runtime.computations import Computations
 from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime.debounce import Debounce, Waits
@@ -39,14 +38,14 @@ from tabd.daemon.runtime.edit_runs import EditRuns
 from tabd.daemon.runtime.events import EventLog, Signal
 from tabd.daemon.runtime.handover import HandOver
 from tabd.daemon.runtime.heap import settle_heap
-from tabd.daemon.runtime.jobs import ModelJobs
+from tabd.daemon.runtime.jobs import Computation, ModelJobs, PromptReuse
 from tabd.daemon.runtime.loaded_model import Model
 from tabd.daemon.runtime.memory import Memory, Ready, StateId
 from tabd.daemon.runtime.report import Reporter
 from tabd.daemon.runtime.request import Asked, Request, RequestBuilder
 from tabd.daemon.runtime.scheduler import FOREGROUND, Cancelled, Scheduler
 from tabd.daemon.runtime.speculator import RecentKeys, Speculator
-from tabd.daemon.runtime.stats import Answers, PromptReuse
+from tabd.daemon.runtime.stats import Answers
 from tabd.daemon.runtime.warmer import Warmer
 from tabd.daemon.runtime.workspace import Workspace, context_options
 from tabd.predictor.prompt import pairs
@@ -155,7 +154,6 @@ class CompletionService:
         (or run in flight) that answers it. The request is built once and memory is looked in once before any wait."""
         backend = self.model.backend
         if not self.model.loaded or backend is None:
-            self.activity.requested()
             return self._after_load(asked)
         ready = self.memory.ready(asked.doc, asked.offset, asked.before, asked.after, asked.invoked,
                                   backend.model_id) if self.memory.enabled else None
@@ -168,20 +166,14 @@ class CompletionService:
             self._after(lambda: self._answered_from_memory(self.requests.from_ready(asked, ready, got.id),
                                                            (ready.key, out, latency)), first=True)
             return got
-        req = self.requests.build(asked)
+        req = self.requests.build(asked, model_id=backend.model_id)
         answer = self._from_memory(req)
         if answer is None:
-            self._after(lambda: self._requested(req))
+            self._after(lambda: self.requests.requested(req))
             return self._run(req)
         # the answer first; what does not change it follows once it is written, prefetches last (hush first)
         self._after(lambda: self._answered_from_memory(req), first=True)
         return answer
-
-    def _requested(self, req: Request) -> None:
-        """What a request tells the collaborators that do not change its answer: the user is at work (the hand-over
-        holds off; a request answered from memory counts too), and where (the workspace's idle pick)."""
-        self.activity.requested()
-        self.requests.requested(req)
 
     def _answered_from_memory(self, req: Request, ready: tuple[str, Outcome, float] | None = None) -> None:
         """What an answer from memory sets going once it is out; `ready`: (key, outcome, latency) of one from the
@@ -189,7 +181,7 @@ class CompletionService:
         tests/unit/test_ready_index.py), so what _from_memory and _finish set going comes here too."""
         self.scheduler.hush(HUSH_S)  # the prefetches this answer sets going start once the client has read it
         self.waits.end(req.doc, "superseded")  # an older request still waiting out its debounce is of no use now
-        self._requested(req)
+        self.requests.requested(req)
         if ready is None:
             return
         key, out, latency = ready
@@ -235,7 +227,6 @@ class CompletionService:
             left = wait.ms - _since(req.t0)  # from the request's arrival: a wait for the model load counts
             if left > 0:  # only a request that needs the model waits, and a newer keystroke cuts the wait short
                 return await self._debounced(req, left, wait.ms, wait.why)
-        self.warmer.cancel(req.doc)
         comp = self.computations.request(Computation(req.key, req.doc, req.state, req.window, req.settings, 0,
                                                      context=req.context))
         return await self._await(req, comp, "model", waited, why)
@@ -248,13 +239,13 @@ class CompletionService:
             cut = await self.waits.wait(req.doc, req.window, left / 1000)
         except asyncio.CancelledError:
             self.events.emit("cancel", id=req.id, doc=req.doc, reason="client", debounce_ms=round(_since(started), 3))
+            self.activity.requested()  # it ends unanswered: the user is at work all the same
             raise
         if cut:
             self.answers.debounce["superseded"] += 1
             self.events.emit("cancel", id=req.id, doc=req.doc, reason=cut, debounce_ms=round(_since(started), 3))
             return self._finish(req, Outcome("", "none", debounce_ms=_since(started), debounce_why=why,
                                              cut=DEBOUNCED if cut == "stale" else SUPERSEDED))
-        self.answers.waited(ms)
         answer = self._from_memory(req, ms)
         return answer if answer is not None else await self._run(req, ms, why)
 
@@ -273,7 +264,7 @@ class CompletionService:
         return self._serve(req, Outcome(text, recalled.source, recalled.depth, cache_ms=_since(req.t0),
                                         from_key=recalled.key if recalled.source == "typed" else "",
                                         hidden=bool(recalled.text) and not text, debounce_ms=waited,
-                                        alternatives=offered(req, text, recalled.alternatives)))
+                                        waited_out=waited > 0, alternatives=offered(req, text, recalled.alternatives)))
 
     async def _await(self, req: Request, comp: Computation, source: str, waited: float = 0.0, why: str = "") -> Answer:
         job = comp.job
@@ -291,25 +282,29 @@ class CompletionService:
             logger.warning("no answer within %.0f s; answering empty", REQUEST_TIMEOUT_S)
             message = f"no answer within {REQUEST_TIMEOUT_S:.0f} s"
             self.events.emit("error", where="timeout", doc=req.doc, message=message)
-            return self._finish(req, Outcome("", "none", error=message))
+            return self._finish(req, Outcome("", "none", error=message, debounce_ms=waited, waited_out=waited > 0))
         except Cancelled:
             self.events.emit("cancel", id=req.id, doc=req.doc, reason=comp.cancel_reason or "shutdown")
-            return self._finish(req, Outcome("", "none", debounce_ms=waited, debounce_why=why, cut=SUPERSEDED))
+            return self._finish(req, Outcome("", "none", debounce_ms=waited, debounce_why=why, cut=SUPERSEDED,
+                                             waited_out=waited > 0))
         except asyncio.CancelledError:
             comp.waiters -= 1
             if comp.waiters == 0 and not comp.prefetch:
                 self.computations.cancel(comp, "client")
             self.events.emit("cancel", id=req.id, doc=req.doc, reason="client")
+            if waited:  # it ends unanswered: its wait is counted here, not with an answer (_answered)
+                self.answers.waited(waited)
+            self.activity.requested()
             raise
         except Exception as exc:
             self.events.emit("error", where="model", message=f"{type(exc).__name__}: {exc}")
-            return self._finish(req, Outcome("", "none", error=str(exc)))
+            return self._finish(req, Outcome("", "none", error=str(exc), debounce_ms=waited, waited_out=waited > 0))
         comp.waiters -= 1
         queue_ms = (job.started_at - job.queued_at) * 1000 if job.started_at else 0.0
         depth = comp.depth if source == "inflight" else 0
         text = req.shown(prediction.text, prediction.confidence)
         return self._serve(req, Outcome(text, source, depth, prediction, queue_ms, hidden=bool(prediction.text) and not text,
-                                        debounce_ms=waited, debounce_why=why,
+                                        debounce_ms=waited, debounce_why=why, waited_out=waited > 0,
                                         alternatives=offered(req, text, prediction.alternatives)))
 
     def _serve(self, req: Request, out: Outcome) -> Answer:
@@ -332,9 +327,13 @@ class CompletionService:
                       out.reason, alternatives)
 
     def _answered(self, req: Request, out: Outcome, latency: float) -> None:
-        """What an answer tells the collaborators that count, learn or log, once it is written."""
+        """What an answer tells the collaborators that count, learn or log, once it is written: the user is at work
+        (the hand-over holds off: told as the request ends, answered or cancelled, not on its way to the model)."""
         self.answers.answered(out.shown_source, latency, req.after_accept, out.depth, out.debounce_ms, out.reason,
                               out.source)
+        if out.waited_out:
+            self.answers.waited(out.debounce_ms)
+        self.activity.requested()
         self.activity.shown(bool(out.text))  # while a suggestion shows, a Tab may come (the hand-over holds off)
         computed = out.computed
         if computed is not None:

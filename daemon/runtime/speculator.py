@@ -17,8 +17,8 @@ from tabd.cache.key import short_key
 from tabd.cache.state import DocState, Window
 from tabd.daemon.context.chunk_store import EMPTY, Snapshot
 from tabd.daemon.runtime.accepts import Accept, AcceptTracker
-from tabd.daemon.runtime.computation import Computation
 from tabd.daemon.runtime.computations import Computations
+from tabd.daemon.runtime.jobs import Computation
 from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime.engine_load import EngineLoad
 from tabd.daemon.runtime.events import EventLog

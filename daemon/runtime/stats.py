@@ -2,7 +2,8 @@
 
   Answers      the service's answers: sources, latency, after-accept hits, the last answer, debounce waits
   Speculation  the speculator's: accepts, dismisses, prefetch branches started, prefetched answers used
-  PromptReuse  a kind of model run's prompt tokens the kept KV covered (computations.py; the warm-ups' own)
+
+(A kind of model run's counters live with the lifecycle that runs it: Tally and PromptReuse, jobs.py.)
 """
 from __future__ import annotations
 
@@ -89,19 +90,3 @@ class Speculation:
         self.accepts += 1
         if via is not None:
             self.accepts_by[via] = self.accepts_by.get(via, 0) + 1
-
-
-@dataclass
-class PromptReuse:
-    """Prompt tokens [reused, total] per kind of model run: what share of each prompt the kept KV covered."""
-
-    reuse: dict[str, list[int]] = field(default_factory=lambda: {kind: [0, 0] for kind in REUSE_KINDS})
-    last_context_tokens: int = 0
-    last_reuse: float = 0.0
-
-    def reused(self, kind: str, p: Prediction) -> None:
-        total = self.reuse[kind]
-        total[0] += p.reused_tokens
-        total[1] += p.reused_tokens + p.prefill_tokens
-        if kind != "warmup":
-            self.last_context_tokens, self.last_reuse = p.context_tokens, reuse_of(p)

@@ -1,12 +1,12 @@
 """cache/ without a server: keys, bounds, type-through, in-flight table and the planner."""
 from __future__ import annotations
 
-from tabd.cache.inflight import InflightTable
+from tabd.cache.store import InflightTable
 from tabd.cache.key import state_key
 from tabd.daemon.speculation.planner import next_line, next_word, plan_after
 from tabd.cache.state import DocState, Window
 from tabd.cache.store import CompletionCache, Entry, entry_bytes
-from tabd.cache.typed import Shown, TypeThroughIndex, typed_length
+from tabd.cache.shown import Shown, TypeThroughIndex, typed_length
 
 DOC = "".join(f"line {i} of the document\n" for i in range(400))
 

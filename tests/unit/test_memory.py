@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from tabd.cache.state import DocState, Window
-from tabd.daemon.runtime.computation import Computation
+from tabd.daemon.runtime.jobs import Computation
 from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime.memory import Memory
 from tabd.predictor.types import GenSettings, Prediction

@@ -9,7 +9,7 @@ import threading
 from support.fakes import FakeBackend
 from tabd.cache.state import DocState, Window
 from tabd.daemon.context.chunk_store import EMPTY, Chunk, Snapshot
-from tabd.daemon.runtime.computation import Computation
+from tabd.daemon.runtime.jobs import Computation
 from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime import handover as handover_module
 from tabd.daemon.runtime.events import EventLog
