@@ -1,7 +1,7 @@
-"""A document state as the cache sees it: text around the cursor, and the prompt window.
+"""A document state as the cache sees it: text around the cursor, the prompt window, and the key made of it.
 
 The prompt window is what decides the model's output, so it is also what the
-cache key is made of. Its start is anchored to a coarse grid of absolute
+cache key is made of (state_key: a digest of exactly what decides the output). Its start is anchored to a coarse grid of absolute
 offsets (then snapped to a line start), so that typing at the cursor only
 appends to the window: the cache key of "state after Tab" can be computed
 ahead of time, and the model's kept KV sequence is extended, not rewritten.
@@ -10,6 +10,7 @@ Its suffix leaves out the closers an editor put right after the cursor
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from tabd.predictor.prompt import pairs
@@ -81,3 +82,18 @@ def suffix_window(after: str, suffix_chars: int) -> str:
     head = after[:suffix_chars]
     cut = head.rfind("\n")
     return head[: cut + 1] if cut > 0 else head
+
+
+def state_key(model_id: str, settings: str, window: Window, context: str = "") -> str:
+    """Same key, same answer: model id, generation settings, the workspace context's digest and the prompt window."""
+    h = hashlib.blake2b(digest_size=16)
+    for part in (model_id, settings, context, window.prefix, window.suffix):
+        data = part.encode("utf-8", "surrogatepass")
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()
+
+
+def short_key(key: str) -> str:
+    """The key as written to logs: short, and no source text."""
+    return key[:12]

@@ -23,7 +23,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Callable, Union
 
-from tabd.daemon.context.languages import family_of, same_family
+from tabd.daemon.context.languages import family_of
 
 TextSource = Union[str, Callable[[], str]]  # the text, or how to get it when it is needed (not per keystroke)
 
@@ -339,9 +339,10 @@ class ContextStore:
     # -- picking ----------------------------------------------------------------------
 
     def _kin(self, doc: str, other: str) -> bool:
-        """Whether `other` may feed `doc`'s context and copies: the same language family (or one unknown)."""
+        """Whether `other` may feed `doc`'s context and copies: the same language family, or either one's unknown
+        (family_of says "" where neither the languageId nor the extension does: such a document goes with any)."""
         a, b = self.docs.get(doc), self.docs.get(other)
-        return a is None or b is None or same_family(a.family, b.family)
+        return a is None or b is None or a.family == b.family or not a.family or not b.family
 
     def candidates(self, doc: str, offset: int, window_start: int, window_end: int) -> list[Chunk]:
         """Every chunk that could go before the prompt of `doc` at `offset`: other documents' of its language family."""

@@ -57,7 +57,8 @@ def block_openers(language_id: str, path: str = "") -> tuple[str, ...]:
 
 
 # Languages whose files may feed each other's context and copies (#40: a TypeScript file got `al_sum` from
-# `total_sum` in an open Python file). A language not named here is a family of its own.
+# `total_sum` in an open Python file). A language not named here is a family of its own; the context store applies
+# the rule (chunk_store.py, ContextStore._kin: the same family, or an unknown one, which goes with any).
 FAMILIES: dict[str, str] = {
     **dict.fromkeys(("javascript", "javascriptreact", "typescript", "typescriptreact", "vue", "svelte"), "js"),
     **dict.fromkeys(("c", "cpp", "objective-c", "objective-cpp", "cuda-cpp"), "c"),
@@ -73,7 +74,3 @@ def family_of(language_id: str, path: str = "") -> str:
     language = language or EXTENSIONS.get(posixpath.splitext(path)[1].lower(), "")
     return FAMILIES.get(language, language)
 
-
-def same_family(a: str, b: str) -> bool:
-    """Whether documents of families `a` and `b` may feed each other (an unknown family goes with any)."""
-    return a == b or not a or not b

@@ -7,9 +7,8 @@ another document, or a focus on one (`elsewhere`). Its KV progress stays in the 
 """
 from __future__ import annotations
 
-from tabd.cache.key import short_key
-from tabd.cache.state import Window
-from tabd.cache.shown import typed_length
+from tabd.cache.state import Window, short_key
+from tabd.cache.store import typed_length
 from tabd.daemon.runtime.events import EventLog, Signal
 from tabd.daemon.runtime.fields import prediction_fields
 from tabd.daemon.runtime.jobs import Computation, ModelJobs, PromptReuse, Tally

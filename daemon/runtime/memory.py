@@ -13,9 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from tabd.cache.shown import RebaseIndex, Shown, TypeThroughIndex
 from tabd.cache.state import DocState, Window
-from tabd.cache.store import CompletionCache, Entry, InflightTable
+from tabd.cache.store import CompletionCache, Entry, InflightTable, RebaseIndex, Shown, TypeThroughIndex
 from tabd.daemon.context.chunk_store import Snapshot
 from tabd.daemon.runtime.jobs import Computation
 from tabd.daemon.runtime.config import Config

@@ -13,7 +13,7 @@ import sys
 import threading
 from typing import Any, Iterable
 
-from tabd.cache.key import short_key
+from tabd.cache.state import short_key
 from tabd.daemon.runtime import heap
 from tabd.daemon.runtime.answer import Outcome
 from tabd.daemon.runtime.computations import Computations

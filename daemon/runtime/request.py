@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from tabd.predictor.prompt import pairs
-from tabd.cache.key import state_key
-from tabd.cache.state import DocState, Window
+from tabd.cache.state import DocState, Window, state_key
 from tabd.daemon.context.chunk_store import EMPTY, Snapshot
 from tabd.daemon.context.languages import COLON
 from tabd.daemon.runtime.config import Config

@@ -13,8 +13,7 @@ import time
 from collections import OrderedDict
 from typing import Any, Callable
 
-from tabd.cache.key import short_key
-from tabd.cache.state import DocState, Window
+from tabd.cache.state import DocState, Window, short_key
 from tabd.daemon.context.chunk_store import EMPTY, Snapshot
 from tabd.daemon.runtime.accepts import Accept, AcceptTracker
 from tabd.daemon.runtime.computations import Computations

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from tabd.cache.store import InflightTable
-from tabd.cache.key import state_key
+from tabd.cache.state import state_key
 from tabd.daemon.speculation.planner import next_line, next_word, plan_after
 from tabd.cache.state import DocState, Window
 from tabd.cache.store import CompletionCache, Entry, entry_bytes
-from tabd.cache.shown import Shown, TypeThroughIndex, typed_length
+from tabd.cache.store import Shown, TypeThroughIndex, typed_length
 
 DOC = "".join(f"line {i} of the document\n" for i in range(400))
 

@@ -1,7 +1,7 @@
 """The last suggestion shown in a document, kept across edits elsewhere: shifted, kept, consumed or dropped."""
 from __future__ import annotations
 
-from tabd.cache.shown import RebaseIndex
+from tabd.cache.store import RebaseIndex
 from tabd.cache.state import DocState
 
 TEXT = "a = 1\nb = 2\nvalue = compute_\nreturn value\n"

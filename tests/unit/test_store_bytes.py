@@ -16,7 +16,7 @@ from tabd.cache.store import CompletionCache, Entry
 
 def _entries(n: int, tokens: int) -> list[tuple[str, Entry]]:
     rng = random.Random(tokens)
-    return [(hashlib.blake2b(str(i).encode(), digest_size=16).hexdigest(),  # keys are 32 hex digits (cache/key.py)
+    return [(hashlib.blake2b(str(i).encode(), digest_size=16).hexdigest(),  # keys are 32 hex digits (cache/state.py)
              Entry("".join(rng.choice("abc_ ()") for _ in range(40)), 0,
                    tuple((1000 + 3 * j, rng.random()) for j in range(tokens))))
             for i in range(n)]
