@@ -311,6 +311,9 @@ class TabdProtocol(LanguageServerProtocol):
     lazy: frozenset[str] = frozenset()  # methods whose plain-path answers nobody waits on (lsp/outbox.py)
     now: frozenset[str] = frozenset()  # methods whose plain-path answers go out at once, mid-read too
     notifications: frozenset[str] = frozenset()  # plain methods that are notifications: sent with an id, an error
+    # what of a read of several messages goes first (server.tab_read: a Tab's inline completion), given the read's
+    # frames; returns those left to handle, in order
+    first: Callable[[list[Frame]], list[Frame]] | None = None
     input_fd: int | None = None  # the connection's file descriptors, where it has them (stdio): set by the transport
     output_fd: int | None = None
 

@@ -14,11 +14,12 @@ import asyncio
 import logging
 import os
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Any, Awaitable, BinaryIO, Callable
 
 from lsprotocol import types
 from pygls.capabilities import ServerCapabilitiesBuilder
-from pygls.exceptions import FeatureNotificationError, JsonRpcInvalidParams
+from pygls.exceptions import FeatureNotificationError, JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from tabd.cache.state import DocState
@@ -34,7 +35,7 @@ from tabd.lsp import inline_edit, rawparams
 from tabd.lsp.admission import Admission
 from tabd.lsp.args import command_args, doc_id, fs_path, plain
 from tabd.lsp.documents import Document, DocumentError, DocumentStore
-from tabd.lsp.protocol import TabdProtocol
+from tabd.lsp.protocol import Frame, TabdProtocol
 from tabd.lsp.recording import Recorder, Recording
 from tabd.lsp.transport import serve_stdio, serve_tcp
 
@@ -65,6 +66,7 @@ INLINE_EXPECTS = "textDocument/inlineCompletion expects {textDocument: {uri}, po
 # method -> what runs it: a handler takes the server and the method's params (plain JSON, or pygls' structured ones)
 Handler = Callable[["TabdServer", Any], Any]
 Command = Callable[..., dict[str, bool]]  # workspace/executeCommand's: the command's arguments in, its result out
+Heard = Callable[[], None]  # what a service hears of an edit, to tell it now or later
 
 
 class TabdServer(LanguageServer):
@@ -91,6 +93,9 @@ class TabdServer(LanguageServer):
         self.notification_error_shown = False
         self.restart_said = False  # didChangeConfiguration's "at the next start", said once
         self.streams: set[tuple[int, int]] = set()  # (device, inode) of the LSP input and output: never a log
+        # while a Tab's read answers its inline completion first (tab_read): what its edits tell the next-edit side
+        # and the completion service, each in order, to run once that answer is out
+        self.deferred: tuple[list[Heard], list[Heard]] | None = None
 
     @property
     def recorder(self) -> Recorder | None:
@@ -209,7 +214,9 @@ class TabdServer(LanguageServer):
         return DocState.from_text(text, offset, self.config.prefix_chars * 2, self.config.suffix_chars * 2)
 
     def apply_changes(self, uri: str, version: int, changes: list[rawparams.Change]) -> None:
-        """A didChange's edits, in order: the document, the recording, accepts seen in the edit, the service."""
+        """A didChange's edits, in order: the document, the recording, then what the services hear of them (the
+        next-edit history, accepts seen in the edit, the service), now or, in a Tab's read, once its inline completion
+        is answered (tab_read: `deferred`)."""
         try:
             doc = self.documents.get(uri)
         except DocumentError as exc:
@@ -217,7 +224,9 @@ class TabdServer(LanguageServer):
             return
         cursor = None
         secret = uri in self.admission.excluded  # its changes are never recorded (unless git is still being asked)
-        serving = uri in self.admission.serving and self.service is not None
+        service = self.service if uri in self.admission.serving else None
+        edited: list[Heard] = []  # the next-edit side's, then the service's
+        heard: list[Heard] = []
         for span, text in changes:
             if span is None:
                 cursor = doc.apply(None, None, text, self.encoding)
@@ -226,21 +235,27 @@ class TabdServer(LanguageServer):
             start, end = span
             try:
                 a, b = doc.offset_at(*start, self.encoding), doc.offset_at(*end, self.encoding)
-                if self.edits is not None and serving and b >= a:  # an excluded or switched-off document's edits teach nothing
-                    self.edits.edited(doc.id, a, doc.content.slice(a, b) if b > a else "", text)
+                if self.edits is not None and service is not None and b >= a:  # an excluded or switched-off document's edits teach nothing
+                    edited.append(partial(self.edits.edited, doc.id, a, doc.content.slice(a, b) if b > a else "", text))
                 cursor = doc.apply(start, end, text, self.encoding)
             except DocumentError as exc:
                 logger.warning("change to %s skipped: %s", doc_id(uri), exc)
                 continue
             self.recording.changed(uri, secret, range=_range_dict(start, end), text=text)
-            if serving and self.service is not None:  # an accept by a client that never runs tabd.accept? elsewhere?
-                self.service.docs.edited(doc.id, a, b - a, text)
+            if service is not None:  # an accept by a client that never runs tabd.accept? elsewhere?
+                heard.append(partial(service.docs.edited, doc.id, a, b - a, text))
         doc.version = version
         if cursor is not None:
             self.recording.cursors[uri] = cursor
-        if serving and self.service is not None:
+        if service is not None:
             state = self.state_of(doc, cursor) if cursor is not None else None
-            self.service.docs.changed(doc.id, state, lambda: doc.text, cursor)  # joined only when a pick reads it
+            heard.append(partial(service.docs.changed, doc.id, state, lambda: doc.text, cursor))  # joined only when a pick reads it
+        if self.deferred is not None:
+            self.deferred[0].extend(edited)
+            self.deferred[1].extend(heard)
+            return
+        for hear in edited + heard:  # two services that know nothing of each other: each hears the edits in order
+            hear()
 
     def ask(self, uri: str, line: int, character: int,
             invoked: bool) -> tuple[Answer | Awaitable[Answer], Document, int]:
@@ -310,6 +325,121 @@ def inline_completion(ls: TabdServer, params: object) -> dict[str, Any] | Awaita
 async def _inline_later(ls: TabdServer, uri: str, doc: Document, offset: int, at: tuple[int, int],
                         got: Awaitable[Answer]) -> dict[str, Any]:
     return ls.inline_items(uri, doc, offset, at, await got)
+
+
+def tab_read(ls: TabdServer, frames: list[Frame]) -> list[Frame]:
+    """A read of several messages (lsp/transport.py) that is a Tab's: its edits (didChange), maybe tabd.accept, then
+    the next inline completion, which the client sends together. When memory holds that completion's answer ready for
+    the document after the edits, it is written first (after the accepts' answers: the answers keep the requests'
+    order), and the completion service hears the edits, then the accepts, after it, in their order, and before the
+    answer's own bookkeeping, which follows its write. The answer is the one they would have found: the ready index
+    is kept by the document's context snapshot, the model and the cache entry, none of which what they hear changes,
+    and an accept's answer says whether its id was shown, which the edits do not change either. An empty answer may
+    show a next edit instead (inline_edit.ghost_item), which the next-edit side finds once it has heard the edits:
+    it hears them first then. Returns the frames still to handle, in order: all of them for any other read."""
+    values: list[Any] = [f.value if f.kind == "message" and not f.note else None for f in frames]
+    last = values[-1]
+    if not _request(last, types.TEXT_DOCUMENT_INLINE_COMPLETION):
+        return frames
+    asked = rawparams.inline_completion(last["params"])
+    edits = next((n for n, v in enumerate(values) if not _notification(v, types.TEXT_DOCUMENT_DID_CHANGE)), 0)
+    accepts = [_accept(v) for v in values[edits:-1]]
+    if asked is None or not edits or None in accepts or not ls.protocol.initialized or ls.protocol._shutdown:
+        return frames
+    edited: list[Heard] = []
+    heard: list[Heard] = []
+    ls.deferred = (edited, heard)
+    try:
+        for frame in frames[:edits]:
+            ls.protocol.handle_frame(frame)  # the documents take the edits now; the services hear them below
+    finally:
+        ls.deferred = None
+    uri, at, invoked = asked
+    try:
+        ready = _ready_answer(ls, uri, at, invoked)
+    except Exception:
+        logger.exception("error answering a Tab's inline completion")
+        ready = None
+    if ready is None:
+        _tell(edited + heard)
+        return frames[edits:]
+    taken = [a for a in accepts if a is not None]
+    if not ready[0].text:
+        _tell(edited)
+    _answer_tab(ls, taken, last["id"], uri, at, ready)
+    _tell(heard if not ready[0].text else edited + heard)
+    for _, _, arguments in taken:
+        try:
+            ls.accept_command(*arguments)  # counted now; its answer is out
+        except Exception:
+            logger.exception("error in a Tab's tabd.accept")
+    return []
+
+
+def _tell(heard: list[Heard]) -> None:
+    for hear in heard:
+        try:
+            hear()
+        except Exception:  # one failed step must not drop the others
+            logger.exception("after a Tab's edit")
+
+
+def _ready_answer(ls: TabdServer, uri: str, at: tuple[int, int], invoked: bool) -> tuple[Answer, Document, int] | None:
+    """The answer memory holds ready at a position of a served document (with its document and cursor offset),
+    given now (CompletionService.answer_ready); None, with nothing done, where it holds none or the request goes
+    another way (a document not served, or one being recorded)."""
+    doc = ls.documents.docs.get(uri)
+    if ls.service is None or doc is None or uri not in ls.admission.serving or ls.recording.recorder is not None:
+        return None
+    try:
+        offset = doc.offset_at(*at, ls.encoding)
+    except DocumentError:
+        return None
+    got = ls.service.answer_ready(_asked(ls, doc, offset, invoked))
+    return None if got is None else (got, doc, offset)
+
+
+def _answer_tab(ls: TabdServer, accepts: list[tuple[Any, str, list[Any]]], msg_id: Any, uri: str,
+                at: tuple[int, int], ready: tuple[Answer, Document, int]) -> None:
+    """A Tab's answers, in one write: each tabd.accept's (whether its id was shown: what running it will say), then
+    the inline completion's."""
+    assert ls.service is not None  # it answered
+    for accept_id, answer_id, _ in accepts:
+        ls.protocol._send_data({"jsonrpc": "2.0", "id": accept_id, "result": {"accepted": ls.service.docs.known(answer_id)}},
+                               lazy=True)
+    got, doc, offset = ready
+    try:
+        result = ls.inline_items(uri, doc, offset, at, got)
+    except (BrokenPipeError, ConnectionError):
+        raise
+    except Exception as exc:  # as dispatch answers a handler's failure: the request's error, the read goes on
+        logger.exception("error answering a Tab's inline completion")
+        ls.protocol.send_error(msg_id, JsonRpcInternalError.CODE, f"internal error: {type(exc).__name__}: {exc}")
+    else:
+        ls.protocol._send_data({"jsonrpc": "2.0", "id": msg_id, "result": result})
+    ls.protocol.outbox.flush()  # the answer the user waits for goes out now, with the accepts' before it
+
+
+def _accept(value: Any) -> tuple[Any, str, list[Any]] | None:
+    """(request id, item id, arguments) of a tabd.accept request whose arguments read, or None."""
+    request = rawparams.command(value["params"]) if _request(value, types.WORKSPACE_EXECUTE_COMMAND) else None
+    if request is None or request[0] != ACCEPT:
+        return None
+    try:
+        answer_id, _ = command_args(tuple(request[1]), ACCEPT)
+    except JsonRpcInvalidParams:
+        return None
+    return value["id"], answer_id, request[1]
+
+
+def _request(value: Any, method: str) -> bool:
+    return type(value) is dict and value.get("jsonrpc") == "2.0" and value.get("method") == method and \
+        type(value.get("id")) in (int, str) and type(value.get("params")) is dict
+
+
+def _notification(value: Any, method: str) -> bool:
+    return type(value) is dict and value.get("jsonrpc") == "2.0" and value.get("method") == method and \
+        "id" not in value and type(value.get("params")) is dict
 
 
 async def completion(ls: TabdServer, params: types.CompletionParams) -> types.CompletionList:
@@ -523,6 +653,7 @@ def build_server(config: Config, backend_factory: Callable[[Config], Backend],
     server.protocol.plain = {method: _bound(handler, server) for method, (handler, _) in PLAIN.items()}
     server.protocol.lazy = frozenset({types.WORKSPACE_EXECUTE_COMMAND})  # tabd.accept / tabd.dismiss: nobody waits
     server.protocol.now = frozenset({types.TEXT_DOCUMENT_INLINE_COMPLETION})
+    server.protocol.first = partial(tab_read, server)
     server.protocol.notifications = frozenset({types.TEXT_DOCUMENT_DID_CHANGE, types.TEXT_DOCUMENT_DID_OPEN,
                                                types.TEXT_DOCUMENT_DID_CLOSE})
     inline_edit.register(server)

@@ -52,6 +52,15 @@ class Connection:
             return
         self.protocol.outbox.hold()
         try:
+            first = self.protocol.first
+            if first is not None and not self.stopped.done():
+                try:
+                    frames = first(frames)
+                except (BrokenPipeError, ConnectionError):
+                    self._gone()
+                    return
+                except Exception:  # in what it reads of the frames, before it handles one: they go as they came
+                    logger.exception("error reading a read's frames")
             for frame in frames:
                 self._handle(frame)
         finally:

@@ -83,6 +83,10 @@ class DocumentEvents:
         `alternative`: the text of another of its items, taken instead."""
         return self.speculator.accept(answer_id, chars, partial, alternative)
 
+    def known(self, answer_id: str) -> bool:
+        """Whether the answer id is one shown: what accept() says of it, without taking it."""
+        return answer_id in self.speculator.accepts.by_id
+
     def dismiss(self, answer_id: str) -> bool:
         self.activity.shown(False)
         return self.speculator.dismiss(answer_id)

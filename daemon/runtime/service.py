@@ -155,16 +155,8 @@ class CompletionService:
         backend = self.model.backend
         if not self.model.loaded or backend is None:
             return self._after_load(asked)
-        ready = self.memory.ready(asked.doc, asked.offset, asked.before, asked.after, asked.invoked,
-                                  backend.model_id) if self.memory.enabled else None
-        if ready is not None:  # memory has this state's answer ready: no key to build before the answer is out
-            latency = _since(asked.arrived)
-            out = Outcome(ready.text, "cache", ready.depth, cache_ms=latency, hidden=ready.hidden,
-                          alternatives=ready.offered)
-            got = Answer(str(next(self.requests.ids)), out.text, out.shown_source, out.depth, ready.key, latency,
-                         ready.replaces, out.reason, ready.alternatives)
-            self._after(lambda: self._answered_from_memory(self.requests.from_ready(asked, ready, got.id),
-                                                           (ready.key, out, latency)), first=True)
+        got = self.answer_ready(asked)
+        if got is not None:
             return got
         req = self.requests.build(asked, model_id=backend.model_id)
         answer = self._from_memory(req)
@@ -174,6 +166,25 @@ class CompletionService:
         # the answer first; what does not change it follows once it is written, prefetches last (hush first)
         self._after(lambda: self._answered_from_memory(req), first=True)
         return answer
+
+    def answer_ready(self, asked: Asked) -> Answer | None:
+        """answer()'s first step, alone: the answer memory holds ready under the state's identity (a prefetch's, the
+        request after a Tab), out before any key is built, its Request made once it is; None, with nothing done, where
+        memory has none ready (the LSP layer asks this first in a Tab's read, before the service hears its edit)."""
+        backend = self.model.backend
+        if not self.model.loaded or backend is None or not self.memory.enabled:
+            return None
+        ready = self.memory.ready(asked.doc, asked.offset, asked.before, asked.after, asked.invoked, backend.model_id)
+        if ready is None:
+            return None
+        latency = _since(asked.arrived)
+        out = Outcome(ready.text, "cache", ready.depth, cache_ms=latency, hidden=ready.hidden,
+                      alternatives=ready.offered)
+        got = Answer(str(next(self.requests.ids)), out.text, out.shown_source, out.depth, ready.key, latency,
+                     ready.replaces, out.reason, ready.alternatives)
+        self._after(lambda: self._answered_from_memory(self.requests.from_ready(asked, ready, got.id),
+                                                       (ready.key, out, latency)), first=True)
+        return got
 
     def _answered_from_memory(self, req: Request, ready: tuple[str, Outcome, float] | None = None) -> None:
         """What an answer from memory sets going once it is out; `ready`: (key, outcome, latency) of one from the
