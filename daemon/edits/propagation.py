@@ -91,7 +91,7 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[C
         general = _made_twice(text, live, single, lesson)
         if general is not None:  # made twice: whatever its size
             out.append(Candidate(general, (last.start, last.end)))
-    if single is not None and (single.small or single.deletes_a_stretch):
+    if single is not None and (single.small or single.deletes_a_stretch or single.binds):
         out.append(Candidate(single, (last.start, last.end)))
     if len(live) >= 2 and not _one_line(text, live[-2], last):
         # the rename before the last change, when the last applies nowhere (a rename, then the same word fixed by hand

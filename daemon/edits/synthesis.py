@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Sequence
 
+from tabd.daemon.edits import imports
 from tabd.daemon.edits.history import Group
 from tabd.daemon.edits.tokens import Token, is_name, place, shared_ends, tokens_of
 
@@ -92,6 +93,8 @@ class Transformation:
     plain: Transformation | None = None  # ... and the same change read as tokens, for when the lines around differ
     over: str = ""  # an insertion typed over the spaces before a token: those spaces (replaced by `new` at each place)
     column: str | None = None  # typed at the start of each line in turn after this indentation (`>>> `, `# `)
+    binds: imports.LocalImport | None = None  # whole lines that are a local import (imports.py): placed in each body
+    # that uses a name it binds, unbound, made once or twice
 
     @property
     def signature(self) -> tuple[object, ...]:
@@ -147,7 +150,7 @@ def learn(before: str, after: str, filename: str = "", at: tuple[int, int] | Non
             inner_p, inner_s = shared_ends(before[start:len(before) - tail], after[start:at[1]])
             p, s = start + inner_p, tail + inner_s
     new_tokens = tokens_of(after, filename)
-    block = _block(before, after, p, s, new_tokens)
+    block = _block(before, after, p, s, new_tokens, filename)
     if block is not None:
         return replace(block, plain=_learned(before, after, p, s, new_tokens, filename))
     return _learned(before, after, p, s, new_tokens, filename)
@@ -210,7 +213,8 @@ def _learned(before: str, after: str, p: int, s: int, new_tokens: Sequence[Token
                           over=over)
 
 
-def _block(before: str, after: str, p: int, s: int, tokens: Sequence[Token]) -> Transformation | None:
+def _block(before: str, after: str, p: int, s: int, tokens: Sequence[Token],
+           filename: str = "") -> Transformation | None:
     """Whole lines inserted (the text between p and len(after) - s, nothing removed), learned by the lines around
     them; None for any other change. The insertion is slid along the text it repeats (a block typed after a line's
     end, `\n    import math`, is the same as the line `    import math` typed before the next line) until it starts
@@ -232,7 +236,10 @@ def _block(before: str, after: str, p: int, s: int, tokens: Sequence[Token]) -> 
     context = _line_context(after, tokens, x, y)
     if context is None:
         return None
-    return Transformation((), (text,), (), (), place(tokens[first].kind), old_text="", lines=context)
+    binds = imports.local_import(text, filename, after, tokens, x, text[:len(text) - len(text.lstrip(" \t"))])
+    if binds:  # a blank line under the imports is part of the change wherever it goes (or nowhere)
+        text = text.rstrip("\n") + ("\n\n" if imports.blank_line(after, x + len(text.rstrip("\n")) + 1) else "\n")
+    return Transformation((), (text,), (), (), place(tokens[first].kind), old_text="", lines=context, binds=binds)
 
 
 def _line_context(text: str, tokens: Sequence[Token], x: int, y: int) -> Lines | None:
@@ -319,6 +326,8 @@ def _lines_lexed(before: str, a: int, b: int, after_tokens: Sequence[Token], fil
 def generalised(first: Transformation, second: Transformation) -> Transformation | None:
     """One transformation that explains both examples: their shared context, and the names that differ in the core
     (and are copied into the new text) as holes; None when they are not one change."""
+    if first.binds and first.binds == second.binds and first.new == second.new:
+        return replace(first, once=False)  # one local import: where it goes, its names say (imports.py)
     if first.lines is not None and second.lines is not None:
         general = _lines_generalised(first, second)
         if general is not None:
@@ -539,6 +548,11 @@ def _line_sites(text: str, tokens: Sequence[Token], t: Transformation, want: Lin
         x = text.rfind("\n", 0, tok.start) + 1  # right over this line, or right under the line above it
         if text[x:tok.start] != want.indent:
             continue  # another indentation (checked first: reading the lines around each line is the cost)
+        if t.binds:  # a local import: right over the first line of a body, or of its first use, that wants it
+            if (avoid is None or not avoid[0] <= x <= avoid[1]) and imports.wanted(text, tokens, x, j, want.indent,
+                                                                                   t.binds):
+                found.append(Site(x, x, block, 1.0))
+            continue
         if want.top and j >= 2:
             x = text.find("\n", tokens[j - 2].end) + 1
         if avoid is not None and avoid[0] <= x <= avoid[1]:

@@ -253,8 +253,55 @@ def test_a_line_added_at_the_top_of_two_functions_goes_to_the_top_of_the_next_wh
     text, p = inserted_in_turn(before, [('"""A."""\n', block), ('    """\n', block)])
     # the next function's top, not the line under the string inside `if x:` (indented further)
     assert p is not None and (p.start, p.end, p.text) == (text.index("    while x:"), text.index("    while x:"), block)
-    _, once = inserted_in_turn(before, [('"""A."""\n', block)])
-    assert once is None  # made once: one example says too little
+    line = "    x = int(x)\n\n"
+    _, once = inserted_in_turn(before, [('"""A."""\n', line)])
+    assert once is None  # a line made once (not an import a function below lacks): one example says too little
+
+
+MODULE = ('import os\n\n\ndef a(x):\n    """A."""\n    return re.sub("a", "b", x)\n\n\n'
+          'def b(x):\n    """Uses no re: x.re is an attribute, "re" a string."""\n    return x.re + "re"\n\n\n'
+          'def c(x):\n    """C."""\n    import re\n    return re.escape(x)\n\n\n'
+          'def d(\n    x,\n    re_flags=0,\n):\n    y = 1\n    return re.compile(x, re_flags) or y\n\n\n'
+          'def e(x):\n    """E."""\n\n    w = re.compile(x)\n    return w\n')
+
+
+def taken_in_turn(text: str, after: str, block: str) -> tuple[str, list[str]]:
+    """The user types `block` right after the first `after`, then takes each proposal (Tab); the text then, and the
+    line each proposal went over."""
+    text, p = inserted_in_turn(text, [(after, block)])
+    history, over = DocHistory(), []
+    at = text.index(after) + len(after)
+    history.edited(at, "", block, 100.0)
+    active = p.transformation if p is not None else None
+    while p is not None and len(over) < 10:
+        over.append(text[p.end:text.index("\n", p.end)])
+        history.edited(p.start, "", p.text, 110.0 + len(over))
+        text = text[:p.start] + p.text + text[p.end:]
+        p = propagation.propose(text, list(history.groups), p.start + len(p.text), 130.0 + len(over), "m.py",
+                                active=active)
+    return text, over
+
+
+def test_an_import_moved_into_a_function_goes_into_each_function_below_that_uses_the_name_made_once():
+    # a module's import moved into the functions that use it: from one example, to each function whose body uses
+    # the name it binds (not as an attribute or in a string), unless it imports it already; at the top of the body
+    # (under the docstring, past a blank line), not inside the signature's brackets
+    text, over = taken_in_turn(MODULE, '"""A."""\n', "    import re\n")
+    assert over == ["    y = 1", "    w = re.compile(x)"], over
+    assert text.count("import re") == 4 and "def b(x):\n    \"\"\"Uses" in text
+    assert '"""E."""\n\n    import re\n    w = re.compile(x)' in text  # past the blank line under the docstring
+
+
+def test_an_import_placed_right_over_its_first_use_goes_over_the_first_use_in_the_next_function():
+    module = MODULE.replace('    return re.sub("a", "b", x)', '    x = x.strip()\n    return re.sub("a", "b", x)')
+    _, over = taken_in_turn(module, "x = x.strip()\n", "    import re\n")
+    assert over == ["    return re.compile(x, re_flags) or y", "    w = re.compile(x)"], over
+
+
+def test_an_import_the_module_still_has_or_one_under_if_type_checking_is_not_repeated():
+    assert taken_in_turn("import re\n" + MODULE, '"""A."""\n', "    import re\n")[1] == []  # bound: no need
+    typed = MODULE.replace("import os\n", "import os\nif TYPE_CHECKING:\n    pass\n")
+    assert taken_in_turn(typed, "if TYPE_CHECKING:\n", "    import re\n")[1] == []  # the module's own, once
 
 
 def test_each_earlier_instance_of_a_line_narrows_what_its_places_must_share():
