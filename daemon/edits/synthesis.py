@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from tabd.daemon.edits import imports
+from tabd.daemon.edits import imports, reraise
 from tabd.daemon.edits.history import Group
 from tabd.daemon.edits.tokens import Token, is_name, place, shared_ends, tokens_of
 
@@ -95,6 +95,7 @@ class Transformation:
     column: str | None = None  # typed at the start of each line in turn after this indentation (`>>> `, `# `)
     binds: imports.LocalImport | None = None  # whole lines that are a local import (imports.py): placed in each body
     # that uses a name it binds, unbound, made once or twice
+    chain: str | None = None  # ` from err` added to a `raise` in a handler (reraise.py): at each unchained one
 
     @property
     def signature(self) -> tuple[object, ...]:
@@ -153,7 +154,12 @@ def learn(before: str, after: str, filename: str = "", at: tuple[int, int] | Non
     block = _block(before, after, p, s, new_tokens, filename)
     if block is not None:
         return replace(block, plain=_learned(before, after, p, s, new_tokens, filename))
-    return _learned(before, after, p, s, new_tokens, filename)
+    t = _learned(before, after, p, s, new_tokens, filename)
+    if t is not None and not t.core and len(before) == p + s:
+        chain = reraise.learned(after[p:len(after) - s], before, tokens_of(before, filename), p, filename)
+        if chain is not None:
+            return replace(t, chain=chain)
+    return t
 
 
 def _learned(before: str, after: str, p: int, s: int, new_tokens: Sequence[Token],
@@ -326,6 +332,8 @@ def _lines_lexed(before: str, a: int, b: int, after_tokens: Sequence[Token], fil
 def generalised(first: Transformation, second: Transformation) -> Transformation | None:
     """One transformation that explains both examples: their shared context, and the names that differ in the core
     (and are copied into the new text) as holes; None when they are not one change."""
+    if first.chain is not None and first.chain == second.chain:
+        return replace(first, once=False)  # one chain: where it goes, the raise statements say (reraise.py)
     if first.binds and first.binds == second.binds and first.new == second.new:
         return replace(first, once=False)  # one local import: where it goes, its names say (imports.py)
     if first.lines is not None and second.lines is not None:
@@ -507,6 +515,9 @@ def sites(text: str, t: Transformation, filename: str = "", avoid: tuple[int, in
         return _line_sites(text, tokens, t, t.lines, avoid)
     if t.column is not None:
         return _column_sites(text, tokens, t, t.column, avoid)
+    if t.chain is not None:
+        return [Site(at, at, new, 1.0) for at, new in reraise.places(text, tokens, t.chain)
+                if avoid is None or not avoid[0] <= at <= avoid[1]]
     found: list[Site] = []
     for i in _anchors(tokens, t):
         site = _at(text, tokens, t, i)

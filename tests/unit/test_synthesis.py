@@ -304,6 +304,26 @@ def test_an_import_the_module_still_has_or_one_under_if_type_checking_is_not_rep
     assert taken_in_turn(typed, "if TYPE_CHECKING:\n", "    import re\n")[1] == []  # the module's own, once
 
 
+HANDLERS = ("def f(x):\n    try:\n        a(x)\n    except KeyError as e:\n        raise BadKey(\n            'no key',\n"
+            "        )\n    try:\n        b(x)\n    except ValueError as exc:\n        raise BadValue(str(exc))  # why\n"
+            "    try:\n        c(x)\n    except OSError:\n        raise Other()\n    raise Outside()\n"
+            "    try:\n        d(x)\n    except TypeError as err:\n        raise\n"
+            "    try:\n        e(x)\n    except IndexError as err:\n        raise Done() from None\n")
+
+
+def test_a_chain_added_to_a_raise_in_a_handler_goes_to_each_unchained_raise_in_a_handler_made_once():
+    # ` from e` names what each handler caught: `exc` where the handler says `as exc`; a handler that binds nothing
+    # gets none, nor a raise outside a handler, a bare `raise`, or one chained already; the end of the statement
+    # is past its brackets' lines and before its comment
+    after = applied_everywhere(HANDLERS, "        )\n", "        ) from e\n")
+    assert after == HANDLERS.replace("        )\n", "        ) from e\n").replace(
+        "raise BadValue(str(exc))  # why", "raise BadValue(str(exc)) from exc  # why")
+    after = applied_everywhere(HANDLERS, "        )\n", "        ) from None\n")
+    assert after == HANDLERS.replace("        )\n", "        ) from None\n").replace(
+        "raise BadValue(str(exc))", "raise BadValue(str(exc)) from None").replace(
+        "raise Other()", "raise Other() from None")
+
+
 def test_each_earlier_instance_of_a_line_narrows_what_its_places_must_share():
     # three functions made: the last two both begin `name = ...`, the first does not; the next begins with `try`
     before = functions("if x:\n        x = 2", "z = x", "w = x", "try:\n        x = 3\n    finally:\n        pass")
