@@ -8,7 +8,9 @@ Which example to learn from, in order:
   cursor that the user has not touched);
 - the last two edits, when they are two examples of one change (synthesis.generalised): the names that differ from
   place to place become holes;
-- the last edit alone;
+- the last edit alone; a local import (imports.py) or a chain added to a `raise` (reraise.py) made once too;
+- the last edit alone with the names it carries over read as holes (`Optional[Foo]` -> `Foo | None`: any name in
+  there, where the word around it stands);
 - the edit before it alone (the user fixed something the change does not reach, a word in a docstring, and goes on).
 The first that applies somewhere other than where it was made is proposed, at the first place after the cursor; the
 walk wraps to the top only once the user takes it (Tab). A transformation the user rejected in this document is not
@@ -22,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Collection, NamedTuple, Sequence
 
 from tabd.daemon.edits.history import Group
-from tabd.daemon.edits.synthesis import Transformation, column, generalised, learn, next_site, undone
+from tabd.daemon.edits.synthesis import Transformation, column, generalised, holed, learn, next_site, undone
 from tabd.daemon.edits.tokens import shared_ends
 
 PAUSE_S = 1.0  # typing at the end of the change, this long without an edit counts as done
@@ -93,6 +95,9 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[C
             out.append(Candidate(general, (last.start, last.end)))
     if single is not None and (single.small or single.deletes_a_stretch or single.binds):
         out.append(Candidate(single, (last.start, last.end)))
+        loose = holed(single) if single.small and single.worded else None
+        if loose is not None:
+            out.append(Candidate(loose, (last.start, last.end)))
     if len(live) >= 2 and not _one_line(text, live[-2], last):
         # the rename before the last change, when the last applies nowhere (a rename, then the same word fixed by hand
         # in a docstring it does not reach): the walk goes on

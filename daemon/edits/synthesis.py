@@ -360,6 +360,23 @@ def generalised(first: Transformation, second: Transformation) -> Transformation
                    right=_shared(first.right, second.right), once=False)
 
 
+def holed(t: Transformation) -> Transformation | None:
+    """A change made once with the names it carries over (`jitter` -> `to_seconds(jitter)`) read as holes: any name
+    there, where the context says the same on both sides; None when it carries no name."""
+    if t.rename or t.lines is not None or t.chain is not None or not t.core:
+        return None
+    holes = [i for i, w in enumerate(t.core) if w is not None and is_name(w) and w not in _BUILTIN]
+    new = _template(t, holes) if holes else None
+    if new is None or not any(isinstance(x, int) for x in new):
+        return None
+    keep = [i for i in holes if i in new]
+    if not keep:
+        return None
+    core = tuple(HOLE if i in keep else w for i, w in enumerate(t.core))
+    worded = any(w is not None and is_name(w) for w in core)  # a word stays: it picks the places, as before
+    return replace(t, core=core, new=_template(t, keep) or new, worded=worded)
+
+
 def _lines_generalised(first: Transformation, second: Transformation) -> Transformation | None:
     """Two whole-line insertions of the same block as one: the tokens of the lines around that both share (the names
     that differ are holes); None when the blocks differ, or sit differently (indentation, blank lines), or too little

@@ -88,6 +88,26 @@ def test_a_constant_replaced_only_where_its_context_matches():
     assert after == "def f() -> t.NoReturn:\n    return None\n\ndef g() -> t.NoReturn:\n    x = None\n"
 
 
+def test_a_name_the_change_carries_over_varies_from_place_to_place_made_once():
+    # `Optional[Foo]` -> `Foo | None`: the name inside is what each place has; the word around it picks the places
+    before = ("def f(a: Optional[Foo] = None, b: int = 0):\n    x: Optional[Bar] = None\n    y: List[Foo] = []\n"
+              "    return Optional(a)\n\ndef g(c: Optional[Baz] = None):\n    pass\n")
+    at = before.index("Optional[Foo]")
+    history, text = DocHistory(), before.replace("Optional[Foo]", "Foo | None", 1)
+    history.edited(at, "Optional[Foo]", "Foo | None", 100.0)
+    p = propagation.propose(text, list(history.groups), at + len("Foo | None"), 105.0, "m.py")
+    for n in range(10):  # Tab, Tab...
+        if p is None:
+            break
+        history.edited(p.start, text[p.start:p.end], p.text, 110.0 + n)
+        text = text[:p.start] + p.text + text[p.end:]
+        p = propagation.propose(text, list(history.groups), p.start + len(p.text), 120.0 + n, "m.py",
+                                active=p.transformation)
+    after = text
+    assert after == before.replace("Optional[Foo]", "Foo | None").replace("Optional[Bar]", "Bar | None").replace(
+        "Optional[Baz]", "Baz | None")  # List[...] and the call Optional(a) stay
+
+
 def test_an_insertion_made_once_waits_for_a_second_example():
     before = "def f(x: str, y: int):\n    pass\ndef g(name: str) -> str:\n    pass\ndef h(z: str):\n    pass\n"
     _, once = first_change(before, "x: str,", "x: str | bytes,")
