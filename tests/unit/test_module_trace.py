@@ -27,6 +27,7 @@ HIT_GOAL, MISS_GOAL = 10, 20  # issue 42's Done when
 # itself, the model id comes from the backend at hand, memory's layers are one module (cache/store.py) and the key is
 # made where the state is (cache/state.py), and the context store applies the language-family rule itself
 HIT_TODAY, MISS_TODAY = 10, 20
+KEYSTROKE_TODAY = 19  # a keystroke's miss, after the document's first request: its context is kept, not picked
 URI = "file:///a.py"
 
 
@@ -114,3 +115,28 @@ async def test_an_answer_from_memory_touches_at_most_10_modules():
 async def test_a_miss_touches_at_most_20_modules_on_the_event_loop():
     miss, _ = await miss_then_hit()
     _bounded(miss, "a miss, on the event loop", MISS_GOAL)
+
+
+async def test_a_keystroke_s_miss_keeps_the_context_and_stays_within_the_bound():
+    """A keystroke that misses, once the document's first request picked its context: the context is kept (no pick
+    on the way), and the miss stays within the issue's bound."""
+    logged: list[dict] = []
+    srv = InProcess(FakeBackend(text="return 42"))
+    srv.server.events.add_sink(logged.append)
+    try:
+        await srv.initialize()
+        srv.open("def f():\n    ", URI)
+        assert await srv.server.service.ready()
+        await settled()
+        first = await traced(srv, 1, 1, 4)
+        srv.notify("textDocument/didChange", {"textDocument": {"uri": URI, "version": 2}, "contentChanges": [
+            {"range": {"start": {"line": 1, "character": 4}, "end": {"line": 1, "character": 4}}, "text": "x"}]})
+        keystroke = await traced(srv, 2, 1, 5)  # "x" does not start "return 42": nothing in memory has it
+        await asyncio.sleep(0.05)  # the log lines are written after the answers
+        sources = [e["source"] for e in logged if e["event"] == "completion"]
+        assert sources == ["model", "model"], logged
+    finally:
+        srv.close()
+    assert "tabd.daemon.context.chunk_store" in first.modules  # the document's first request picks its context
+    assert "tabd.daemon.context.chunk_store" not in keystroke.modules, keystroke.listing()
+    _bounded(keystroke, "a keystroke's miss, on the event loop", min(KEYSTROKE_TODAY, MISS_GOAL))
