@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, BinaryIO, Callable
 
 from lsprotocol import types
 from pygls.capabilities import ServerCapabilitiesBuilder
-from pygls.exceptions import FeatureNotificationError, JsonRpcInternalError, JsonRpcInvalidParams
+from pygls.exceptions import FeatureNotificationError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from tabd.cache.state import DocState
@@ -66,7 +66,7 @@ INLINE_EXPECTS = "textDocument/inlineCompletion expects {textDocument: {uri}, po
 # method -> what runs it: a handler takes the server and the method's params (plain JSON, or pygls' structured ones)
 Handler = Callable[["TabdServer", Any], Any]
 Command = Callable[..., dict[str, bool]]  # workspace/executeCommand's: the command's arguments in, its result out
-Heard = Callable[[], None]  # what a service hears of an edit, to tell it now or later
+Heard = Callable[[], object]  # what a service hears of an edit (or an accept), to tell it now or later
 
 
 class TabdServer(LanguageServer):
@@ -162,12 +162,19 @@ class TabdServer(LanguageServer):
     def accept_command(self, *args: Any) -> dict[str, bool]:
         answer_id, options = command_args(args, ACCEPT)
         chars = options.get("chars")
-        partial = bool(options.get("partial", False))
+        count = chars if isinstance(chars, int) else None
+        whole = not options.get("partial", False)
         alternative = options.get("alternative")
         alternative = alternative if isinstance(alternative, str) else None
-        known = (self.service.docs.accept(answer_id, chars if isinstance(chars, int) else None, partial, alternative)
-                 if self.service else False)
-        self.recording.record("accept", id=answer_id, chars=chars, partial=partial)
+        service = self.service
+        if service is None:
+            known = False
+        elif self.deferred is not None:  # a Tab's read (tab_read): its answer now, counted once its edit is heard
+            known = service.docs.known(answer_id)
+            self.deferred[1].append(partial(service.docs.accept, answer_id, count, not whole, alternative))
+        else:
+            known = service.docs.accept(answer_id, count, not whole, alternative)
+        self.recording.record("accept", id=answer_id, chars=chars, partial=not whole)
         return {"accepted": known}
 
     def dismiss_command(self, *args: Any) -> dict[str, bool]:
@@ -268,7 +275,16 @@ class TabdServer(LanguageServer):
         if self.service is None:
             raise JsonRpcInvalidParams("the server is not initialized")
         if uri in self.admission.serving and self.recording.recorder is None:  # served, nothing to record: straight on
-            return self.service.answer(_asked(self, doc, offset, invoked)), doc, offset
+            asked = _asked(self, doc, offset, invoked)
+            if self.deferred is not None:  # a Tab's read, its edits not heard yet (tab_read): memory's ready answer
+                got = self.service.answer_ready(asked)
+                if got is not None:  # an empty one may show a next edit, which the next-edit side finds once it
+                    if not got.text:  # has heard the edits; the completion service hears them once it is out
+                        hear(self, edits_only=True)
+                    return got, doc, offset
+                hear(self)
+            return self.service.answer(asked), doc, offset
+        hear(self)
         check = self.admission.pending(uri)  # a served document has none: its git check ended before it was served
         if check is not None:  # whether git ignores the document: known in a few ms (bounded by its timeout)
             return self._asked_after(check, uri, doc, offset, line, character, invoked), doc, offset
@@ -329,107 +345,60 @@ async def _inline_later(ls: TabdServer, uri: str, doc: Document, offset: int, at
 
 def tab_read(ls: TabdServer, frames: list[Frame]) -> list[Frame]:
     """A read of several messages (lsp/transport.py) that is a Tab's: its edits (didChange), maybe tabd.accept, then
-    the next inline completion, which the client sends together. When memory holds that completion's answer ready for
-    the document after the edits, it is written first (after the accepts' answers: the answers keep the requests'
-    order), and the completion service hears the edits, then the accepts, after it, in their order, and before the
-    answer's own bookkeeping, which follows its write. The answer is the one they would have found: the ready index
-    is kept by the document's context snapshot, the model and the cache entry, none of which what they hear changes,
-    and an accept's answer says whether its id was shown, which the edits do not change either. An empty answer may
-    show a next edit instead (inline_edit.ghost_item), which the next-edit side finds once it has heard the edits:
-    it hears them first then. Returns the frames still to handle, in order: all of them for any other read."""
+    the next inline completion, which the client sends together. Each is handled by its handler, in order, but what
+    the services hear of the edits and the accepts waits (TabdServer.deferred) until the completion is answered when
+    memory holds its answer ready for the document after the edits (TabdServer.ask): that answer is written first,
+    after the accepts' answers (an accept's answer says whether its id was shown, which the edits do not change), then
+    the services hear the edits and the accepts, in their order, before the answer's own bookkeeping (which follows
+    its write). The answer is the one they would have found: the ready index is kept by the document's context
+    snapshot, the model and the cache entry, none of which what they hear changes. An empty answer may show a next
+    edit instead (inline_edit.ghost_item), which the next-edit side finds once it has heard the edits: it hears them
+    first then; with no answer ready, everything is heard before the request goes on. Returns the frames still to
+    handle: none of a Tab's read, all of any other."""
     values: list[Any] = [f.value if f.kind == "message" and not f.note else None for f in frames]
-    last = values[-1]
-    if not _request(last, types.TEXT_DOCUMENT_INLINE_COMPLETION):
+    if not _request(values[-1], types.TEXT_DOCUMENT_INLINE_COMPLETION) or not ls.protocol.initialized or \
+            ls.protocol._shutdown:
         return frames
-    asked = rawparams.inline_completion(last["params"])
     edits = next((n for n, v in enumerate(values) if not _notification(v, types.TEXT_DOCUMENT_DID_CHANGE)), 0)
-    accepts = [_accept(v) for v in values[edits:-1]]
-    if asked is None or not edits or None in accepts or not ls.protocol.initialized or ls.protocol._shutdown:
+    if not edits or not all(_accept(v) for v in values[edits:-1]):
         return frames
-    edited: list[Heard] = []
-    heard: list[Heard] = []
-    ls.deferred = (edited, heard)
+    ls.deferred = ([], [])
     try:
-        for frame in frames[:edits]:
-            ls.protocol.handle_frame(frame)  # the documents take the edits now; the services hear them below
+        for frame in frames:
+            ls.protocol.handle_frame(frame)
     finally:
+        hear(ls)
         ls.deferred = None
-    uri, at, invoked = asked
-    try:
-        ready = _ready_answer(ls, uri, at, invoked)
-    except Exception:
-        logger.exception("error answering a Tab's inline completion")
-        ready = None
-    if ready is None:
-        _tell(edited + heard)
-        return frames[edits:]
-    taken = [a for a in accepts if a is not None]
-    if not ready[0].text:
-        _tell(edited)
-    _answer_tab(ls, taken, last["id"], uri, at, ready)
-    _tell(heard if not ready[0].text else edited + heard)
-    for _, _, arguments in taken:
-        try:
-            ls.accept_command(*arguments)  # counted now; its answer is out
-        except Exception:
-            logger.exception("error in a Tab's tabd.accept")
     return []
 
 
-def _tell(heard: list[Heard]) -> None:
-    for hear in heard:
+def hear(ls: TabdServer, edits_only: bool = False) -> None:
+    """Tell the services what they have not heard yet of a Tab's read (TabdServer.deferred): the next-edit side its
+    edits, then (unless `edits_only`) the completion service its edits and accepts, in order."""
+    if ls.deferred is None:
+        return
+    edited, heard = ls.deferred
+    told = edited[:] if edits_only else edited + heard
+    edited.clear()
+    if not edits_only:
+        heard.clear()
+    for tell in told:
         try:
-            hear()
+            tell()
         except Exception:  # one failed step must not drop the others
             logger.exception("after a Tab's edit")
 
 
-def _ready_answer(ls: TabdServer, uri: str, at: tuple[int, int], invoked: bool) -> tuple[Answer, Document, int] | None:
-    """The answer memory holds ready at a position of a served document (with its document and cursor offset),
-    given now (CompletionService.answer_ready); None, with nothing done, where it holds none or the request goes
-    another way (a document not served, or one being recorded)."""
-    doc = ls.documents.docs.get(uri)
-    if ls.service is None or doc is None or uri not in ls.admission.serving or ls.recording.recorder is not None:
-        return None
-    try:
-        offset = doc.offset_at(*at, ls.encoding)
-    except DocumentError:
-        return None
-    got = ls.service.answer_ready(_asked(ls, doc, offset, invoked))
-    return None if got is None else (got, doc, offset)
-
-
-def _answer_tab(ls: TabdServer, accepts: list[tuple[Any, str, list[Any]]], msg_id: Any, uri: str,
-                at: tuple[int, int], ready: tuple[Answer, Document, int]) -> None:
-    """A Tab's answers, in one write: each tabd.accept's (whether its id was shown: what running it will say), then
-    the inline completion's."""
-    assert ls.service is not None  # it answered
-    for accept_id, answer_id, _ in accepts:
-        ls.protocol._send_data({"jsonrpc": "2.0", "id": accept_id, "result": {"accepted": ls.service.docs.known(answer_id)}},
-                               lazy=True)
-    got, doc, offset = ready
-    try:
-        result = ls.inline_items(uri, doc, offset, at, got)
-    except (BrokenPipeError, ConnectionError):
-        raise
-    except Exception as exc:  # as dispatch answers a handler's failure: the request's error, the read goes on
-        logger.exception("error answering a Tab's inline completion")
-        ls.protocol.send_error(msg_id, JsonRpcInternalError.CODE, f"internal error: {type(exc).__name__}: {exc}")
-    else:
-        ls.protocol._send_data({"jsonrpc": "2.0", "id": msg_id, "result": result})
-    ls.protocol.outbox.flush()  # the answer the user waits for goes out now, with the accepts' before it
-
-
-def _accept(value: Any) -> tuple[Any, str, list[Any]] | None:
-    """(request id, item id, arguments) of a tabd.accept request whose arguments read, or None."""
+def _accept(value: Any) -> bool:
+    """Whether a message is a tabd.accept request whose arguments read."""
     request = rawparams.command(value["params"]) if _request(value, types.WORKSPACE_EXECUTE_COMMAND) else None
     if request is None or request[0] != ACCEPT:
-        return None
+        return False
     try:
-        answer_id, _ = command_args(tuple(request[1]), ACCEPT)
+        command_args(tuple(request[1]), ACCEPT)
     except JsonRpcInvalidParams:
-        return None
-    return value["id"], answer_id, request[1]
+        return False
+    return True
 
 
 def _request(value: Any, method: str) -> bool:
