@@ -48,6 +48,7 @@ MAX_SITES = 200  # places examined for one transformation
 HOLE = None
 ONCE_SHARE = 0.9  # a change made once whose old core has no word: the share of its context a place must match
 ONCE_EXACT = 3  # ... and how many of its context tokens (not the line's ends) exactly
+FRAME = 4  # a change made twice that drops the name that differs: fixed tokens in and around its core, at least
 TWICE_FIXED = 2  # a change made twice with no word of its own: context tokens both examples share, at least
 SMALL_CHARS = 60  # a change that writes more, or spans lines, is repeated only once the user has made it twice
 SMALL_TOKENS = 12
@@ -96,6 +97,8 @@ class Transformation:
     binds: imports.LocalImport | None = None  # whole lines that are a local import (imports.py): placed in each body
     # that uses a name it binds, unbound, made once or twice
     chain: str | None = None  # ` from err` added to a `raise` in a handler (reraise.py): at each unchained one
+    frame: int = 0  # a name dropped in a frame that stays (`super(Foo, self)` -> `super()`): the context tokens
+    # nearest the core on the left that a place must have exactly
 
     @property
     def signature(self) -> tuple[object, ...]:
@@ -353,11 +356,24 @@ def generalised(first: Transformation, second: Transformation) -> Transformation
            for x, y in [(first.core[i], second.core[i])]):
         return None
     new = _template(first, holes)
+    core = tuple(HOLE if i in holes else t for i, t in enumerate(first.core))
+    left = _shared(first.left, second.left)
+    frame = 0
+    if new is None and first.new == second.new and _framed(core, left):
+        new, frame = first.new, 2  # the name that differs is dropped, in a frame that stays (`super(A, self)`)
     if new is None or _filled(new, second.core) != _joined(second.new) or (holes and first.rename):
         return None
-    core = tuple(HOLE if i in holes else t for i, t in enumerate(first.core))
-    return replace(first, core=core, new=new, left=_shared(first.left, second.left),
-                   right=_shared(first.right, second.right), once=False)
+    return replace(first, core=core, new=new, left=left, right=_shared(first.right, second.right), once=False,
+                   frame=frame)
+
+
+def _framed(core: tuple[str | None, ...], left: tuple[str | None, ...]) -> bool:
+    """The core's fixed tokens and the two nearest on its left, both fixed and shared by the examples, say what the
+    change is whatever fills its holes: FRAME of them at least, one a word (`super (` and `, self`)."""
+    if len(left) < 2 or any(w is None or w in ("^", "$") for w in left[:2]):
+        return False
+    fixed = [w for w in (*core, *left[:2]) if w is not None]
+    return len(fixed) >= FRAME and any(is_name(w) for w in fixed)
 
 
 def holed(t: Transformation) -> Transformation | None:
@@ -777,6 +793,8 @@ def _score(tokens: Sequence[Token], t: Transformation, i: int, n: int) -> float 
         hi += 1
     left, near_left, exact_left = _side_score(tokens, t.left, lo, -1, t.once)
     right, near_right, exact_right = _side_score(tokens, t.right, hi, 1, t.once)
+    if exact_left < t.frame:
+        return None  # the frame the dropped name stood in is not there
     if not (near_left or near_right):
         return None
     if n and all(w is None for w in t.core) and not (near_left and near_right):

@@ -134,6 +134,19 @@ def test_a_long_stretch_deleted_once_goes_where_the_same_tokens_stand():
     assert proposed("a = g(\n    1\n)\nb = g(\n    1\n)\n", "(\n    1\n)") is None  # across lines, 3 tokens: it waits
 
 
+def test_a_name_dropped_from_a_frame_that_stays_made_twice_goes_wherever_the_frame_stands():
+    # `super(A, self)` -> `super()`: each class names itself, and no example carries the name into its new text
+    before = ("class A(B):\n    def f(self):\n        super(A, self).f()\n\n\nclass C(B):\n    def f(self):\n"
+              "        super(C, self).f()\n\n\nclass D(B):\n    def g(self):\n"
+              "        return super(D, self).g() + super(D, self).h() + other(D, self)\n")
+    after, found = made_twice(before, ("super(A, self)", "super()"), ("super(C, self)", "super()"))
+    assert found == [("D, self", "")] * 2 and after.endswith("super().g() + super().h() + other(D, self)\n")
+    one = "x = f(a)\ny = f(b)\nz = f(c)\n"  # a name dropped where little else stands: which name is a guess
+    a, b = learn(one, one.replace("f(a)", "f()"), "m.py"), learn(one.replace("f(a)", "f()"),
+                                                                 one.replace("f(a)", "f()").replace("f(b)", "f()"), "m.py")
+    assert a is not None and b is not None and generalised(b, a) is None
+
+
 def test_a_keyword_argument_added_twice_goes_to_each_call_of_that_function_only():
     before = ("fetch(url)\nfetch(base)\nfetch(other, retries=2)\nrefetch(url)\nx.fetch(url)\n"
               "fetch(url, timeout=5)\n")
