@@ -163,6 +163,8 @@ def _alternating(text: str, live: Sequence[Group], single: Transformation | None
         return None
     if before_last is None or generalised(single, before_last) is not None:  # B is another change
         return None
+    if len(older) == 2 and older[0] is not None and generalised(single, older[0]) is not None:
+        return None  # A, A, B, A: the user makes A in a run, and B once between; no turn
     prev = live[-2]
     if len(older) == 2 and older[0] is not None:
         general = generalised(before_last, older[0])

@@ -223,6 +223,14 @@ def test_two_changes_made_in_turn_propose_the_other_half_next():
     assert text.index("def g") < p.start < text.index("def h")
 
 
+def test_a_change_made_in_a_run_with_one_other_between_goes_on_not_the_other():
+    # A, A, B, A (a default added to each parameter, one overload added between): A goes on; B was made once
+    text = "a: int\nb: int\nx = abs(1)\nc: int\nd: int\ny = abs(2)\n"
+    text, p = changed_in_turn(text, [("a: int", "", " = 0"), ("b: int", "", " = 0"), ("x = ", "abs", "math.fabs"),
+                                     ("c: int", "", " = 0")])
+    assert p is not None and (text[p.start:p.end], p.text) == ("", " = 0") and text[:p.start].endswith("d: int")
+
+
 def test_a_change_an_editor_sent_in_two_pieces_is_one_change_when_it_comes_due_again():
     # A (a loop line deleted), then B on the line below made in two pieces a moment apart, as an editor sends
     # `            yield v` -> `        yield from vals` (the indentation deleted, then `v` typed over), then A again:
