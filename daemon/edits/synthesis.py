@@ -335,6 +335,11 @@ def _lines_lexed(before: str, a: int, b: int, after_tokens: Sequence[Token], fil
 def generalised(first: Transformation, second: Transformation) -> Transformation | None:
     """One transformation that explains both examples: their shared context, and the names that differ in the core
     (and are copied into the new text) as holes; None when they are not one change."""
+    if ((first.core, first.new) == (second.core, second.new) and _spelled_name(first) != _spelled_name(second)
+            and (first.rename or second.rename)):
+        # a name renamed in code and in a string that spells it (a pytest fixture's `def pep695(` and its
+        # `"pep695"`): the rename, which takes such strings too (two strings alone may be values: `"descriptor"`)
+        return replace(first if first.rename else second, once=False)
     if first.chain is not None and first.chain == second.chain:
         return replace(first, once=False)  # one chain: where it goes, the raise statements say (reraise.py)
     if first.binds and first.binds == second.binds and first.new == second.new:
@@ -365,6 +370,13 @@ def generalised(first: Transformation, second: Transformation) -> Transformation
         return None
     return replace(first, core=core, new=new, left=left, right=_shared(first.right, second.right), once=False,
                    frame=frame)
+
+
+def _spelled_name(t: Transformation) -> bool:
+    """A string that is one whole name, changed to another name (`"pep695"` -> `"dummymodule_py312"`)."""
+    return (len(t.core) == 1 and t.where == "string" and not t.rename and t.core[0] is not None
+            and is_name(t.core[0]) and is_name(_joined(t.new)) and t.core[0] not in _BUILTIN
+            and t.left[:1] == t.right[:1] and bool(t.left) and _quote(t.left[0] or ""))
 
 
 def _framed(core: tuple[str | None, ...], left: tuple[str | None, ...]) -> bool:

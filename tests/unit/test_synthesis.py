@@ -147,6 +147,18 @@ def test_a_name_dropped_from_a_frame_that_stays_made_twice_goes_wherever_the_fra
     assert a is not None and b is not None and generalised(b, a) is None
 
 
+def test_a_name_renamed_in_code_and_in_a_string_that_spells_it_is_renamed_in_code_too():
+    # a pytest fixture: `def pep695(` renamed, then its `"pep695"`; its parameters are next (the string alone may be
+    # a value: two strings changed do not rename the code)
+    before = ('@fixture\ndef pep695():\n    pass\n\ndef load():\n    return get("pep695")\n\n'
+              'def test_a(pep695):\n    pep695.run()\n')
+    after, found = made_twice(before, ("def pep695", "def dummy"), ('"pep695"', '"dummy"'))
+    assert found == [("pep695", "dummy")] * 2 and after.endswith("def test_a(dummy):\n    dummy.run()\n")
+    values = 'a = f("json")\nb = g("json")\nimport json\n'
+    _, found = made_twice(values, ('f("json")', 'f("yaml")'), ('g("json")', 'g("yaml")'))
+    assert found == []  # `import json` stays
+
+
 def test_a_keyword_argument_added_twice_goes_to_each_call_of_that_function_only():
     before = ("fetch(url)\nfetch(base)\nfetch(other, retries=2)\nrefetch(url)\nx.fetch(url)\n"
               "fetch(url, timeout=5)\n")
