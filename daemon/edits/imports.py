@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
+from tabd.daemon.edits import blocks
 from tabd.daemon.edits.tokens import Token
 
 _PYTHON = (".py", ".pyi")
@@ -99,7 +100,7 @@ def at_top(text: str, tokens: Sequence[Token], x: int, j: int, indent: str) -> b
     if i < 0:
         return False
     if tokens[i].text == ":":
-        return len(_indent_of(text, tokens[i].start)) < len(indent)
+        return len(blocks.indent_of(text, tokens[i].start)) < len(indent)
     if tokens[i].kind != "string":
         return False
     k = i  # back to the docstring's first piece: the statement before it must be the header
@@ -107,12 +108,12 @@ def at_top(text: str, tokens: Sequence[Token], x: int, j: int, indent: str) -> b
         k -= 1
     while k < i and tokens[k].kind == "nl":
         k += 1
-    if _indent_of(text, tokens[k].start) != indent:
+    if blocks.indent_of(text, tokens[k].start) != indent:
         return False
     h = k - 1
     while h >= 0 and tokens[h].kind == "nl":
         h -= 1
-    return h >= 0 and tokens[h].text == ":" and len(_indent_of(text, tokens[h].start)) < len(indent)
+    return h >= 0 and tokens[h].text == ":" and len(blocks.indent_of(text, tokens[h].start)) < len(indent)
 
 
 def _in_function(text: str, tokens: Sequence[Token], x: int, indent: str) -> bool:
@@ -150,16 +151,9 @@ def _index_at(tokens: Sequence[Token], at: int) -> int:
 
 
 def _body_start(text: str, x: int, indent: str) -> int:
-    """Where the body that holds the line at x (indented `indent`) begins: right after the nearest line above indented
-    less (its header's last line)."""
-    end = x
-    while end > 0:
-        start = text.rfind("\n", 0, end - 1) + 1
-        line = text[start:end]
-        if line.strip() and len(line) - len(line.lstrip()) < len(indent):
-            return end
-        end = start
-    return 0
+    """Where the body that holds the line at x (indented `indent`) begins: right after the line that opens it."""
+    opens = blocks.header(text, x, len(indent))
+    return opens[1] if opens is not None else 0
 
 
 def blank_line(text: str, at: int) -> bool:
@@ -177,23 +171,20 @@ def _body_end(text: str, x: int, indent: str, deeper: bool = False) -> int:
     return len(text)
 
 
+def _importing(name: str) -> str:
+    """A pattern for an import statement that binds `name` (`import re`, `import a.b as re`, `from x import re`)."""
+    n = re.escape(name)
+    return rf"import[ \t]+(?:[\w.]+[ \t]+as[ \t]+)?{n}\b|from[ \t]+\S+[ \t]+import[ \t]+[^\n]*\b{n}\b"
+
+
 def _binds_in(body: str, name: str) -> bool:
     """An import in the body binds the name already."""
-    n = re.escape(name)
-    return re.search(rf"^[ \t]*(?:import[ \t]+(?:[\w.]+[ \t]+as[ \t]+)?{n}\b|from[ \t]+\S+[ \t]+import[ \t]+[^\n]*"
-                     rf"\b{n}\b)", body, re.M) is not None
+    return re.search(rf"^[ \t]*(?:{_importing(name)})", body, re.M) is not None
 
 
 @lru_cache(maxsize=64)  # asked at each place of one text
 def _binds_at_top(text: str, name: str) -> bool:
     """The module binds the name at its top level: an import, a def or class, an assignment at the line's start."""
     n = re.escape(name)
-    return re.search(rf"^(?:import[ \t]+(?:[\w.]+[ \t]+as[ \t]+)?{n}\b|from[ \t]+\S+[ \t]+import[ \t]+[^\n]*\b{n}\b"
-                     rf"|(?:async[ \t]+)?def[ \t]+{n}\b|class[ \t]+{n}\b|{n}[ \t]*(?::[^=\n]*)?=)", text, re.M) is not None
-
-
-def _indent_of(text: str, at: int) -> str:
-    start = text.rfind("\n", 0, at) + 1
-    line = text[start:at]
-    return line[:len(line) - len(line.lstrip())]
-
+    return re.search(rf"^(?:{_importing(name)}|(?:async[ \t]+)?def[ \t]+{n}\b|class[ \t]+{n}\b|{n}[ \t]*(?::[^=\n]*)?=)",
+                     text, re.M) is not None

@@ -14,6 +14,7 @@ import bisect
 import re
 from typing import Sequence
 
+from tabd.daemon.edits import blocks
 from tabd.daemon.edits.tokens import Token
 
 _PYTHON = (".py", ".pyi")
@@ -83,18 +84,12 @@ def _statement(tokens: Sequence[Token], i: int) -> tuple[int, int] | None:
 
 def _handler_name(text: str, at: int) -> str | None:
     """The name the `except` clause that holds the line at `at` binds ("" when it binds none), or None when that line
-    is in no `except` clause (the nearest line above indented less is not one)."""
-    start = text.rfind("\n", 0, at) + 1
-    indent = len(text[start:at]) - len(text[start:at].lstrip())
-    end = start
-    while end > 0:
-        s = text.rfind("\n", 0, end - 1) + 1
-        line = text[s:end - 1]
-        if line.strip() and len(line) - len(line.lstrip()) < indent:
-            m = _HANDLER.match(line)
-            return None if m is None else m.group(1) or ""
-        end = s
-    return None
+    is in no `except` clause (the line that opens its block is not one)."""
+    opens = blocks.header(text, at, len(blocks.indent_of(text, at)))
+    if opens is None:
+        return None
+    m = _HANDLER.match(text[opens[0]:opens[1] - 1])
+    return None if m is None else m.group(1) or ""
 
 
 def _index_before(tokens: Sequence[Token], at: int) -> int:
