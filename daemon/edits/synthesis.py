@@ -389,20 +389,19 @@ def _framed(core: tuple[str | None, ...], left: tuple[str | None, ...]) -> bool:
 
 
 def holed(t: Transformation) -> Transformation | None:
-    """A change made once with the names it carries over (`jitter` -> `to_seconds(jitter)`) read as holes: any name
-    there, where the context says the same on both sides; None when it carries no name."""
+    """A change made once with the names it carries over read as holes (`Optional[Foo]` -> `Foo | None`: any name in
+    there), gated as any change made once (a word that stays picks the places; with none, the context on both
+    sides); None when it carries no name."""
     if t.rename or t.lines is not None or t.chain is not None or not t.core:
         return None
-    holes = [i for i, w in enumerate(t.core) if w is not None and is_name(w) and w not in _BUILTIN]
-    new = _template(t, holes) if holes else None
-    if new is None or not any(isinstance(x, int) for x in new):
+    names = [i for i, w in enumerate(t.core) if w is not None and is_name(w) and w not in _BUILTIN]
+    new = _template(t, names) if names else None
+    if new is None:
         return None
-    keep = [i for i in holes if i in new]
-    if not keep:
-        return None
-    core = tuple(HOLE if i in keep else w for i, w in enumerate(t.core))
-    worded = any(w is not None and is_name(w) for w in core)  # a word stays: it picks the places, as before
-    return replace(t, core=core, new=_template(t, keep) or new, worded=worded)
+    carried = [i for i in names if i in new]  # the names the new text copies
+    core = tuple(HOLE if i in carried else w for i, w in enumerate(t.core))
+    worded = any(w is not None and is_name(w) for w in core)
+    return replace(t, core=core, new=new, worded=worded)
 
 
 def _lines_generalised(first: Transformation, second: Transformation) -> Transformation | None:
