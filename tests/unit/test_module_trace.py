@@ -65,6 +65,14 @@ async def _stats(srv: InProcess, msg_id: str) -> dict:
     return (await srv.reply(msg_id))["result"]
 
 
+async def opened(srv: InProcess) -> None:
+    """The server initialised, the document open, the model ready and start-up's own tasks done."""
+    await srv.initialize()
+    srv.open("def f():\n    ", URI)
+    assert await srv.server.service.ready()
+    await settled()
+
+
 async def miss_then_hit() -> tuple[ModuleTrace, ModuleTrace]:
     """A miss computed by the model, the Tab that takes it, then the request after the Tab, answered from the
     prefetch: (miss, hit), each checked to be what it says by its completion log line."""
@@ -72,10 +80,7 @@ async def miss_then_hit() -> tuple[ModuleTrace, ModuleTrace]:
     srv = InProcess(FakeBackend(text="return 42"))
     srv.server.events.add_sink(logged.append)
     try:
-        await srv.initialize()
-        srv.open("def f():\n    ", URI)
-        assert await srv.server.service.ready()
-        await settled()
+        await opened(srv)
         miss = await traced(srv, 1, 1, 4)
         for n in range(500):  # the prefetch of the state after the Tab (the first one planned) has ended
             if (await _stats(srv, f"s{n}"))["prefetch"]["finished"] >= 1:
@@ -124,10 +129,7 @@ async def test_a_keystroke_s_miss_keeps_the_context_and_stays_within_the_bound()
     srv = InProcess(FakeBackend(text="return 42"))
     srv.server.events.add_sink(logged.append)
     try:
-        await srv.initialize()
-        srv.open("def f():\n    ", URI)
-        assert await srv.server.service.ready()
-        await settled()
+        await opened(srv)
         first = await traced(srv, 1, 1, 4)
         srv.notify("textDocument/didChange", {"textDocument": {"uri": URI, "version": 2}, "contentChanges": [
             {"range": {"start": {"line": 1, "character": 4}, "end": {"line": 1, "character": 4}}, "text": "x"}]})
