@@ -53,7 +53,7 @@ def bound(block: str, filename: str) -> tuple[str, ...]:
         return ()
     try:
         tree = ast.parse(textwrap.dedent(block))
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # the user's text, whatever it holds
         return ()
     names: list[str] = []
     for node in tree.body:
