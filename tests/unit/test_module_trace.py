@@ -65,6 +65,20 @@ async def _stats(srv: InProcess, msg_id: str) -> dict:
     return (await srv.reply(msg_id))["result"]
 
 
+def served() -> tuple[InProcess, list[dict]]:
+    """A server in process over the fake backend, and the log lines it writes."""
+    logged: list[dict] = []
+    srv = InProcess(FakeBackend(text="return 42"))
+    srv.server.events.add_sink(logged.append)
+    return srv, logged
+
+
+def typed(srv: InProcess, text: str) -> None:
+    """`text` typed where the request at (1, 4) stood (the document's version 2)."""
+    srv.notify("textDocument/didChange", {"textDocument": {"uri": URI, "version": 2}, "contentChanges": [
+        {"range": {"start": {"line": 1, "character": 4}, "end": {"line": 1, "character": 4}}, "text": text}]})
+
+
 async def opened(srv: InProcess) -> None:
     """The server initialised, the document open, the model ready and start-up's own tasks done."""
     await srv.initialize()
@@ -76,9 +90,7 @@ async def opened(srv: InProcess) -> None:
 async def miss_then_hit() -> tuple[ModuleTrace, ModuleTrace]:
     """A miss computed by the model, the Tab that takes it, then the request after the Tab, answered from the
     prefetch: (miss, hit), each checked to be what it says by its completion log line."""
-    logged: list[dict] = []
-    srv = InProcess(FakeBackend(text="return 42"))
-    srv.server.events.add_sink(logged.append)
+    srv, logged = served()
     try:
         await opened(srv)
         miss = await traced(srv, 1, 1, 4)
@@ -86,8 +98,7 @@ async def miss_then_hit() -> tuple[ModuleTrace, ModuleTrace]:
             if (await _stats(srv, f"s{n}"))["prefetch"]["finished"] >= 1:
                 break
             await asyncio.sleep(0.01)
-        srv.notify("textDocument/didChange", {"textDocument": {"uri": URI, "version": 2}, "contentChanges": [
-            {"range": {"start": {"line": 1, "character": 4}, "end": {"line": 1, "character": 4}}, "text": "return 42"}]})
+        typed(srv, "return 42")
         hit = await traced(srv, 2, 1, 13)
         await asyncio.sleep(0.05)  # the log lines are written after the answers
         sources = {e["id"]: e["source"] for e in logged if e["event"] == "completion"}
@@ -125,14 +136,11 @@ async def test_a_miss_touches_at_most_20_modules_on_the_event_loop():
 async def test_a_keystroke_s_miss_keeps_the_context_and_stays_within_the_bound():
     """A keystroke that misses, once the document's first request picked its context: the context is kept (no pick
     on the way), and the miss stays within the issue's bound."""
-    logged: list[dict] = []
-    srv = InProcess(FakeBackend(text="return 42"))
-    srv.server.events.add_sink(logged.append)
+    srv, logged = served()
     try:
         await opened(srv)
         first = await traced(srv, 1, 1, 4)
-        srv.notify("textDocument/didChange", {"textDocument": {"uri": URI, "version": 2}, "contentChanges": [
-            {"range": {"start": {"line": 1, "character": 4}, "end": {"line": 1, "character": 4}}, "text": "x"}]})
+        typed(srv, "x")
         keystroke = await traced(srv, 2, 1, 5)  # "x" does not start "return 42": nothing in memory has it
         await asyncio.sleep(0.05)  # the log lines are written after the answers
         sources = [e["source"] for e in logged if e["event"] == "completion"]
