@@ -84,6 +84,15 @@ def suffix_window(after: str, suffix_chars: int) -> str:
     return head[: cut + 1] if cut > 0 else head
 
 
+def after_identity(after: str, suffix_chars: int) -> tuple[str, str]:
+    """What of the text after the cursor a state's key is made of: its suffix window and the rest of the cursor's
+    line as the window has it (which decides the generation settings), both without the editor's closers. Two texts
+    after the cursor with the same identity (one with an auto-closed `]` at the cursor, or cut shorter where an
+    accepted suggestion consumed closers) give the same key, as the text before being the same."""
+    normal = pairs.normalised_after(after)
+    return suffix_window(normal, suffix_chars), normal.split("\n", 1)[0].rstrip("\r")
+
+
 def state_key(model_id: str, settings: str, window: Window, context: str = "") -> str:
     """Same key, same answer: model id, generation settings, the workspace context's digest and the prompt window."""
     h = hashlib.blake2b(digest_size=16)

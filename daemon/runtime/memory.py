@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from tabd.cache.state import DocState, Window
+from tabd.cache.state import DocState, Window, after_identity
 from tabd.cache.store import CompletionCache, Entry, InflightTable, RebaseIndex, Shown, TypeThroughIndex
 from tabd.daemon.context.chunk_store import Snapshot
 from tabd.daemon.runtime.jobs import Computation
@@ -36,6 +36,9 @@ class Recalled:
 
 # a state's identity in the ready index: (document, cursor offset, text before, text after, invoked)
 StateId = tuple[str, int, str, str, bool]
+# the same, with the text after as its key reads it (cache/state.py after_identity: no closers, only the window):
+# where the editor's closers after the cursor are all that differs from the state a prefetch was made for
+NearId = tuple[str, int, str, tuple[str, str], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +58,8 @@ class Ready:
     model_id: str
     window: Window  # the state's prompt window, and its generation settings: the Request's, as its build makes them
     settings: GenSettings
+    after: str  # the text after the cursor that text, replaces and alternatives were made for
+    prediction: Prediction  # the cached answer whole: what a state with other closers after the cursor shows of it
 
 
 class Memory:
@@ -68,14 +73,25 @@ class Memory:
         self._ready: dict[StateId, Ready] = {}
         self._ready_by_key: dict[str, list[StateId]] = {}
         self._ready_by_doc: dict[str, set[StateId]] = {}
+        self._near: dict[NearId, StateId] = {}  # the held states by their key's reading of the text after
+        self._suffix_chars = config.suffix_chars
 
     def ready(self, doc: str, offset: int, before: str, after: str, invoked: bool, model_id: str) -> Ready | None:
         """The cached answer ready for the state with these parts, if the key its request would build is known to be
-        its key (see the module's note); None sends the request the long way."""
+        its key (see the module's note); None sends the request the long way. A state held as it is comes first; then
+        one that differs only where the key does not read (the editor's closers after the cursor, the window's cut):
+        its Ready's `after` is not this state's, and what it shows is made again for this one (service.answer_ready)."""
         got = self._ready.get((doc, offset, before, after, invoked))
+        if got is None:
+            held = self._near.get(self._near_id((doc, offset, before, after, invoked)))
+            got = self._ready.get(held) if held is not None else None
         if got is None or got.context is not self.contexts.get(doc) or got.model_id != model_id:
             return None
         return got
+
+    def _near_id(self, state_id: StateId) -> NearId:
+        doc, offset, before, after, invoked = state_id
+        return doc, offset, before, after_identity(after, self._suffix_chars), invoked
 
     def hold_ready(self, state_id: StateId, ready: Ready) -> None:
         """Index a cached key's answer under the identity of a state whose request builds that key."""
@@ -85,6 +101,7 @@ class Memory:
         self._ready[state_id] = ready
         self._ready_by_key.setdefault(ready.key, []).append(state_id)
         self._ready_by_doc.setdefault(state_id[0], set()).add(state_id)
+        self._near[self._near_id(state_id)] = state_id
 
     def forget(self, doc: str) -> None:
         """A document opened again (its language may differ) or closed: nothing of it is ready any more."""
@@ -107,6 +124,7 @@ class Memory:
             if ready is not None and ready.key == key:
                 del self._ready[state_id]
                 self._ready_by_doc.get(state_id[0], set()).discard(state_id)
+                self._forget_near(state_id)
 
     def _forget_ready(self, state_id: StateId) -> None:
         ready = self._ready.pop(state_id, None)
@@ -117,6 +135,12 @@ class Memory:
                 if not ids:
                     del self._ready_by_key[ready.key]
             self._ready_by_doc.get(state_id[0], set()).discard(state_id)
+            self._forget_near(state_id)
+
+    def _forget_near(self, state_id: StateId) -> None:
+        near = self._near_id(state_id)
+        if self._near.get(near) == state_id:
+            del self._near[near]
 
     def recall(self, key: str, window: Window, doc: str = "", state: DocState | None = None,
                own_key_only: bool = False) -> Recalled | None:

@@ -22,6 +22,7 @@ Each step is a collaborator with one job, passed in; compose() builds the defaul
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from concurrent.futures import Future
@@ -110,12 +111,28 @@ def ready_answer(requests: RequestBuilder, comp: Computation, prediction: Predic
     kept = prompt.window.suffix == context.suffix or prompt.window.start == context.anchor
     if prompt.key != comp.key or not kept:
         return None
-    text = requests.shown(prediction.text, prediction.confidence, read.after, comp.invoked)
-    others = offered_at(comp.invoked, read.after, text, prediction.alternatives)
+    text, others, replaces, alternatives = shown_at(requests, prediction, read.after, comp.invoked)
     return (comp.doc, read.offset, read.before, read.after, comp.invoked), Ready(
-        comp.key, text, comp.depth, bool(prediction.text) and not text, others, pairs.consumed(text, read.after),
-        tuple((a, pairs.consumed(a, read.after)) for a in others), context, requests.model.model_id, prompt.window,
-        prompt.settings)
+        comp.key, text, comp.depth, bool(prediction.text) and not text, others, replaces, alternatives, context,
+        requests.model.model_id, prompt.window, prompt.settings, read.after, prediction)
+
+
+def shown_at(requests: RequestBuilder, prediction: Prediction, after: str,
+             invoked: bool) -> tuple[str, tuple[str, ...], int, tuple[tuple[str, int], ...]]:
+    """What a request with `after` after its cursor shows of a cached prediction, as its way through the cache makes
+    it (_from_memory, _finish): the text, the other candidates offered, and the characters after the cursor each
+    replaces (the editor's closers)."""
+    text = requests.shown(prediction.text, prediction.confidence, after, invoked)
+    others = offered_at(invoked, after, text, prediction.alternatives)
+    return text, others, pairs.consumed(text, after), tuple((a, pairs.consumed(a, after)) for a in others)
+
+
+def ready_for(requests: RequestBuilder, ready: Ready, after: str, invoked: bool) -> Ready:
+    """A Ready held for a state that differs from this one only where the key does not read (Memory.ready): what it
+    shows made again for this state's text after the cursor (its closers), the key and the rest as they were."""
+    text, others, replaces, alternatives = shown_at(requests, ready.prediction, after, invoked)
+    return dataclasses.replace(ready, text=text, hidden=bool(ready.prediction.text) and not text, offered=others,
+                               replaces=replaces, alternatives=alternatives, after=after)
 
 
 def _since(t0: float) -> float:
@@ -177,6 +194,8 @@ class CompletionService:
         ready = self.memory.ready(asked.doc, asked.offset, asked.before, asked.after, asked.invoked, backend.model_id)
         if ready is None:
             return None
+        if ready.after != asked.after:  # held for the state without the editor's closers after the cursor
+            ready = ready_for(self.requests, ready, asked.after, asked.invoked)
         latency = _since(asked.arrived)
         out = Outcome(ready.text, "cache", ready.depth, cache_ms=latency, hidden=ready.hidden,
                       alternatives=ready.offered)

@@ -185,3 +185,30 @@ async def test_the_request_made_from_the_ready_index_is_the_one_the_long_way_bui
         assert service.memory.contexts["d"] is snapshot  # the long way kept the snapshot the index holds it under
     finally:
         service.close()
+
+
+async def test_the_state_after_a_tab_with_the_editor_s_closer_after_the_cursor_is_answered_from_the_ready_index():
+    """The editor keeps a closer it auto-closed after the cursor (`(` typed earlier, its `)` still there after the
+    Tab): the key does not read it (the window leaves closers out), so the ready answer is the key's, shown as this
+    state shows it: what it replaces (the `)`) is counted for this state, as the long way counts it."""
+    backend = FakeBackend(text=lambda prefix, suffix: TAB if prefix.endswith("return ") else " + 1)")
+    service, _ = await _after_a_shown_suggestion(backend)
+    try:
+        held = _asked(service, TEXT + TAB)
+        assert _ready(service, held) and service.answer(held).replaces == 0  # no closer after the cursor: none
+        tab = _asked(service, TEXT + TAB + ")", len(TEXT + TAB))  # the same state with the editor's `)` after it
+        assert _ready(service, tab)
+        got = service.answer(tab)
+        assert isinstance(got, Answer) and got.source == "cache" and got.key == _key_of(service, tab)
+        assert (got.text, got.replaces) == (" + 1)", 1)  # its own `)` stands for the editor's: it replaces it
+        service.run_after()
+    finally:
+        service.close()
+    long_way = compose(Config(debounce_ms=0, speculation=False), lambda c: backend, EventLog())
+    try:
+        assert await long_way.ready()
+        tab = _asked(long_way, TEXT + TAB + ")", len(TEXT + TAB))
+        reference = await _answer(long_way, tab)
+        assert (reference.text, reference.replaces, reference.key) == (got.text, got.replaces, got.key)
+    finally:
+        long_way.close()
