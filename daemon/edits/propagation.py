@@ -66,23 +66,20 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[C
     """The transformations the recent edits teach, most specific first, each with the range it was made in. A change
     made once is repeated only when it is small (Transformation.small) or deletes a stretch of code that stands the
     same elsewhere (a decorator line); a larger one, a line or a block written, once the user has made it twice."""
-    live = _fused(text, [g for g in groups if g.end <= len(text)])
+    raw = [g for g in groups if g.end <= len(text)]
+    live = _fused(text, raw)
     if not live:
         return []
     last = live[-1]
-    taught: dict[int, Transformation | None] = {}
-
-    def lesson(i: int) -> Transformation | None:
-        """What the i-th live group taught, learned once per call (the walks below ask for the same ones)."""
-        if i not in taught:
-            g = live[i]
-            before = undone(text, [g])
-            taught[i] = learn(before, text, filename, (g.start, g.end) if _slid_across(before, text, g, live) else None)
-        return taught[i]
-
+    lesson = _lessons(text, live, filename)
     single = lesson(len(live) - 1)
     out: list[Candidate] = []
     turn = _alternating(text, live, single, lesson)
+    if turn is None and len(raw) > len(live):
+        # a turn whose halves meet on one line (` ...` joined to the signature, then the `...` line below deleted)
+        # is fused into one change; the edits as made show the turn
+        in_raw = _lessons(text, raw, filename)
+        turn = _alternating(text, raw, in_raw(len(raw) - 1), in_raw, pieces=True)
     if turn is not None:
         out.append(Candidate(*turn, near=True))
     if len(live) >= 2:
@@ -127,6 +124,19 @@ def propose(text: str, groups: Sequence[Group], cursor: int, now: float, filenam
     return None
 
 
+def _lessons(text: str, live: Sequence[Group], filename: str) -> Callable[[int], Transformation | None]:
+    """What the i-th of the groups taught, learned once (the walks ask for the same ones)."""
+    taught: dict[int, Transformation | None] = {}
+
+    def lesson(i: int) -> Transformation | None:
+        if i not in taught:
+            g = live[i]
+            before = undone(text, [g])
+            taught[i] = learn(before, text, filename, (g.start, g.end) if _slid_across(before, text, g, live) else None)
+        return taught[i]
+    return lesson
+
+
 def _made_twice(text: str, live: Sequence[Group], single: Transformation,
                 lesson: Callable[[int], Transformation | None]) -> Transformation | None:
     """The last change generalised with the latest earlier edit that is the same change (the user made it twice,
@@ -151,26 +161,34 @@ def _made_twice(text: str, live: Sequence[Group], single: Transformation,
 
 
 def _alternating(text: str, live: Sequence[Group], single: Transformation | None,
-                 lesson: Callable[[int], Transformation | None]) -> tuple[Transformation, tuple[int, int]] | None:
+                 lesson: Callable[[int], Transformation | None],
+                 pieces: bool = False) -> tuple[Transformation, tuple[int, int]] | None:
     """Two changes made in turn at each place (a signature's `) -> T:` joined to its line, then the old line
     deleted): after A B A, B is due next, at its next place. The change before the last, generalised with its own
-    earlier instance when there is one, and the range it was made in; None when the edits do not alternate."""
-    if single is None or len(live) < 3 or any(_one_line(text, a, b) for a, b in zip(live[-3:], live[-2:])):
+    earlier instance when there is one, and the range it was made in; None when the edits do not alternate.
+    `pieces`: the edits as made, before _fused, where B met A at a line's end (` ...` joined to a signature, then the
+    `...` line under it deleted). (A turn of three, A B C A B -> C, found no repeat on real histories that the other
+    rules miss, and showed one wrong edit.)"""
+    n = len(live)
+    if single is None or n < 3 or any(_one_line(text, a, b, strict=pieces) for a, b in zip(live[-3:], live[-2:])):
         return None
-    learned = [lesson(i) for i in range(max(0, len(live) - 4), len(live) - 1)]
-    *older, before_last = learned
-    if older[-1] is None or generalised(single, older[-1]) is None:  # A ... A: the last change made twice
+    if pieces and not _one_line(text, live[-3], live[-2]):
+        return None  # as made, only a B that met its A at a line's end is due here; any other turn is _fused's
+
+    def same(i: int) -> bool:  # the i-th edit is the last change made again
+        other = lesson(i)
+        return other is not None and generalised(single, other) is not None
+
+    if not same(n - 3) or same(n - 2):  # A ... A, and B another change
         return None
-    if before_last is None or generalised(single, before_last) is not None:  # B is another change
-        return None
-    if len(older) == 2 and older[0] is not None and generalised(single, older[0]) is not None:
+    if n >= 4 and same(n - 4):
         return None  # A, A, B, A: the user makes A in a run, and B once between; no turn
-    prev = live[-2]
-    if len(older) == 2 and older[0] is not None:
-        general = generalised(before_last, older[0])
-        if general is not None:
-            return general, (prev.start, prev.end)
-    return replace(before_last, once=False), (prev.start, prev.end)  # A, B, A: the turn is the evidence
+    before, earlier = lesson(n - 2), (lesson(n - 4) if n >= 4 else None)
+    if before is None:
+        return None
+    general = generalised(before, earlier) if earlier is not None else None
+    # the turn is the evidence the context may lack (a `...` line has none)
+    return replace(general or before, once=False, turn=True), (live[n - 2].start, live[n - 2].end)
 
 
 def _fused(text: str, live: Sequence[Group]) -> list[Group]:
@@ -200,6 +218,9 @@ def _slid_across(before: str, text: str, g: Group, live: Sequence[Group]) -> boo
     return (p, len(text) - s) != (g.start, g.end) and any(o is not g and o.start < hi and lo < o.end for o in live)
 
 
-def _one_line(text: str, a: Group, b: Group) -> bool:
+def _one_line(text: str, a: Group, b: Group, strict: bool = False) -> bool:
+    """Whether two edits stand on one line: with `strict`, not counting one that ends a line and one that deletes the
+    line below as one line (` ...` joined to a signature, then the `...` line under it deleted: the two halves of a
+    turn, each with its own place)."""
     lo, hi = min(a.start, b.start), max(a.end, b.end)
-    return "\n" not in text[lo:hi].rstrip("\n")
+    return "\n" not in (text[lo:hi] if strict else text[lo:hi].rstrip("\n"))

@@ -99,6 +99,8 @@ class Transformation:
     chain: str | None = None  # ` from err` added to a `raise` in a handler (reraise.py): at each unchained one
     frame: int = 0  # a name dropped in a frame that stays (`super(Foo, self)` -> `super()`): the context tokens
     # nearest the core on the left that a place must have exactly
+    turn: bool = False  # the other half of a turn (propagation._alternating), proposed next to where the user is: the
+    # turn is evidence the context lacks (a `...` line deleted after each ` ...` joined to its signature)
 
     @property
     def signature(self) -> tuple[object, ...]:
@@ -800,8 +802,8 @@ def _score(tokens: Sequence[Token], t: Transformation, i: int, n: int) -> float 
     lo, hi = i - 1, i + n
     if "\n" in t.lead and 0 <= lo < len(tokens) and tokens[lo].kind == "nl":
         lo -= 1
-    if "\n" in t.trail and hi < len(tokens) and tokens[hi].kind == "nl":
-        hi += 1
+    if "\n" in t.trail and hi < len(tokens) and tokens[hi].kind == "nl" and t.right[:1] != ("$",):
+        hi += 1  # (a blank line below it was learned as the line's end: the lexer keeps no token for a blank line)
     left, near_left, exact_left = _side_score(tokens, t.left, lo, -1, t.once)
     right, near_right, exact_right = _side_score(tokens, t.right, hi, 1, t.once)
     if exact_left < t.frame:
@@ -820,7 +822,7 @@ def _score(tokens: Sequence[Token], t: Transformation, i: int, n: int) -> float 
                                     or not exact_left or not exact_right):
         return None  # made once, and no word of its own to pick its places: only where the context on both sides
         # says the same (`if` -> `elif` at a line's start is not `None` -> `t.NoReturn` after `->`)
-    if not t.once and not t.worded and _fixed(t.left) + _fixed(t.right) + _whole_line(t) < TWICE_FIXED:
+    if not t.once and not t.worded and not t.turn and _fixed(t.left) + _fixed(t.right) + _whole_line(t) < TWICE_FIXED:
         return None  # made twice where little stays the same around it (`@override` before some `def`s): a guess
     specific = any(w is not None and any(ch.isalnum() for ch in w) and len(w) >= 2 for w in t.core)
     need = (SPECIFIC_ONCE if t.once else SPECIFIC) if specific else GENERIC

@@ -243,6 +243,38 @@ def test_a_change_made_in_a_run_with_one_other_between_goes_on_not_the_other():
     assert p is not None and (text[p.start:p.end], p.text) == ("", " = 0") and text[:p.start].endswith("d: int")
 
 
+def test_a_stub_body_joined_to_its_signature_then_its_own_line_deleted_goes_on_to_the_line_under_the_next_one():
+    # A (` ...` typed at the end of an overload's signature), B (the `...` line under it deleted), A again: the two
+    # halves meet at the line's end, so they read as one change; B is still due under the second signature, though
+    # a `...` line has no context of its own, and the blank line under it is no token
+    stub = "    @overload\n    def {0}(self, x: {1}) -> {1}:\n        ...\n\n"
+    text = "class C:\n" + stub.format("f", "int") + stub.format("f", "str") + \
+        "    def f(self, x):\n        return x\n\n    def g(self) -> None:\n        ...\n"
+    history = DocHistory()
+    now = 100.0
+
+    def change(after: str, removed: str, inserted: str) -> int:
+        nonlocal text, now
+        at = text.index(after) + len(after)
+        assert text[at:at + len(removed)] == removed
+        history.edited(at, removed, inserted, now)
+        text = text[:at] + inserted + text[at + len(removed):]
+        now += 2.0
+        return at + len(inserted)
+
+    change("-> int:", "", " ...")
+    change("-> int: ...\n", "        ...\n", "")
+    cursor = change("-> str:", "", " ...")
+    p = propagation.propose(text, list(history.groups), cursor, now + 5.0, "m.py")
+    assert p is not None and (text[p.start:p.end], p.text) == ("        ...\n", "")
+    assert text[:p.start].endswith("-> str: ...\n")
+    cursor = change("-> str: ...\n", "        ...\n", "")
+    # both stubs done: ` ...` is not joined to a signature whose body is code, nor is g's `...` (no turn is due)
+    p = propagation.propose(text, list(history.groups), cursor, now + 5.0, "m.py")
+    assert p is None or "g(self) -> None: ..." not in text[:p.start] + p.text + text[p.end:]
+    assert p is None or "def f(self, x): ..." not in text[:p.start] + p.text + text[p.end:]
+
+
 def test_a_change_an_editor_sent_in_two_pieces_is_one_change_when_it_comes_due_again():
     # A (a loop line deleted), then B on the line below made in two pieces a moment apart, as an editor sends
     # `            yield v` -> `        yield from vals` (the indentation deleted, then `v` typed over), then A again:
