@@ -60,6 +60,8 @@ class Candidate(NamedTuple):
     made: tuple[int, int] | None  # the range it was made in (not proposed there again)
     near: bool = False  # proposed at the place nearest the cursor, either side (the other half of the change just
     # made), not at the first after it
+    rival: bool = False  # a rename before the last one: its place is proposed when nearer than the last's (the user
+    # renames `blacklist` and `add_blacklist` together; whichever comes next in the text is due)
 
 
 def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[Candidate]:
@@ -101,7 +103,7 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[C
         prev = live[-2]
         earlier = lesson(len(live) - 2)
         if earlier is not None and earlier != single and earlier.rename:
-            out.append(Candidate(earlier, (prev.start, prev.end)))
+            out.append(Candidate(earlier, (prev.start, prev.end), rival=single is not None and single.rename))
     return out
 
 
@@ -113,15 +115,20 @@ def propose(text: str, groups: Sequence[Group], cursor: int, now: float, filenam
         return None
     done = [(g.start, g.end) for g in groups if g.end <= len(text)]
     tried = [Candidate(active, None)] if active is not None else []
-    for t, made, near in [*tried, *candidates(text, groups, filename)]:
-        if t.signature in rejected:
+    found: Proposal | None = None
+    for t, made, near, rival in [*tried, *candidates(text, groups, filename)]:
+        if t.signature in rejected or (found is not None and not rival):
             continue
         # the walk wraps to the top only once the user is taking it (Tab): an edit the user just made is repeated
         # below it (on real histories, every repeat shown above the cursor was one nobody made)
         site = next_site(text, t, cursor, filename, made, near=near, done=done if near else (), wrap=t is active)
-        if site is not None:
-            return Proposal(site.start, site.end, site.text, t)
-    return None
+        if site is None:
+            continue
+        if found is None:
+            found = Proposal(site.start, site.end, site.text, t)
+        elif found.transformation is not None and found.transformation.rename and cursor <= site.start < found.start:
+            found = Proposal(site.start, site.end, site.text, t)
+    return found
 
 
 def _lessons(text: str, live: Sequence[Group], filename: str) -> Callable[[int], Transformation | None]:

@@ -235,6 +235,16 @@ def test_two_changes_made_in_turn_propose_the_other_half_next():
     assert text.index("def g") < p.start < text.index("def h")
 
 
+def test_two_names_renamed_together_go_on_in_the_order_they_stand():
+    # `blacklist` -> `denylist`, then `add_blacklist` -> `add_denylist`: the next place is whichever of the two comes
+    # first below, not the last rename's own next place further down
+    text = ("blacklist = set()\ndef add_blacklist(x):\n    blacklist.add(x)\n\nadd_blacklist(1)\n"
+            "print(blacklist)\n")
+    text, p = changed_in_turn(text, [("", "blacklist", "denylist"), ("def ", "add_blacklist", "add_denylist")])
+    assert p is not None and (text[p.start:p.end], p.text) == ("blacklist", "denylist")
+    assert text[:p.start].endswith("def add_denylist(x):\n    ")
+
+
 def test_a_change_made_in_a_run_with_one_other_between_goes_on_not_the_other():
     # A, A, B, A (a default added to each parameter, one overload added between): A goes on; B was made once
     text = "a: int\nb: int\nx = abs(1)\nc: int\nd: int\ny = abs(2)\n"
