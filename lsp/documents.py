@@ -61,9 +61,14 @@ class Document:
         if start is None or end is None:
             self.content = Text(new_text)
             return len(new_text)
-        a = self.offset_at(*start, encoding)
-        b = self.offset_at(*end, encoding)
+        return self.replace(self.offset_at(*start, encoding), self.offset_at(*end, encoding), new_text,
+                            (start, end))
+
+    def replace(self, a: int, b: int, new_text: str, span: tuple[tuple[int, int], tuple[int, int]] | None = None) -> int:
+        """Replace the text between two offsets (as offset_at gives them: `span`, the positions they came from, for
+        the error); returns the offset after the new text."""
         if b < a:
+            start, end = span if span is not None else (a, b)
             raise DocumentError(f"range end {end} is before its start {start}")
         self.content.replace(a, b, new_text)
         return a + len(new_text)

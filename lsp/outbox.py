@@ -38,19 +38,27 @@ class Outbox:
             self._urgent = True
             if not self._holding:
                 self.flush()
-        elif self._timer is None and not self._urgent:
-            try:
-                self._timer = asyncio.get_running_loop().call_later(LAZY_S, self.flush)
-            except RuntimeError:  # no loop (a plain call): no waiting
-                self.flush()
+        elif not self._holding:  # held: the read's end decides (a Tab's accept goes with its completion's answer)
+            self._wait_lazy()
 
     def hold(self) -> None:
         self._holding = True
 
     def release(self) -> None:
-        """The read is handled: write what must go now (and whatever waits before it)."""
+        """The read is handled: write what must go now (and whatever waits before it), or let what nobody waits on
+        wait LAZY_S for the next write."""
         self._holding = False
         if self._urgent:
+            self.flush()
+        elif self._queue:
+            self._wait_lazy()
+
+    def _wait_lazy(self) -> None:
+        if self._timer is not None or self._urgent:
+            return
+        try:
+            self._timer = asyncio.get_running_loop().call_later(LAZY_S, self.flush)
+        except RuntimeError:  # no loop (a plain call): no waiting
             self.flush()
 
     def flush(self) -> None:

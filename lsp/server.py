@@ -244,7 +244,7 @@ class TabdServer(LanguageServer):
                 a, b = doc.offset_at(*start, self.encoding), doc.offset_at(*end, self.encoding)
                 if self.edits is not None and service is not None and b >= a:  # an excluded or switched-off document's edits teach nothing
                     edited.append(partial(self.edits.edited, doc.id, a, doc.content.slice(a, b) if b > a else "", text))
-                cursor = doc.apply(start, end, text, self.encoding)
+                cursor = doc.replace(a, b, text, span)  # the offsets just read, not read again
             except DocumentError as exc:
                 logger.warning("change to %s skipped: %s", doc_id(uri), exc)
                 continue
