@@ -100,3 +100,20 @@ def test_framer_never_raises_and_recovers_the_well_formed_messages_after_junk(ju
     frames += f.stalled()
     got = messages(frames)
     assert got[len(got) - len(payloads):] == payloads
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(st.one_of(
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=3).map(frame),  # as clients frame them
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=3).map(
+        lambda p: frame(p).replace(b"Content-Length: ", b"content-length:")),  # a header variant
+    st.sampled_from([b"Content-Length: 3\r\n\r\n{x}", b"Content-Length: 2\r\n\r\n[1]", b"junk\r\n",
+                     b"Content-Length: 4\r\nContent-Type: x\r\n\r\n[{}]"])), max_size=6))
+def test_a_read_of_whole_messages_frames_as_the_same_bytes_one_at_a_time(parts):
+    """What one read of many messages gives (cut a whole message at a time where it can be) is what the same bytes
+    give fed one by one (line by line): the one-read way changes the speed, not the reading."""
+    stream = b"".join(parts)
+    whole = Framer().feed(stream)
+    f = Framer()
+    one_by_one = [fr for i in range(len(stream)) for fr in f.feed(stream[i:i + 1])]
+    assert [(fr.kind, fr.value, fr.note) for fr in whole] == [(fr.kind, fr.value, fr.note) for fr in one_by_one]
