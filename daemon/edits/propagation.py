@@ -11,10 +11,15 @@ Which example to learn from, in order:
 - the last edit alone; a local import (imports.py) or a chain added to a `raise` (reraise.py) made once too;
 - the last edit alone with the names it carries over read as holes (`Optional[Foo]` -> `Foo | None`: any name in
   there, where the word around it stands);
-- the edit before it alone (the user fixed something the change does not reach, a word in a docstring, and goes on).
+- the rename before it (the user fixed something the rename does not reach, a word in a docstring, and goes on);
+  where the last is a rename too, whichever of the two comes first below (two names renamed together);
+- a change made twice among the three edits before the last, on the line right below the cursor only (the user
+  fixed something on the way: ` as e` given to a handler before ` from e` goes on its `raise`).
 The first that applies somewhere other than where it was made is proposed, at the first place after the cursor; the
 walk wraps to the top only once the user takes it (Tab). A transformation the user rejected in this document is not
-proposed again.
+proposed again. A turn's other half may meet the half before it at a line's end (` ...` joined to a signature,
+then the `...` line under it deleted): _fused reads them as one change, so the turn is also looked for in the edits
+as made.
 It is not proposed while the user may still be typing at the end of the change (still_typing): the request is held
 until the pause (edit_service.py), so `tot` is never proposed for `total`.
 """
@@ -29,6 +34,8 @@ from tabd.daemon.edits.tokens import shared_ends
 
 PAUSE_S = 1.0  # typing at the end of the change, this long without an edit counts as done
 COMPOUND_S = 15.0  # two edits on one line this close together are one change
+RESUME_BACK = 3  # edits before the last searched for a change made twice that the user may go on with
+RESUME_LINES = 1  # ... at its next place, at most this many lines below the cursor (the fix was on the way there)
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,7 @@ class Candidate(NamedTuple):
     # made), not at the first after it
     rival: bool = False  # a rename before the last one: its place is proposed when nearer than the last's (the user
     # renames `blacklist` and `add_blacklist` together; whichever comes next in the text is due)
+    within: int | None = None  # proposed only this many lines from the cursor, at most
 
 
 def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[Candidate]:
@@ -104,6 +112,9 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[C
         earlier = lesson(len(live) - 2)
         if earlier is not None and earlier != single and earlier.rename:
             out.append(Candidate(earlier, (prev.start, prev.end), rival=single is not None and single.rename))
+    resumed = _resumed(text, live, single, lesson)
+    if resumed is not None:
+        out.append(resumed)
     return out
 
 
@@ -116,19 +127,36 @@ def propose(text: str, groups: Sequence[Group], cursor: int, now: float, filenam
     done = [(g.start, g.end) for g in groups if g.end <= len(text)]
     tried = [Candidate(active, None)] if active is not None else []
     found: Proposal | None = None
-    for t, made, near, rival in [*tried, *candidates(text, groups, filename)]:
+    for t, made, near, rival, within in [*tried, *candidates(text, groups, filename)]:
         if t.signature in rejected or (found is not None and not rival):
             continue
         # the walk wraps to the top only once the user is taking it (Tab): an edit the user just made is repeated
         # below it (on real histories, every repeat shown above the cursor was one nobody made)
         site = next_site(text, t, cursor, filename, made, near=near, done=done if near else (), wrap=t is active)
-        if site is None:
+        if site is None or (within is not None and text.count("\n", *sorted((cursor, site.start))) > within):
             continue
         if found is None:
             found = Proposal(site.start, site.end, site.text, t)
         elif found.transformation is not None and found.transformation.rename and cursor <= site.start < found.start:
             found = Proposal(site.start, site.end, site.text, t)
     return found
+
+
+def _resumed(text: str, live: Sequence[Group], single: Transformation | None,
+             lesson: Callable[[int], Transformation | None]) -> Candidate | None:
+    """The latest change before the last that the user made twice or more, generalised over its two latest
+    instances, when the last edit is another change: the user made a change at each place, fixed something else on
+    the way (`except ValueError:` given its ` as e` before ` from e` goes on the `raise` under it), and goes on."""
+    for i in range(len(live) - 2, max(-1, len(live) - 2 - RESUME_BACK), -1):
+        t = lesson(i)
+        if t is None or (single is not None and generalised(single, t) is not None):
+            continue
+        for j in range(i - 1, -1, -1):
+            other = lesson(j)
+            general = generalised(t, other) if other is not None else None
+            if general is not None:
+                return Candidate(general, (live[i].start, live[i].end), within=RESUME_LINES)
+    return None
 
 
 def _lessons(text: str, live: Sequence[Group], filename: str) -> Callable[[int], Transformation | None]:

@@ -245,6 +245,21 @@ def test_two_names_renamed_together_go_on_in_the_order_they_stand():
     assert text[:p.start].endswith("def add_denylist(x):\n    ")
 
 
+def test_a_change_made_twice_goes_on_right_below_a_fix_made_on_the_way():
+    # ` from e` at two raises; at the third handler the user first names what it caught (` as e`, made once, it
+    # applies nowhere else): ` from e` is due on the raise right below; not where the next raise is further down
+    body = "try:\n    f()\nexcept {0}{1}:\n{2}    raise Bad(\"{0}\")\n\n"
+    names = [("KeyError", " as e", ""), ("ValueError", " as e", ""), ("OSError", "", ""), ("IndexError", "", "")]
+    made = [('raise Bad("KeyError")', "", " from e"), ('raise Bad("ValueError")', "", " from e"),
+            ("except OSError", "", " as e")]
+    text, p = changed_in_turn("".join(body.format(*n) for n in names), made)
+    assert p is not None and (text[p.start:p.end], p.text) == ("", " from e")
+    assert text[:p.start].endswith('raise Bad("OSError")')
+    names[2] = ("OSError", "", "    log()\n")
+    text, p = changed_in_turn("".join(body.format(*n) for n in names), made)
+    assert p is None or p.text != " from e"
+
+
 def test_a_change_made_in_a_run_with_one_other_between_goes_on_not_the_other():
     # A, A, B, A (a default added to each parameter, one overload added between): A goes on; B was made once
     text = "a: int\nb: int\nx = abs(1)\nc: int\nd: int\ny = abs(2)\n"
