@@ -43,6 +43,25 @@ def refusal(reason: str) -> Answer:
     return Answer("", "", "none", reason=reason)
 
 
+def shown_source(source: str, text: str, hidden: bool) -> str:
+    """The source an answer reports: a suggestion gating hid still counts for the layer that had it ready."""
+    return source if text or hidden else "none"
+
+
+def empty_reason(text: str, hidden: bool, cut: str = "", error: str | None = None) -> str:
+    """Why an answer is empty ("" when it has text): the cut the service knows, gating, a failed model call, or
+    nothing written."""
+    if text:
+        return ""
+    if cut:
+        return cut
+    if hidden:
+        return UNSURE
+    if error is not None:
+        return error_reason(error)
+    return NOTHING
+
+
 def error_reason(message: str) -> str:
     """The reason code of a failed model call: a remote engine that cannot be reached or is too slow, or another
     error (predictor/backends/remote.py's messages say "cannot reach" and "(timeout")."""
@@ -73,7 +92,7 @@ class Outcome:
     @property
     def shown_source(self) -> str:
         """The source the answer reports: a suggestion gating hid still counts for the layer that had it ready."""
-        return self.source if self.text or self.hidden else "none"
+        return shown_source(self.source, self.text, self.hidden)
 
     @property
     def computed(self) -> Prediction | None:
@@ -83,12 +102,4 @@ class Outcome:
     @property
     def reason(self) -> str:
         """Why the answer is empty ("" when it has text)."""
-        if self.text:
-            return ""
-        if self.cut:
-            return self.cut
-        if self.hidden:
-            return UNSURE
-        if self.error is not None:
-            return error_reason(self.error)
-        return NOTHING
+        return empty_reason(self.text, self.hidden, self.cut, self.error)

@@ -30,7 +30,8 @@ from typing import Any, Awaitable, Callable
 
 from tabd.cache.state import DocState
 from tabd.daemon.runtime.activity import Listeners
-from tabd.daemon.runtime.answer import DEBOUNCED, LOADING, SUPERSEDED, Answer, Outcome, refusal
+from tabd.daemon.runtime.answer import (DEBOUNCED, LOADING, SUPERSEDED, Answer, Outcome, empty_reason, refusal,
+                                        shown_source)
 from tabd.daemon.runtime.computations import Computations
 from tabd.daemon.runtime.config import Config
 from tabd.daemon.runtime.debounce import Debounce, Waits
@@ -197,12 +198,12 @@ class CompletionService:
         if ready.after != asked.after:  # held for the state without the editor's closers after the cursor
             ready = ready_for(self.requests, ready, asked.after, asked.invoked)
         latency = _since(asked.arrived)
-        out = Outcome(ready.text, "cache", ready.depth, cache_ms=latency, hidden=ready.hidden,
-                      alternatives=ready.offered)
-        got = Answer(str(next(self.requests.ids)), out.text, out.shown_source, out.depth, ready.key, latency,
-                     ready.replaces, out.reason, ready.alternatives)
-        self._after(lambda: self._answered_from_memory(self.requests.from_ready(asked, ready, got.id),
-                                                       (ready.key, out, latency)), first=True)
+        got = Answer(str(next(self.requests.ids)), ready.text, shown_source("cache", ready.text, ready.hidden),
+                     ready.depth, ready.key, latency, ready.replaces, empty_reason(ready.text, ready.hidden),
+                     ready.alternatives)
+        self._after(lambda: self._answered_from_memory(self.requests.from_ready(asked, ready, got.id), (
+            ready.key, Outcome(ready.text, "cache", ready.depth, cache_ms=latency, hidden=ready.hidden,
+                               alternatives=ready.offered), latency)), first=True)  # its Outcome: after the write
         return got
 
     def _answered_from_memory(self, req: Request, ready: tuple[str, Outcome, float] | None = None) -> None:
