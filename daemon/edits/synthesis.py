@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from tabd.daemon.edits import imports, reraise
+from tabd.daemon.edits import aliases, imports, reraise
 from tabd.daemon.edits.history import Group
 from tabd.daemon.edits.tokens import Token, is_name, place, shared_ends, tokens_of
 
@@ -97,6 +97,7 @@ class Transformation:
     binds: imports.LocalImport | None = None  # whole lines that are a local import (imports.py): placed in each body
     # that uses a name it binds, unbound, made once or twice
     chain: str | None = None  # ` from err` added to a `raise` in a handler (reraise.py): at each unchained one
+    alias: str | None = None  # `: TypeAlias` added after a module-level alias's name (aliases.py): at each unmarked one
     frame: int = 0  # a name dropped in a frame that stays (`super(Foo, self)` -> `super()`): the context tokens
     # nearest the core on the left that a place must have exactly
     turn: bool = False  # the other half of a turn (propagation._alternating), proposed next to where the user is: the
@@ -164,6 +165,9 @@ def learn(before: str, after: str, filename: str = "", at: tuple[int, int] | Non
         chain = reraise.learned(after[p:len(after) - s], before, tokens_of(before, filename), p, filename)
         if chain is not None:
             return replace(t, chain=chain)
+        alias = aliases.learned(after[p:len(after) - s], before, p, filename)
+        if alias is not None:
+            return replace(t, alias=alias)
     return t
 
 
@@ -344,6 +348,8 @@ def generalised(first: Transformation, second: Transformation) -> Transformation
         return replace(first if first.rename else second, once=False)
     if first.chain is not None and first.chain == second.chain:
         return replace(first, once=False)  # one chain: where it goes, the raise statements say (reraise.py)
+    if first.alias is not None and first.alias == second.alias:
+        return replace(first, once=False)  # one annotation: where it goes, the assignments say (aliases.py)
     if first.binds and first.binds == second.binds and first.new == second.new:
         return replace(first, once=False)  # one local import: where it goes, its names say (imports.py)
     if first.lines is not None and second.lines is not None:
@@ -394,7 +400,7 @@ def holed(t: Transformation) -> Transformation | None:
     """A change made once with the names it carries over read as holes (`Optional[Foo]` -> `Foo | None`: any name in
     there), gated as any change made once (a word that stays picks the places; with none, the context on both
     sides); None when it carries no name."""
-    if t.rename or t.lines is not None or t.chain is not None or not t.core:
+    if t.rename or t.lines is not None or t.chain is not None or t.alias is not None or not t.core:
         return None
     names = [i for i, w in enumerate(t.core) if w is not None and is_name(w) and w not in _BUILTIN]
     new = _template(t, names) if names else None
@@ -563,6 +569,9 @@ def sites(text: str, t: Transformation, filename: str = "", avoid: tuple[int, in
         return _column_sites(text, tokens, t, t.column, avoid)
     if t.chain is not None:
         return [Site(at, at, new, 1.0) for at, new in reraise.places(text, tokens, t.chain)
+                if avoid is None or not avoid[0] <= at <= avoid[1]]
+    if t.alias is not None:
+        return [Site(at, at, new, 1.0) for at, new in aliases.places(text, tokens, t.alias)
                 if avoid is None or not avoid[0] <= at <= avoid[1]]
     found: list[Site] = []
     for i in _anchors(tokens, t):

@@ -434,6 +434,23 @@ def test_a_chain_added_to_a_raise_in_a_handler_goes_to_each_unchained_raise_in_a
         "raise Other()", "raise Other() from None")
 
 
+ALIASES = ('import typing as t\nT = t.TypeVar("T")\nOKT = t.Union[KT, MissingT]  #: optional key\n'
+           'Items = Iterable[tuple[KT, VT]]\n_StrType = str\nMaybe = int | None\nflag = compute()\nLIMIT = 10\n'
+           'first = rows[0]\n'
+           'Done: t.TypeAlias = bool\ndef f():\n    Inner = list[int]\nDOC = """\nInString = list[int]\n"""\n')
+
+
+def test_a_type_alias_marked_once_marks_each_module_level_alias_of_a_type_and_nothing_else():
+    # `: t.TypeAlias` after each name whose value reads as a type (subscripted, a union, a builtin type), as the
+    # example wrote it; not a TypeVar, a call, a number, a nested or annotated assignment, or text in a string
+    after = applied_everywhere(ALIASES, "OKT = ", "OKT: t.TypeAlias = ")
+    marked = [line.split(":")[0] for line in after.splitlines() if ": t.TypeAlias =" in line]
+    assert marked == ["OKT", "Items", "_StrType", "Maybe", "Done"]  # Done was marked already, and stays as it was
+    assert "Done: t.TypeAlias = bool\n" in after
+    assert 'T = t.TypeVar("T")' in after and "flag = compute()" in after and "    Inner = list[int]" in after
+    assert "InString = list[int]" in after and "LIMIT = 10" in after and "first = rows[0]" in after
+
+
 def test_each_earlier_instance_of_a_line_narrows_what_its_places_must_share():
     # three functions made: the last two both begin `name = ...`, the first does not; the next begins with `try`
     before = functions("if x:\n        x = 2", "z = x", "w = x", "try:\n        x = 3\n    finally:\n        pass")
