@@ -34,6 +34,8 @@ from tabd.daemon.edits.tokens import shared_ends
 
 PAUSE_S = 1.0  # typing at the end of the change, this long without an edit counts as done
 COMPOUND_S = 15.0  # two edits on one line this close together are one change
+TURN_HALVES = 5  # a turn's two halves this many lines apart, at most, are one place's
+TURN_SLACK = 3  # ... and the other half is proposed at most this many lines further than it stood the last time
 RESUME_BACK = 3  # edits before the last searched for a change made twice that the user may go on with
 RESUME_LINES = 1  # ... at its next place, at most this many lines below the cursor (the fix was on the way there)
 
@@ -69,7 +71,7 @@ class Candidate(NamedTuple):
     # made), not at the first after it
     rival: bool = False  # a rename before the last one: its place is proposed when nearer than the last's (the user
     # renames `blacklist` and `add_blacklist` together; whichever comes next in the text is due)
-    within: int | None = None  # proposed only this many lines from the cursor, at most
+    lines: tuple[int, int] | None = None  # the lines it may be proposed on, from the cursor's (-1: the line above)
 
 
 def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[Candidate]:
@@ -85,13 +87,14 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[C
     single = lesson(len(live) - 1)
     out: list[Candidate] = []
     turn = _alternating(text, live, single, lesson)
+    turn_in_live = turn is not None
     if turn is None and len(raw) > len(live):
         # a turn whose halves meet on one line (` ...` joined to the signature, then the `...` line below deleted)
         # is fused into one change; the edits as made show the turn
         in_raw = _lessons(text, raw, filename)
         turn = _alternating(text, raw, in_raw(len(raw) - 1), in_raw, pieces=True)
     if turn is not None:
-        out.append(Candidate(*turn, near=True))
+        out.append(Candidate(*turn, near=True, lines=_turn_lines(text, live if turn_in_live else raw)))
     if len(live) >= 2:
         down = column(text, live[-2], last, filename)
         if down is not None:
@@ -127,19 +130,32 @@ def propose(text: str, groups: Sequence[Group], cursor: int, now: float, filenam
     done = [(g.start, g.end) for g in groups if g.end <= len(text)]
     tried = [Candidate(active, None)] if active is not None else []
     found: Proposal | None = None
-    for t, made, near, rival, within in [*tried, *candidates(text, groups, filename)]:
+    for t, made, near, rival, lines in [*tried, *candidates(text, groups, filename)]:
         if t.signature in rejected or (found is not None and not rival):
             continue
         # the walk wraps to the top only once the user is taking it (Tab): an edit the user just made is repeated
         # below it (on real histories, every repeat shown above the cursor was one nobody made)
-        site = next_site(text, t, cursor, filename, made, near=near, done=done if near else (), wrap=t is active)
-        if site is None or (within is not None and text.count("\n", *sorted((cursor, site.start))) > within):
+        site = next_site(text, t, cursor, filename, made, near=near, done=done if near else (), wrap=t is active,
+                         lines=lines)
+        if site is None:
             continue
         if found is None:
             found = Proposal(site.start, site.end, site.text, t)
         elif found.transformation is not None and found.transformation.rename and cursor <= site.start < found.start:
             found = Proposal(site.start, site.end, site.text, t)
     return found
+
+
+def _turn_lines(text: str, made: Sequence[Group]) -> tuple[int, int] | None:
+    """The lines, from the cursor's, where a turn's other half may stand, when the two halves stood within a few
+    lines the last time (the halves of one place: a walrus added on an `if`, then a name replaced 4 lines under it):
+    on that side of the half just made, as far as it stood then and TURN_SLACK lines more. None when they stood
+    further apart (the half due is the first of the next place, wherever that is)."""
+    a, b = made[-3], made[-2]
+    d = text.count("\n", 0, b.start) - text.count("\n", 0, a.start)
+    if abs(d) > TURN_HALVES:
+        return None
+    return (0, d + TURN_SLACK) if d >= 0 else (d - TURN_SLACK, 0)
 
 
 def _resumed(text: str, live: Sequence[Group], single: Transformation | None,
@@ -155,7 +171,7 @@ def _resumed(text: str, live: Sequence[Group], single: Transformation | None,
             other = lesson(j)
             general = generalised(t, other) if other is not None else None
             if general is not None:
-                return Candidate(general, (live[i].start, live[i].end), within=RESUME_LINES)
+                return Candidate(general, (live[i].start, live[i].end), lines=(0, RESUME_LINES))
     return None
 
 

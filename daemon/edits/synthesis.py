@@ -588,11 +588,16 @@ def sites(text: str, t: Transformation, filename: str = "", avoid: tuple[int, in
 
 def next_site(text: str, t: Transformation, cursor: int, filename: str = "",
               avoid: tuple[int, int] | None = None, near: bool = False,
-              done: Sequence[tuple[int, int]] = (), wrap: bool = True) -> Site | None:
+              done: Sequence[tuple[int, int]] = (), wrap: bool = True,
+              lines: tuple[int, int] | None = None) -> Site | None:
     """The first place at or after the cursor where `t` applies, else (`wrap`) the first before it; `near`: the
-    place nearest the cursor, on either side. `done`: ranges the user changed (no place touching one)."""
+    place nearest the cursor, on either side. `done`: ranges the user changed (no place touching one). `lines`: the
+    lines a place may start on, counted from the cursor's (-1 the line above)."""
     found = [s for s in sites(text, t, filename, avoid)
              if not any(s.start <= b and a <= s.end for a, b in done)]
+    if lines is not None:
+        line = text.count("\n", 0, cursor)
+        found = [s for s in found if lines[0] <= text.count("\n", 0, s.start) - line <= lines[1]]
     if not found:
         return None
     if near:

@@ -260,6 +260,21 @@ def test_a_change_made_twice_goes_on_right_below_a_fix_made_on_the_way():
     assert p is None or p.text != " from e"
 
 
+def test_a_turn_whose_other_half_stands_nowhere_near_gives_way_to_the_change_made_twice():
+    # A (a name replaced), B (a walrus added to the `if` two lines under it), A again: B would be due within a few
+    # lines under the last A, as it stood the last time; its only places are above the cursor or far below, so
+    # the change made twice goes on, at the next line that has it
+    filler = "".join(f"    step{i}()\n" for i in range(20))
+    text = ("def f(node):\n    if one:\n        use(node.args.args)\n    pass\n    if node.ok:\n        pass\n"
+            "    if node.ok:\n        pass\n    use(node.args.args)\n    pass\n    use(node.args.args)\n" + filler
+            + "    if node.ok:\n        pass\n")
+    text, p = changed_in_turn(text, [("if one:\n        use(", "node.args.args", "arglist"),
+                                     ("pass\n    if ", "", "(arglist := node.args) and "),
+                                     ("pass\n    if node.ok:\n        pass\n    use(", "node.args.args", "arglist")])
+    assert p is not None and (text[p.start:p.end], p.text) == ("node.args.args", "arglist")
+    assert text.count("\n", 0, p.start) == 10
+
+
 def test_a_change_made_in_a_run_with_one_other_between_goes_on_not_the_other():
     # A, A, B, A (a default added to each parameter, one overload added between): A goes on; B was made once
     text = "a: int\nb: int\nx = abs(1)\nc: int\nd: int\ny = abs(2)\n"
