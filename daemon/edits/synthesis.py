@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from tabd.daemon.edits import aliases, imports, reraise
+from tabd.daemon.edits import aliases, imports, reraise, scopes
 from tabd.daemon.edits.history import Group
 from tabd.daemon.edits.tokens import Token, is_name, place, shared_ends, tokens_of
 
@@ -97,6 +97,7 @@ class Transformation:
     binds: imports.LocalImport | None = None  # whole lines that are a local import (imports.py): placed in each body
     # that uses a name it binds, unbound, made once or twice
     chain: str | None = None  # ` from err` added to a `raise` in a handler (reraise.py): at each unchained one
+    scope: str | None = None  # a rename of a local variable (scopes.py): the function it is proposed in, alone
     alias: str | None = None  # `: TypeAlias` added after a module-level alias's name (aliases.py): at each unmarked one
     frame: int = 0  # a name dropped in a frame that stays (`super(Foo, self)` -> `super()`): the context tokens
     # nearest the core on the left that a place must have exactly
@@ -161,6 +162,8 @@ def learn(before: str, after: str, filename: str = "", at: tuple[int, int] | Non
     if block is not None:
         return replace(block, plain=_learned(before, after, p, s, new_tokens, filename))
     t = _learned(before, after, p, s, new_tokens, filename)
+    if t is not None and t.rename and t.core and t.core[0] is not None:
+        return replace(t, scope=scopes.local_scope(after, p, (t.core[0], _joined(t.new)), filename))
     if t is not None and not t.core and len(before) == p + s:
         chain = reraise.learned(after[p:len(after) - s], before, tokens_of(before, filename), p, filename)
         if chain is not None:
@@ -345,7 +348,7 @@ def generalised(first: Transformation, second: Transformation) -> Transformation
             and (first.rename or second.rename)):
         # a name renamed in code and in a string that spells it (a pytest fixture's `def pep695(` and its
         # `"pep695"`): the rename, which takes such strings too (two strings alone may be values: `"descriptor"`)
-        return replace(first if first.rename else second, once=False)
+        return replace(first if first.rename else second, once=False, scope=_scope(first, second))
     if first.chain is not None and first.chain == second.chain:
         return replace(first, once=False)  # one chain: where it goes, the raise statements say (reraise.py)
     if first.alias is not None and first.alias == second.alias:
@@ -377,7 +380,13 @@ def generalised(first: Transformation, second: Transformation) -> Transformation
     if new is None or _filled(new, second.core) != _joined(second.new) or (holes and first.rename):
         return None
     return replace(first, core=core, new=new, left=left, right=_shared(first.right, second.right), once=False,
-                   frame=frame)
+                   frame=frame, scope=_scope(first, second))
+
+
+def _scope(first: Transformation, second: Transformation) -> str | None:
+    """The function two examples of a rename were both made in; None when made in two (the user renames the name
+    across functions)."""
+    return first.scope if first.scope == second.scope else None
 
 
 def _spelled_name(t: Transformation) -> bool:
@@ -573,8 +582,11 @@ def sites(text: str, t: Transformation, filename: str = "", avoid: tuple[int, in
     if t.alias is not None:
         return [Site(at, at, new, 1.0) for at, new in aliases.places(text, tokens, t.alias)
                 if avoid is None or not avoid[0] <= at <= avoid[1]]
+    scope = scopes.span(text, t.scope, filename) if t.scope is not None else None
     found: list[Site] = []
     for i in _anchors(tokens, t):
+        if scope is not None and not (i < len(tokens) and scope[0] <= tokens[i].start < scope[1]):
+            continue  # a local variable renamed: another function's name of that spelling is another variable
         site = _at(text, tokens, t, i)
         if site is None or (avoid is not None and site.start < avoid[1] and avoid[0] < site.end):
             continue

@@ -198,6 +198,35 @@ def test_two_examples_generalise_the_name_that_varies():
     assert next_site(two, second, 0) is None  # one example alone: only where its own name stands
 
 
+SCOPED = ("tree = load()\n\ndef f(data):\n    tree = parse(data)\n    return walk(tree)\n\n"
+          "class C:\n    def g(self, tree):\n        return tree.root\n")
+
+
+def test_a_local_variable_renamed_stays_in_its_function_and_a_module_name_goes_everywhere():
+    # `tree` -> `module` where f binds it: f's other `tree`, not g's parameter nor the module's `tree` (other
+    # variables of that spelling)
+    text = SCOPED.replace("tree = load()\n", "")
+    after = applied_everywhere(text, "    tree = parse", "    module = parse")
+    assert "return walk(module)" in after and "def g(self, tree):\n        return tree.root" in after
+    # the module binds `tree` too: a function's `tree` may be the module's, so the rename is not held to f
+    after = applied_everywhere(SCOPED, "    tree = parse", "    module = parse")
+    assert "return walk(module)" in after and "def g(self, module):\n        return module.root" in after
+    # declared `global` in f, `tree` is the module's
+    text = SCOPED.replace("tree = load()\n", "").replace("(data):\n", "(data):\n    global tree\n")
+    after = applied_everywhere(text, "    tree = parse", "    module = parse")
+    assert "def g(self, module)" in after
+    # two functions of one name (one in each branch of an `if`): the one it was made in
+    text = "if X:\n    def h(tree):\n        return tree\nelse:\n    def h(tree):\n        return tree + tree\n"
+    after = applied_everywhere(text, "    def h(tree):\n        return tree +", "    def h(tree):\n        return module +")
+    assert after.endswith("def h(module):\n        return module + module\n") and "return tree\n" in after
+
+
+def test_a_local_variable_renamed_in_two_functions_is_renamed_in_every_function():
+    text = SCOPED.replace("tree = load()\n", "") + "\ndef h(tree):\n    return tree\n"
+    taken, places = made_twice(text, ("walk(tree)", "walk(module)"), ("return tree.root", "return module.root"))
+    assert "def h(module):\n    return module\n" in taken
+
+
 def test_a_string_prefix_removed_at_one_string_goes_from_every_string_that_has_it():
     before = "a = u'x'\nb = f(u\"y\", 2)\nu = 3\nc = 'u'\nd = u'''z'''\n"
     after = applied_everywhere(before, "u'x'", "'x'")
