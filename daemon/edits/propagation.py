@@ -103,7 +103,7 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[C
         general = _made_twice(text, live, single, lesson)
         if general is not None:  # made twice: whatever its size
             out.append(Candidate(general, (last.start, last.end)))
-    if single is not None and (single.small or single.deletes_a_stretch or single.binds):
+    if single is not None and (single.small or single.deletes_a_stretch or single.binds or single.named):
         out.append(Candidate(single, (last.start, last.end)))
         loose = holed(single) if single.small and single.worded else None
         if loose is not None:

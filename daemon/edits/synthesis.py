@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from tabd.daemon.edits import aliases, imports, reraise, scopes
+from tabd.daemon.edits import aliases, decorators, imports, reraise, scopes
 from tabd.daemon.edits.history import Group
 from tabd.daemon.edits.tokens import Token, is_name, place, shared_ends, tokens_of
 
@@ -97,6 +97,7 @@ class Transformation:
     binds: imports.LocalImport | None = None  # whole lines that are a local import (imports.py): placed in each body
     # that uses a name it binds, unbound, made once or twice
     chain: str | None = None  # ` from err` added to a `raise` in a handler (reraise.py): at each unchained one
+    named: decorators.Named | None = None  # a decorator line over the functions whose names it names (decorators.py)
     scope: str | None = None  # a rename of a local variable (scopes.py): the function it is proposed in, alone
     alias: str | None = None  # `: TypeAlias` added after a module-level alias's name (aliases.py): at each unmarked one
     frame: int = 0  # a name dropped in a frame that stays (`super(Foo, self)` -> `super()`): the context tokens
@@ -257,7 +258,9 @@ def _block(before: str, after: str, p: int, s: int, tokens: Sequence[Token],
     binds = imports.local_import(text, filename, after, tokens, x, text[:len(text) - len(text.lstrip(" \t"))])
     if binds:  # a blank line under the imports is part of the change wherever it goes (or nowhere)
         text = text.rstrip("\n") + ("\n\n" if imports.blank_line(after, x + len(text.rstrip("\n")) + 1) else "\n")
-    return Transformation((), (text,), (), (), place(tokens[first].kind), old_text="", lines=context, binds=binds)
+    named = decorators.learned(text, after, x, filename) if not binds else None
+    return Transformation((), (text,), (), (), place(tokens[first].kind), old_text="", lines=context, binds=binds,
+                          named=named)
 
 
 def _line_context(text: str, tokens: Sequence[Token], x: int, y: int) -> Lines | None:
@@ -351,6 +354,8 @@ def generalised(first: Transformation, second: Transformation) -> Transformation
         return replace(first if first.rename else second, once=False, scope=_scope(first, second))
     if first.chain is not None and first.chain == second.chain:
         return replace(first, once=False)  # one chain: where it goes, the raise statements say (reraise.py)
+    if first.named is not None and first.named == second.named and first.new == second.new:
+        return replace(first, once=False)  # one decorator: where it goes, the functions' names say (decorators.py)
     if first.alias is not None and first.alias == second.alias:
         return replace(first, once=False)  # one annotation: where it goes, the assignments say (aliases.py)
     if first.binds and first.binds == second.binds and first.new == second.new:
@@ -572,6 +577,9 @@ def _dotted(text: str) -> bool:
 def sites(text: str, t: Transformation, filename: str = "", avoid: tuple[int, int] | None = None) -> list[Site]:
     """Every place in `text` where `t` applies, in text order; `avoid`: a range (the example itself) to skip."""
     tokens = tokens_of(text, filename)
+    if t.named is not None:
+        return [Site(at, at, new, 1.0) for at, new in decorators.places(text, _joined(t.new), t.named)
+                if avoid is None or not avoid[0] <= at <= avoid[1]]
     if t.lines is not None:
         return _line_sites(text, tokens, t, t.lines, avoid)
     if t.column is not None:

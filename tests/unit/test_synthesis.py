@@ -495,6 +495,29 @@ def test_a_type_alias_marked_once_marks_each_module_level_alias_of_a_type_and_no
     assert "InString = list[int]" in after and "LIMIT = 10" in after and "first = rows[0]" in after
 
 
+CBOR_TESTS = ('import pytest\n\n\n@given(x())\ndef test_cbor2(e):\n    pass\n\n\ndef test_json(e):\n    pass\n\n\n'
+              '@given(\n    y(),\n)\ndef test_cbor2_converter(e):\n    pass\n\n\n'
+              '@pytest.mark.skipif(NO_CBOR2, reason="cbor2 not available")\ndef test_cbor2_done(e):\n    pass\n\n\n'
+              'class T:\n    def test_cbor2_method(self):\n        pass\ndef test_cbor2_tight(e):\n    return 1\n')
+SKIP_CBOR = '@pytest.mark.skipif(NO_CBOR2, reason="cbor2 not available")\n'
+
+
+def test_a_decorator_added_once_goes_over_each_function_whose_name_it_names():
+    # made once over `test_cbor2`: over each function at that indentation named for cbor2, at the top of its
+    # decorators (a `@given(...)` over several lines) as the example went; not over `test_json`, not over one that has
+    # it already, not over a method at another indentation
+    after = applied_everywhere(CBOR_TESTS, "@given(x())\n", SKIP_CBOR + "@given(x())\n")
+    assert after.count(SKIP_CBOR) == 4
+    assert SKIP_CBOR + "@given(\n    y(),\n)\ndef test_cbor2_converter" in after
+    assert "        pass\n" + SKIP_CBOR + "def test_cbor2_tight" in after
+    assert "\n\n\ndef test_json" in after and "    def test_cbor2_method" in after
+    # a decorator that names nothing of its function (`@slow`) says nothing about where else it goes
+    text, p = changed_in_turn(CBOR_TESTS, [("import pytest\n\n\n", "", "@slow\n")])
+    assert p is None
+    text, p = changed_in_turn(CBOR_TESTS, [("import pytest\n\n\n", "", SKIP_CBOR)])
+    assert p is not None and text[:p.start].endswith("    pass\n\n\n") and text[p.start:].startswith("@given(\n")
+
+
 def test_each_earlier_instance_of_a_line_narrows_what_its_places_must_share():
     # three functions made: the last two both begin `name = ...`, the first does not; the next begins with `try`
     before = functions("if x:\n        x = 2", "z = x", "w = x", "try:\n        x = 3\n    finally:\n        pass")
