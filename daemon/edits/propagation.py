@@ -8,7 +8,8 @@ Which example to learn from, in order:
   cursor that the user has not touched);
 - the last two edits, when they are two examples of one change (synthesis.generalised): the names that differ from
   place to place become holes;
-- the last edit alone; a local import (imports.py) or a chain added to a `raise` (reraise.py) made once too;
+- the last edit alone; a local import (imports.py), a chain added to a `raise` (reraise.py), a `: TypeAlias`
+  (aliases.py) or a decorator that names its function (decorators.py) made once too;
 - the last edit alone with the names it carries over read as holes (`Optional[Foo]` -> `Foo | None`: any name in
   there, where the word around it stands);
 - the rename before it (the user fixed something the rename does not reach, a word in a docstring, and goes on);
