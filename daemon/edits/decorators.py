@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 _PYTHON = (".py", ".pyi")
+STACK_LINES = 40  # lines over a `def` read for its decorators, at most
 _DEF = re.compile(r"([ \t]*)(?:async[ \t]+)?def[ \t]+(\w+)")
 _WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")  # snake_case, CamelCase and CAPS_2 split into words
 # words too common to say which functions a decorator is for
@@ -81,7 +82,9 @@ def _stack_top(text: str, at: int, indent: str) -> int:
     when none is)."""
     top = at
     start = at
-    while start > 0:
+    for _ in range(STACK_LINES):  # (a function's body, indented deeper, reads as continuation lines: bounded)
+        if start <= 0:
+            break
         prev = text.rfind("\n", 0, start - 1) + 1
         line = text[prev:start - 1]
         if not line.strip() or not (line.startswith(indent) and line[len(indent):len(indent) + 1] in ("@", " ", "\t",
