@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 _PYTHON = (".py", ".pyi")
 STACK_LINES = 40  # lines over a `def` read for its decorators, at most
-_DEF = re.compile(r"([ \t]*)(?:async[ \t]+)?def[ \t]+(\w+)")
+_DEF = re.compile(r"^([ \t]*)(?:async[ \t]+)?def[ \t]+(\w+)", re.M)  # at a line's start: a run of spaces is read once
 _WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")  # snake_case, CamelCase and CAPS_2 split into words
 # words too common to say which functions a decorator is for
 _COMMON = frozenset({"test", "tests", "pytest", "mark", "skip", "skipif", "xfail", "reason", "not", "available",
@@ -54,7 +54,7 @@ def places(text: str, block: str, named: Named) -> list[tuple[int, str]]:
     line = block.strip()
     out: list[tuple[int, str]] = []
     for m in _DEF.finditer(text):
-        if m.start() and text[m.start() - 1] != "\n" or m.group(1) != indent or not named.words & _words(m.group(2)):
+        if m.group(1) != indent or not named.words & _words(m.group(2)):
             continue
         top = _stack_top(text, m.start(), indent)
         if any(x.strip() == line for x in text[top:m.start()].splitlines()):
@@ -66,8 +66,6 @@ def places(text: str, block: str, named: Named) -> list[tuple[int, str]]:
 def _function_under(text: str, at: int, indent: str) -> tuple[int, str] | None:
     """(offset, name) of the `def` that the decorators from `at` on stand over, or None."""
     for m in _DEF.finditer(text, at):
-        if m.start() and text[m.start() - 1] != "\n":
-            continue
         between = text[at:m.start()]
         if m.group(1) != indent or any(x.strip() and not x.startswith((indent + "@", indent + " ", indent + "\t",
                                                                         indent + ")"))
