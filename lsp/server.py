@@ -96,7 +96,6 @@ class TabdServer(LanguageServer):
         # while a Tab's read answers its inline completion first (tab_read): what its edits tell the next-edit side
         # and the completion service, each in order, to run once that answer is out
         self.deferred: tuple[list[Heard], list[Heard]] | None = None
-        self.held: list[Frame] = []  # a Tab's tabd.accept messages, handled once its completion is answered (tab_read)
 
     @property
     def recorder(self) -> Recorder | None:
@@ -346,17 +345,16 @@ async def _inline_later(ls: TabdServer, uri: str, doc: Document, offset: int, at
 
 def tab_read(ls: TabdServer, frames: list[Frame]) -> list[Frame]:
     """A read of several messages (lsp/transport.py) that is a Tab's: its edits (didChange), maybe tabd.accept, then
-    the next inline completion, which the client sends together. Each is handled by its handler, but what the services
-    hear of the edits and the accepts waits (TabdServer.deferred) until the completion is answered when memory holds
-    its answer ready for the document after the edits (TabdServer.ask), and the accepts themselves wait for that answer
-    (TabdServer.held: an accept's answer, whether its id was shown, is nobody's wait, and neither the edits nor that
-    answer change it; it goes out after the completion's, which JSON-RPC allows). Then the accepts are handled and the
-    services hear the edits and the accepts, in their order, before the answer's own bookkeeping (which follows its
-    write). The answer is the one they would have found: the ready index is kept by the document's context snapshot,
-    the model and the cache entry, none of which what they hear changes. An empty answer may show a next edit instead
-    (inline_edit.ghost_item), which the next-edit side finds once it has heard the edits: it hears them first then;
-    with no answer ready, the accepts are handled and everything is heard before the request goes on, as the read
-    came. Returns the frames still to handle: none of a Tab's read, all of any other."""
+    the next inline completion, which the client sends together. Each is handled by its handler, in order, but what
+    the services hear of the edits and the accepts waits (TabdServer.deferred) until the completion is answered when
+    memory holds its answer ready for the document after the edits (TabdServer.ask): that answer is written first,
+    after the accepts' answers (an accept's answer says whether its id was shown, which the edits do not change), then
+    the services hear the edits and the accepts, in their order, before the answer's own bookkeeping (which follows
+    its write). The answer is the one they would have found: the ready index is kept by the document's context
+    snapshot, the model and the cache entry, none of which what they hear changes. An empty answer may show a next
+    edit instead (inline_edit.ghost_item), which the next-edit side finds once it has heard the edits: it hears them
+    first then; with no answer ready, everything is heard before the request goes on. Returns the frames still to
+    handle: none of a Tab's read, all of any other."""
     values: list[Any] = [f.value if f.kind == "message" and not f.note else None for f in frames]
     if not _request(values[-1], types.TEXT_DOCUMENT_INLINE_COMPLETION) or not ls.protocol.initialized or \
             ls.protocol._shutdown:
@@ -364,34 +362,21 @@ def tab_read(ls: TabdServer, frames: list[Frame]) -> list[Frame]:
     edits = next((n for n, v in enumerate(values) if not _notification(v, types.TEXT_DOCUMENT_DID_CHANGE)), 0)
     if not edits or not all(_accept(v) for v in values[edits:-1]):
         return frames
-    ls.deferred, ls.held = ([], []), frames[edits:-1]
+    ls.deferred = ([], [])
     try:
-        for frame in frames[:edits] + frames[-1:]:
+        for frame in frames:
             ls.protocol.handle_frame(frame)
     finally:
-        try:
-            handle_held(ls)
-        finally:
-            hear(ls)
-            ls.deferred = None
+        hear(ls)
+        ls.deferred = None
     return []
-
-
-def handle_held(ls: TabdServer) -> None:
-    """Handle a Tab's accepts not handled yet (TabdServer.held), in order."""
-    held, ls.held = ls.held, []
-    for frame in held:
-        ls.protocol.handle_frame(frame)
 
 
 def hear(ls: TabdServer, edits_only: bool = False) -> None:
     """Tell the services what they have not heard yet of a Tab's read (TabdServer.deferred): the next-edit side its
-    edits, then (unless `edits_only`) the completion service its edits and accepts, in order, the accepts handled
-    first where they still wait (TabdServer.held)."""
+    edits, then (unless `edits_only`) the completion service its edits and accepts, in order."""
     if ls.deferred is None:
         return
-    if not edits_only:
-        handle_held(ls)
     edited, heard = ls.deferred
     told = edited[:] if edits_only else edited + heard
     edited.clear()

@@ -2,10 +2,9 @@
 
 A Tab sends three messages in a row: the edit, tabd.accept, and the inline completion at the new cursor. They are
 handled on plain JSON (lsp/rawparams.py) and their answers leave through the outbox (lsp/outbox.py): the accept's answer
-may wait for the completion's, never the other way round (answered from the ready index, the accept is handled after
-the completion's answer is written: lsp/server.py tab_read). Checked here: the answer from memory is the suggestion a
-fresh computation gives at that state, the accept counts once, both are answered, and an accept's answer that waits
-still reaches the client, alone or when the client exits.
+may wait for the completion's, never the other way round. Checked here: the answer from memory is the suggestion a
+fresh computation gives at that state, the accept counts once, the answers keep their order, and an accept's answer
+that waits still reaches the client, alone or when the client exits.
 """
 from __future__ import annotations
 
@@ -43,6 +42,20 @@ def until_stats(srv: RawServer, check, what: str, timeout: float = 20.0) -> dict
         time.sleep(0.05)
 
 
+def arrived_in_order(srv: RawServer, first, second, timeout: float = 10.0) -> tuple[dict, dict]:
+    """The responses to two request ids, once both are in, checking that they arrived in this order."""
+    def index(msg_id) -> int | None:
+        return next((i for i, m in enumerate(srv.messages) if m.get("id") == msg_id and "method" not in m), None)
+
+    deadline = time.monotonic() + timeout
+    with srv.cond:
+        while index(first) is None or index(second) is None:
+            assert time.monotonic() < deadline and not srv.eof, f"no answers to {first} and {second}: {srv.messages[-4:]}"
+            srv.cond.wait(0.1)
+        assert index(first) < index(second), srv.messages
+    return srv.response(first), srv.response(second)
+
+
 def test_a_tab_is_answered_from_memory_with_what_a_fresh_computation_gives():
     srv = copy_server()
     fresh = None
@@ -59,8 +72,7 @@ def test_a_tab_is_answered_from_memory_with_what_a_fresh_computation_gives():
                       "params": {"command": "tabd.accept", "arguments": [item_id, {"chars": len(word), "partial": True}]}})
         tab += frame({"jsonrpc": "2.0", "id": 502, "method": "textDocument/inlineCompletion", "params": inline(**at)})
         srv.send_bytes(tab)  # one write, as a fast client's accept reaches the server
-        answered = srv.response(502, timeout=10)
-        accepted = srv.response(501, timeout=10)  # in either order: nobody waits on it
+        accepted, answered = arrived_in_order(srv, 501, 502)
         assert accepted["result"] == {"accepted": True}
         stats = srv.result("tabd/stats", {})
         assert stats["last"]["source"] in ("cache", "typed")  # from memory

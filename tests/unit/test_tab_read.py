@@ -1,9 +1,8 @@
 """A Tab's read (lsp/server.py tab_read): the edit, tabd.accept and the next inline completion, which a client sends
 together and the server reads at once. When memory holds the completion's answer ready for the document after the
-edit, it is written before the accept is handled and before the services hear the edit and the accept (they hear them
-after it, in their order): the answer, the accept's answer and count and the log lines are what they were, the
-accept's answer follows the completion's, and the write comes before that work (traced: tests/support/module_trace.py).
-Where no answer is ready, the read goes as it came.
+edit, it is written before the services hear the edit and the accept (they hear them after it, in their order): the
+answer, the accept's count, the answers' order on the wire and the log lines are what they were, and the write comes
+before that work (traced: tests/support/module_trace.py). Where no answer is ready, the read goes as it came.
 
 Through the real TabdServer and its transport's read loop (lsp/transport.py Connection) in process, over the fake
 backend; a real `tabd serve` meets the same read in tests/server/test_hotpath.py.
@@ -127,13 +126,12 @@ async def test_a_tab_s_answer_from_memory_goes_out_before_the_services_hear_its_
     assert answered["items"][0]["insertText"] == SUGGESTION  # the fake's text again: the prefetch's
     assert report["last"]["source"] == "cache" and report["after_accept"]["from_cache"] == 1
     assert wire.reply("accept")["result"] == {"accepted": True}
-    # the accept is handled once the completion's answer is out (nobody waits on its answer; JSON-RPC allows it)
-    assert _answers_in_order(wire) == ["tab", "accept"]
+    assert _answers_in_order(wire) == ["accept", "tab"]  # the answers keep the requests' order
     assert report["accepts"] == 1 and report["accepts_by"] == {"edit": 1}  # seen in the edit, counted once
     events = [e["event"] for e in logged if e["event"] in ("accept", "completion")]
     assert events == ["completion", "accept", "completion"], logged  # the log keeps the order things happened in
-    # before the answer's write: the document's edit and the answer; what hears the edit and the accept (accepts,
-    # cancels, the workspace, the next-edit history) runs after
+    # before the answer's write: the document's edit and the answer (and whether the accept's id was shown, its
+    # answer); what hears the edit and the accept (accepts, cancels, the workspace, the next-edit history) runs after
     assert "tabd.lsp.documents" in trace.modules and "tabd.daemon.runtime.memory" in trace.modules
     heard = ("tabd.daemon.runtime.speculator", "tabd.daemon.runtime.accepts", "tabd.daemon.runtime.computations",
              "tabd.daemon.runtime.workspace", "tabd.daemon.edits.edit_service")
@@ -145,7 +143,7 @@ async def test_a_tab_with_no_answer_ready_is_read_as_it_came():
     assert document == "def total(items):\n    " + SUGGESTION + "\n"
     assert report["last"]["source"] == "model"  # nothing prefetched: computed
     assert wire.reply("accept")["result"] == {"accepted": True}
-    assert _answers_in_order(wire) == ["accept", "tab"]  # handled before the request went on, as the read came
+    assert _answers_in_order(wire) == ["accept", "tab"]
     assert report["accepts"] == 1 and report["accepts_by"] == {"edit": 1}
     assert "tabd.daemon.runtime.speculator" in trace.modules  # the edit was heard before the request went on
 
@@ -157,7 +155,7 @@ async def test_a_tab_s_empty_answer_from_memory_is_answered_once_the_next_edit_s
     assert document == "def total(items):\n    " + SUGGESTION + "\n"
     assert wire.reply("tab")["result"] == {"items": [], "tabd": {"reason": "unsure"}}
     assert report["last"]["source"] == "cache" and report["after_accept"]["from_cache"] == 1  # hidden, from memory
-    assert _answers_in_order(wire) == ["tab", "accept"] and wire.reply("accept")["result"] == {"accepted": True}
+    assert _answers_in_order(wire) == ["accept", "tab"] and wire.reply("accept")["result"] == {"accepted": True}
     assert report["accepts"] == 1 and report["accepts_by"] == {"edit": 1}
     assert "tabd.daemon.edits.edit_service" in trace.modules, trace.listing()
     assert "tabd.daemon.runtime.speculator" not in trace.modules, trace.listing()
