@@ -173,12 +173,14 @@ class EditService:
         self.stats.requests += 1
         history = self.histories.get(doc)
         last = history.last if history is not None else None
-        wait = _pause_left(history, text, cursor, self.clock())
-        found = await self._compute(doc, text, cursor, background=False, at=self.clock() + wait, model=wait <= 0)
+        now = self.clock()
+        wait = _pause_left(history, text, cursor, now)
+        found = await self._compute(doc, text, cursor, background=False, at=now + wait, model=wait <= 0)
         if wait > 0:
-            # held: the user may still be typing the change. Computed now, shown once they pause, unless they edit on
+            # held: the user may still be typing the change. Computed now, shown once they pause (the time the
+            # computing took is part of the wait, not added to it), unless they edit on
             self.stats.held += 1
-            await self.sleep(wait)
+            await self.sleep(max(0.0, now + wait - self.clock()))
             history = self.histories.get(doc)
             if history is None or history.last is not last:
                 self.stats.superseded += 1

@@ -652,6 +652,23 @@ def test_a_request_while_typing_is_held_until_the_pause_then_answered():
     asyncio.run(run())
 
 
+def test_a_held_request_is_answered_when_the_pause_ends_however_long_its_computing_took():
+    async def run() -> None:
+        clock = Clock()
+
+        async def slow_scorer(doc: str, prefix: str, suffix: str, new: str, background: bool) -> float:
+            clock.t += 0.3  # the computing (here the gate) takes 0.3 s of the user's pause
+            return 1.0
+
+        svc = EditService(scorer=slow_scorer, min_confidence=0.5, clock=clock, sleep=clock.sleep)
+        svc.edited("d", 4, "count", "total")
+        edit = await svc.suggest("d", 2, "a = total\nb = count\n", 9)
+        # shown when the pause ends, not 0.3 s after it
+        assert edit is not None and svc.stats.held == 1 and abs(clock.t - (10.0 + propagation.PAUSE_S)) < 1e-9
+
+    asyncio.run(run())
+
+
 def test_a_held_request_is_answered_empty_once_the_user_types_on():
     async def run() -> None:
         clock = Clock()
