@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from tabd.daemon.edits import blocks
 from tabd.daemon.edits.tokens import Token
 
-_PYTHON = (".py", ".pyi")
 _ANNOTATION = re.compile(r": ?(?:\w+\.)*TypeAlias\Z")
 _NAME = re.compile(r"[A-Za-z_]\w*\Z")
 _ASSIGNED = re.compile(r"[ \t]*=(?!=)")
@@ -29,7 +29,7 @@ _TYPES = frozenset({"str", "int", "bool", "float", "complex", "bytes", "bytearra
 def learned(new: str, before: str, at: int, filename: str) -> str | None:
     """The annotation an insertion of `new` at `at` (an offset of `before`) marks a type alias with, or None when it
     is no `: TypeAlias` added after the name of a module-level `NAME = TYPE`."""
-    if not filename.endswith(_PYTHON) or _ANNOTATION.match(new) is None:
+    if not blocks.python(filename) or _ANNOTATION.match(new) is None:
         return None
     start = before.rfind("\n", 0, at) + 1
     if _NAME.match(before[start:at]) is None or not _is_type(before, at):

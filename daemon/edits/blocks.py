@@ -1,6 +1,14 @@
-"""Indented blocks read from plain text, for the edits that know a language's statements (imports.py, reraise.py):
-the line that opens the block a line stands in, and a line's indentation."""
+"""Indented blocks read from plain text, for the edits that know Python's statements (imports.py, reraise.py,
+aliases.py, decorators.py, scopes.py): which files are Python, the line that opens the block a line stands in, and a
+line's indentation."""
 from __future__ import annotations
+
+_PYTHON = (".py", ".pyi")
+
+
+def python(filename: str) -> bool:
+    """Whether the file is Python source or a stub, by its name (the edits that know its statements apply there)."""
+    return filename.endswith(_PYTHON)
 
 
 def header(text: str, at: int, indent: int) -> tuple[int, int] | None:

@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_PYTHON = (".py", ".pyi")
+from tabd.daemon.edits import blocks
+
 STACK_LINES = 40  # lines over a `def` read for its decorators, at most
 _DEF = re.compile(r"^([ \t]*)(?:async[ \t]+)?def[ \t]+(\w+)", re.M)  # at a line's start: a run of spaces is read once
 _WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")  # snake_case, CamelCase and CAPS_2 split into words
@@ -35,7 +36,7 @@ def learned(block: str, after: str, at: int, filename: str) -> Named | None:
     """What ties a line `block` added at offset `at` of `after` to the function under it, or None when it is no
     decorator line, or shares no word with that function's name."""
     line = block.strip()
-    if not filename.endswith(_PYTHON) or "\n" in line or not line.startswith("@"):
+    if not blocks.python(filename) or "\n" in line or not line.startswith("@"):
         return None
     indent = block[:len(block) - len(block.lstrip(" \t"))]
     under = _function_under(after, at + len(block), indent)

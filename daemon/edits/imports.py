@@ -23,7 +23,6 @@ from typing import Sequence
 from tabd.daemon.edits import blocks
 from tabd.daemon.edits.tokens import Token
 
-_PYTHON = (".py", ".pyi")
 _LINE_START = re.compile(r"\n([ \t]*)(?=\S)")  # a line that holds something, and its indentation
 
 
@@ -49,7 +48,7 @@ def local_import(block: str, filename: str, after: str, tokens: Sequence[Token],
 def bound(block: str, filename: str) -> tuple[str, ...]:
     """The names `block` binds when it is indented Python import statements and nothing else (`    import re`,
     `    from a import b as c`); () for anything else."""
-    if not filename.endswith(_PYTHON) or not block[:1].isspace() or not block.strip():
+    if not blocks.python(filename) or not block[:1].isspace() or not block.strip():
         return ()
     try:
         tree = ast.parse(textwrap.dedent(block))

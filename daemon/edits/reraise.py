@@ -17,7 +17,6 @@ from typing import Sequence
 from tabd.daemon.edits import blocks
 from tabd.daemon.edits.tokens import Token
 
-_PYTHON = (".py", ".pyi")
 _CHAINED = re.compile(r" from (\w+)\Z")
 _HANDLER = re.compile(r"[ \t]*except\b[^\n]*?(?:\bas[ \t]+(\w+))?[ \t]*:[ \t]*(?:#[^\n]*)?\Z")
 AS_HANDLER = ""  # the chain names the exception the handler bound, whatever its name
@@ -27,7 +26,7 @@ def learned(new: str, before: str, tokens: Sequence[Token], at: int, filename: s
     """What an insertion of `new` at `at` (an offset of `before`, lexed as `tokens`) chains: AS_HANDLER (the handler's
     name), "None", or None when it is no chain added to the end of a `raise` inside an `except` clause."""
     m = _CHAINED.match(new)
-    if m is None or not filename.endswith(_PYTHON):
+    if m is None or not blocks.python(filename):
         return None
     span = _statement(tokens, _index_before(tokens, at))
     if span is None or tokens[span[1]].end != at:

@@ -15,7 +15,8 @@ import hashlib
 import re
 from typing import Iterable, Iterator
 
-_PYTHON = (".py", ".pyi")
+from tabd.daemon.edits import blocks
+
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _KEEP = 8  # parsed documents remembered (the learning and the walk ask about the same text)
 _Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -71,7 +72,7 @@ def span(text: str, name: str, filename: str) -> tuple[int, int] | None:
 
 
 def _tree(text: str, filename: str) -> ast.Module | None:
-    if not filename.endswith(_PYTHON):
+    if not blocks.python(filename):
         return None
     key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
     if key not in _parsed:
