@@ -134,6 +134,8 @@ def ghost_item(ls: "TabdServer", uri: str, at: tuple[int, int]) -> dict[str, Any
         offset = doc.offset_at(at[0], at[1], ls.encoding)
     except DocumentError:
         return None
+    if not ls.edits.remembers(doc.id, offset):  # nothing here: no copy of the document, no digest of it
+        return None
     text = doc.text
     edit = ls.edits.as_ghost_text(doc_id(uri), doc.version, text, offset)
     if edit is None:

@@ -278,9 +278,9 @@ class TabdServer(LanguageServer):
             asked = _asked(self, doc, offset, invoked)
             if self.deferred is not None:  # a Tab's read, its edits not heard yet (tab_read): memory's ready answer
                 got = self.service.answer_ready(asked)
-                if got is not None:  # an empty one may show a next edit, which the next-edit side finds once it
-                    if not got.text:  # has heard the edits; the completion service hears them once it is out
-                        hear(self, edits_only=True)
+                if got is not None:  # an empty one may show a next edit remembered here, which the next-edit side
+                    if not got.text and self.edits is not None and self.edits.remembers(doc.id, offset):
+                        hear(self, edits_only=True)  # finds once it has heard the edits; the rest hear them after
                     return got, doc, offset
                 hear(self)
             return self.service.answer(asked), doc, offset

@@ -142,6 +142,12 @@ class EditService:
         self.stats.from_memory += 1
         return (self._issue(doc, version, text, found, "cache"),)
 
+    def remembers(self, doc: str, cursor: int) -> bool:
+        """Whether memory holds an answer at this cursor of the document, in any text: where it holds none,
+        as_ghost_text finds nothing, which this tells without the document's text or its digest (a Tab's read asks
+        it before its answer's write)."""
+        return any(key[0] == doc and key[2] == cursor for key in self.memory)
+
     def as_ghost_text(self, doc: str, version: int, text: str, cursor: int) -> EditSuggestion | None:
         """The edit remembered at this state, as an inline completion can show it: when it lies on the cursor's line
         from the cursor on and the text after the cursor survives, in order, in the line it leaves (VS Code draws

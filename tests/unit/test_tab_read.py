@@ -15,7 +15,10 @@ import json
 from support.fakes import FakeBackend
 from support.inprocess import InProcess
 from support.module_trace import ModuleTrace
+from tabd.daemon.edits.edit_service import state_key as edit_state
+from tabd.daemon.edits.propagation import Proposal
 from tabd.daemon.runtime.config import Config
+from tabd.lsp.args import doc_id
 from tabd.lsp.framing import frame
 from tabd.lsp.transport import Connection
 from tabd.predictor.types import Prediction
@@ -31,6 +34,8 @@ class Wire:
     def __init__(self) -> None:
         self.writes: list[list[dict]] = []
         self.trace: ModuleTrace | None = None
+        self.heard: bool | None = None  # whether the next-edit side had heard the Tab's edit when its answer went out
+        self.server = None
 
     def write(self, data: bytes) -> None:
         messages, rest = [], bytes(data)
@@ -41,6 +46,7 @@ class Wire:
             rest = rest[length:]
         if self.trace is not None and any(m.get("id") == "tab" for m in messages):
             self.trace.stop()  # the completion's answer is out
+            self.heard = self.server is not None and bool(self.server.edits.histories)
         self.writes.append(messages)
 
     def close(self) -> None:
@@ -69,9 +75,11 @@ def unsure_after_the_first(prefix: str, suffix: str) -> str | Prediction:
     return SUGGESTION if prefix.endswith("\n    ") else Prediction("    pass", confidence=((8, 0.01),))
 
 
-async def tab(config: Config | None = None, text=SUGGESTION) -> tuple[Wire, list[dict], dict, ModuleTrace, str]:
+async def tab(config: Config | None = None, text=SUGGESTION,
+              remembered: str = "") -> tuple[Wire, list[dict], dict, ModuleTrace, str]:
     """A suggestion from the model, its prefetch ended (where speculation is on), then its Tab in one read: (the
-    wire, the log, tabd/stats after, the trace from the read to the completion's answer, the server's document)."""
+    wire, the log, tabd/stats after, the trace from the read to the completion's answer, the server's document).
+    `remembered`: a next edit the next-edit side holds for the state after the Tab (text put at the cursor)."""
     logged: list[dict] = []
     srv = InProcess(FakeBackend(text=text), config)
     srv.server.events.add_sink(logged.append)
@@ -80,6 +88,7 @@ async def tab(config: Config | None = None, text=SUGGESTION) -> tuple[Wire, list
         srv.open(TEXT, URI)
         assert await srv.server.service.ready()
         wire = Wire()
+        wire.server = srv.server
         srv.server.protocol.set_writer(wire, include_headers=True)
         conn = Connection(srv.server.protocol, asyncio.get_running_loop().create_future())
         at = {"line": 1, "character": 4}
@@ -99,6 +108,11 @@ async def tab(config: Config | None = None, text=SUGGESTION) -> tuple[Wire, list
                        "params": {"command": "tabd.accept", "arguments": item["command"]["arguments"]}})
         read += frame({"jsonrpc": "2.0", "id": "tab", "method": "textDocument/inlineCompletion",
                        "params": {"textDocument": {"uri": URI}, "position": after, "context": {"triggerKind": 2}}})
+        if remembered:
+            tabbed = "def total(items):\n    " + SUGGESTION + "\n"
+            cursor = len("def total(items):\n    " + SUGGESTION)
+            srv.server.edits.memory[edit_state(doc_id(URI), tabbed, cursor)] = (
+                Proposal(cursor, cursor, remembered, None, source="model"), None)
         trace = wire.trace = ModuleTrace()
         trace.start()
         try:
@@ -148,14 +162,28 @@ async def test_a_tab_with_no_answer_ready_is_read_as_it_came():
     assert "tabd.daemon.runtime.speculator" in trace.modules  # the edit was heard before the request went on
 
 
-async def test_a_tab_s_empty_answer_from_memory_is_answered_once_the_next_edit_side_has_heard_the_edit():
-    """An empty answer may show a next edit as ghost text, which the next-edit side finds only once it has heard the
-    edit: it hears it before that answer's write; the completion service still hears it after."""
+async def test_a_tab_s_empty_answer_with_no_next_edit_remembered_goes_out_before_the_next_edit_side_hears_it():
+    """An empty answer shows a next edit as ghost text only where the next-edit side remembers one at the state after
+    the Tab; where it remembers none there, the answer is written first and both services hear the edit after it."""
     wire, logged, report, trace, document = await tab(text=unsure_after_the_first)
     assert document == "def total(items):\n    " + SUGGESTION + "\n"
     assert wire.reply("tab")["result"] == {"items": [], "tabd": {"reason": "unsure"}}
     assert report["last"]["source"] == "cache" and report["after_accept"]["from_cache"] == 1  # hidden, from memory
     assert _answers_in_order(wire) == ["accept", "tab"] and wire.reply("accept")["result"] == {"accepted": True}
     assert report["accepts"] == 1 and report["accepts_by"] == {"edit": 1}
-    assert "tabd.daemon.edits.edit_service" in trace.modules, trace.listing()
+    assert wire.heard is False  # the next-edit side heard the edit after the answer's write
     assert "tabd.daemon.runtime.speculator" not in trace.modules, trace.listing()
+
+
+async def test_a_tab_s_empty_answer_shows_the_next_edit_remembered_there_once_the_next_edit_side_has_heard_the_edit():
+    """An empty answer may show a next edit as ghost text, which the next-edit side finds only once it has heard the
+    edit: where it remembers one at the state after the Tab, it hears the edit before that answer's write; the
+    completion service still hears it after."""
+    wire, logged, report, trace, document = await tab(text=unsure_after_the_first, remembered=" or 0")
+    assert document == "def total(items):\n    " + SUGGESTION + "\n"
+    items = wire.reply("tab")["result"]["items"]
+    assert [item["insertText"] for item in items] == [" or 0"], items  # the next edit, as ghost text
+    assert report["last"]["source"] == "cache" and report["after_accept"]["from_cache"] == 1
+    assert _answers_in_order(wire) == ["accept", "tab"] and wire.reply("accept")["result"] == {"accepted": True}
+    assert report["accepts"] == 1 and report["accepts_by"] == {"edit": 1}
+    assert wire.heard is True
