@@ -24,6 +24,7 @@ _BREAK = re.compile(r"\r\n|\r|\n")
 
 
 _parsed: dict[bytes, ast.Module | None] = {}
+_spans: dict[tuple[bytes, str], tuple[int, int] | None] = {}  # (text's digest, function) -> its span
 
 
 def local_scope(text: str, at: int, names: Iterable[str], filename: str) -> str | None:
@@ -57,7 +58,18 @@ def local_scope(text: str, at: int, names: Iterable[str], filename: str) -> str 
 
 def span(text: str, name: str, filename: str) -> tuple[int, int] | None:
     """The offsets the function `name` (local_scope's: a qualified name and which of those so named) spans in
-    `text`, its `def` line to its body's end."""
+    `text`, its `def` line to its body's end; found once per text and name (each place the walk tries asks)."""
+    if not blocks.python(filename):
+        return None
+    key = (_digest(text), name)
+    if key not in _spans:
+        if len(_spans) >= _KEEP:
+            _spans.pop(next(iter(_spans)))
+        _spans[key] = _span(text, name, filename)
+    return _spans[key]
+
+
+def _span(text: str, name: str, filename: str) -> tuple[int, int] | None:
     tree = _tree(text, filename)
     if tree is None:
         return None
@@ -74,7 +86,7 @@ def span(text: str, name: str, filename: str) -> tuple[int, int] | None:
 def _tree(text: str, filename: str) -> ast.Module | None:
     if not blocks.python(filename):
         return None
-    key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    key = _digest(text)
     if key not in _parsed:
         if len(_parsed) >= _KEEP:
             _parsed.pop(next(iter(_parsed)))
@@ -83,6 +95,10 @@ def _tree(text: str, filename: str) -> ast.Module | None:
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             _parsed[key] = None  # a document mid-edit, null bytes, or nesting too deep to parse: no scope
     return _parsed[key]
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def _functions(body: list[ast.stmt], prefix: str, line: int | None = None) -> Iterator[tuple[str, _Function]]:
