@@ -83,6 +83,12 @@ def _span(text: str, name: str, filename: str) -> tuple[int, int] | None:
     return starts[node.lineno - 1], starts[last] if last < len(starts) else len(text)
 
 
+def parsed(text: str, filename: str) -> ast.Module | None:
+    """The module's syntax tree, parsed once per text (the last _KEEP remembered); None when it is not Python or does
+    not parse."""
+    return _tree(text, filename)
+
+
 def _tree(text: str, filename: str) -> ast.Module | None:
     if not blocks.python(filename):
         return None

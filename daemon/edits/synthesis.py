@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from tabd.daemon.edits import aliases, decorators, imports, reraise, scopes
+from tabd.daemon.edits import aliases, decorators, imports, reraise, returns, scopes
 from tabd.daemon.edits.history import Group
 from tabd.daemon.edits.tokens import Token, is_name, place, shared_ends, tokens_of
 
@@ -591,6 +591,8 @@ def sites(text: str, t: Transformation, filename: str = "", avoid: tuple[int, in
         return [Site(at, at, new, 1.0) for at, new in aliases.places(text, tokens, t.alias)
                 if avoid is None or not avoid[0] <= at <= avoid[1]]
     scope = scopes.span(text, t.scope, filename) if t.scope is not None else None
+    # `-> None` -> `-> NoReturn`: not over a function that returns, which a type checker rejects
+    returning = returns.returning(text, filename) if t.core == ("None",) and returns.never(_joined(t.new)) else None
     found: list[Site] = []
     for i in _anchors(tokens, t):
         if scope is not None and not (i < len(tokens) and scope[0] <= tokens[i].start < scope[1]):
@@ -599,6 +601,8 @@ def sites(text: str, t: Transformation, filename: str = "", avoid: tuple[int, in
         if site is None or (avoid is not None and site.start < avoid[1] and avoid[0] < site.end):
             continue
         if avoid is not None and site.start == site.end == avoid[0] == avoid[1]:
+            continue
+        if returning is not None and returning(site.start):
             continue
         found.append(site)
         if len(found) >= MAX_SITES:

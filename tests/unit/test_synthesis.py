@@ -83,9 +83,27 @@ def test_a_trailing_comment_removed_at_each_call_with_its_spaces():
 
 
 def test_a_constant_replaced_only_where_its_context_matches():
-    before = "def f() -> None:\n    return None\n\ndef g() -> None:\n    x = None\n"
+    before = "def f() -> None:\n    raise E(None)\n\ndef g() -> None:\n    x = None\n    raise E(x)\n"
     after = applied_everywhere(before, "f() -> None", "f() -> t.NoReturn")
-    assert after == "def f() -> t.NoReturn:\n    return None\n\ndef g() -> t.NoReturn:\n    x = None\n"
+    assert after == "def f() -> t.NoReturn:\n    raise E(None)\n\ndef g() -> t.NoReturn:\n    x = None\n    raise E(x)\n"
+
+
+def test_never_returns_goes_only_over_functions_that_end_by_raising():
+    before = ("def fail(m: str) -> None:\n    raise Invalid(m)\n\n"
+              "def warn(m: str) -> None:\n    print(m)\n\n"
+              "def check(m: str) -> None:\n    if m:\n        raise Invalid(m)\n\n"
+              "def loop(m: str) -> None:\n    while True:\n        wait(m)\n\n"
+              "def either(m: str) -> None:\n    if m:\n        raise Invalid(m)\n    else:\n        raise KeyError(m)\n\n"
+              "def missing(m: str) -> None:\n    raise KeyError(m)\n")
+    after = applied_everywhere(before, "fail(m: str) -> None", "fail(m: str) -> t.NoReturn")
+    # `warn` returns, `check` returns when `m` is empty: the annotation would be false there
+    assert after == before.replace("fail(m: str) -> None", "fail(m: str) -> t.NoReturn").replace(
+        "loop(m: str) -> None", "loop(m: str) -> t.NoReturn").replace(
+        "either(m: str) -> None", "either(m: str) -> t.NoReturn").replace(
+        "missing(m: str) -> None", "missing(m: str) -> t.NoReturn")
+    # another annotation of None is not refused
+    assert applied_everywhere("def f() -> int:\n    return 1\n\ndef g() -> int:\n    return 2\n", "f() -> int",
+                              "f() -> str") == "def f() -> str:\n    return 1\n\ndef g() -> str:\n    return 2\n"
 
 
 def test_a_name_the_change_carries_over_varies_from_place_to_place_made_once():
