@@ -42,30 +42,40 @@ def _returning(tree: ast.Module) -> frozenset[int]:
     if kept is None or kept[0] is not tree:
         if len(_read) >= _KEEP:
             _read.pop(next(iter(_read)))
-        found = frozenset(line for n in ast.walk(tree) if isinstance(n, _FUNCTIONS) and n.returns is not None
-                          and not _raises(n.body)
-                          for line in range(n.returns.lineno, (n.returns.end_lineno or n.returns.lineno) + 1))
+        try:
+            found = frozenset(line for n in ast.walk(tree) if isinstance(n, _FUNCTIONS) and n.returns is not None
+                              and not _raises(n.body)
+                              for line in range(n.returns.lineno, (n.returns.end_lineno or n.returns.lineno) + 1))
+        except RecursionError:  # blocks nested deeper than Python recurses: nothing known, nothing refused
+            found = frozenset()
         kept = _read[id(tree)] = (tree, found)
     return kept[1]
 
 
 def _raises(body: list[ast.stmt]) -> bool:
-    """Whether a block ends by raising on every path through its last statement."""
-    if not body:
-        return False
-    last = body[-1]
-    if isinstance(last, ast.Raise):
-        return True
-    if isinstance(last, ast.If):
-        return _raises(last.body) and _raises(last.orelse)
-    if isinstance(last, (ast.With, ast.AsyncWith)):
-        return _raises(last.body)
-    if isinstance(last, ast.Try):
-        if _raises(last.finalbody):
+    """Whether a block ends by raising on every path through its last statement (an `elif` chain is walked, not
+    recursed into: a long one is a long list, not a deep call)."""
+    while body:
+        last = body[-1]
+        if isinstance(last, ast.Raise):
             return True
-        ends = last.orelse or last.body
-        return _raises(ends) and all(_raises(h.body) for h in last.handlers)
-    if isinstance(last, ast.While):
-        forever = isinstance(last.test, ast.Constant) and bool(last.test.value)
-        return forever and not any(isinstance(n, ast.Break) for n in ast.walk(last))
+        if isinstance(last, ast.If):
+            if not _raises(last.body):
+                return False
+            body = last.orelse
+            continue
+        if isinstance(last, (ast.With, ast.AsyncWith)):
+            body = last.body
+            continue
+        if isinstance(last, ast.Try):
+            if _raises(last.finalbody):
+                return True
+            if not all(_raises(h.body) for h in last.handlers):
+                return False
+            body = last.orelse or last.body
+            continue
+        if isinstance(last, ast.While):
+            forever = isinstance(last.test, ast.Constant) and bool(last.test.value)
+            return forever and not any(isinstance(n, ast.Break) for n in ast.walk(last))
+        return False
     return False

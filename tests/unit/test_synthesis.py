@@ -101,6 +101,10 @@ def test_never_returns_goes_only_over_functions_that_end_by_raising():
         "loop(m: str) -> None", "loop(m: str) -> t.NoReturn").replace(
         "either(m: str) -> None", "either(m: str) -> t.NoReturn").replace(
         "missing(m: str) -> None", "missing(m: str) -> t.NoReturn")
+    # a long `elif` chain is read without recursing once per branch (2,000 branches, each raising)
+    chain = "".join(f"    elif m == '{i}':\n        raise KeyError(m)\n" for i in range(2000))
+    long = before + "\ndef branches(m: str) -> None:\n    if not m:\n        raise Invalid(m)\n" + chain + "    else:\n        raise E\n"
+    assert "branches(m: str) -> t.NoReturn" in applied_everywhere(long, "fail(m: str) -> None", "fail(m: str) -> t.NoReturn")
     # another annotation of None is not refused
     assert applied_everywhere("def f() -> int:\n    return 1\n\ndef g() -> int:\n    return 2\n", "f() -> int",
                               "f() -> str") == "def f() -> str:\n    return 1\n\ndef g() -> str:\n    return 2\n"
