@@ -96,6 +96,7 @@ class TabdServer(LanguageServer):
         # while a Tab's read answers its inline completion first (tab_read): what its edits tell the next-edit side
         # and the completion service, each in order, to run once that answer is out
         self.deferred: tuple[list[Heard], list[Heard]] | None = None
+        self.later: StateAt | None = None  # in a Tab's read, its last edit's state, made once the service hears it
 
     @property
     def recorder(self) -> Recorder | None:
@@ -229,6 +230,8 @@ class TabdServer(LanguageServer):
         except DocumentError as exc:
             logger.warning("%s", exc)
             return
+        if self.later is not None and self.later.doc is doc:  # a Tab's read edits again: the last edit's state first
+            made(self, self.later)
         cursor = None
         secret = uri in self.admission.excluded  # its changes are never recorded (unless git is still being asked)
         service = self.service if uri in self.admission.serving else None
@@ -254,7 +257,10 @@ class TabdServer(LanguageServer):
         doc.version = version
         if cursor is not None:
             self.recording.cursors[uri] = cursor
-        if service is not None:
+        if service is not None and self.deferred is not None and cursor is not None:  # a Tab's: its state once heard
+            at = self.later = StateAt(doc, cursor)
+            heard.append(lambda: service.docs.changed(doc.id, made(self, at), lambda: doc.text, cursor))
+        elif service is not None:
             state = self.state_of(doc, cursor) if cursor is not None else None
             heard.append(partial(service.docs.changed, doc.id, state, lambda: doc.text, cursor))  # joined only when a pick reads it
         if self.deferred is not None:
@@ -277,6 +283,9 @@ class TabdServer(LanguageServer):
         if uri in self.admission.serving and self.recording.recorder is None:  # served, nothing to record: straight on
             asked = _asked(self, doc, offset, invoked)
             if self.deferred is not None:  # a Tab's read, its edits not heard yet (tab_read): memory's ready answer
+                later = self.later
+                if later is not None and later.doc is doc and later.cursor == offset and later.state is None:
+                    later.state = asked.state  # the edit's state is this one: read once
                 got = self.service.answer_ready(asked)
                 if got is not None:  # an empty one may show a next edit remembered here, which the next-edit side
                     if not got.text and self.edits is not None and self.edits.remembers(doc.id, offset):
@@ -368,8 +377,26 @@ def tab_read(ls: TabdServer, frames: list[Frame]) -> list[Frame]:
             ls.protocol.handle_frame(frame)
     finally:
         hear(ls)
-        ls.deferred = None
+        ls.deferred = ls.later = None
     return []
+
+
+class StateAt:
+    """The state after a Tab's edit (TabdServer.state_of at its cursor), made when the service hears the edit, after
+    the answer's write: the completion's own reading where it asks at that cursor, else read then, or before another
+    edit in the read changes the document."""
+
+    __slots__ = ("doc", "cursor", "state")
+
+    def __init__(self, doc: Document, cursor: int) -> None:
+        self.doc, self.cursor = doc, cursor
+        self.state: DocState | None = None
+
+
+def made(ls: TabdServer, at: StateAt) -> DocState:
+    if at.state is None:
+        at.state = ls.state_of(at.doc, at.cursor)
+    return at.state
 
 
 def hear(ls: TabdServer, edits_only: bool = False) -> None:

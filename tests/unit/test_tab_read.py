@@ -187,3 +187,35 @@ async def test_a_tab_s_empty_answer_shows_the_next_edit_remembered_there_once_th
     assert _answers_in_order(wire) == ["accept", "tab"] and wire.reply("accept")["result"] == {"accepted": True}
     assert report["accepts"] == 1 and report["accepts_by"] == {"edit": 1}
     assert wire.heard is True
+
+
+async def test_each_edit_of_a_tab_s_read_is_heard_with_the_state_it_left():
+    """The service hears each edit of a Tab's read after the answer, with the document's state as that edit left it
+    (TabdServer.state_of at its cursor), not as the read's later edits leave it."""
+    srv = InProcess(FakeBackend(text=SUGGESTION))
+    try:
+        await srv.initialize()
+        srv.open(TEXT, URI)
+        heard: list = []
+        docs = srv.server.service.docs
+        told = docs.changed
+        docs.changed = lambda doc, state, *rest: (heard.append(state), told(doc, state, *rest))
+        wire = Wire()
+        srv.server.protocol.set_writer(wire, include_headers=True)
+        conn = Connection(srv.server.protocol, asyncio.get_running_loop().create_future())
+        at, top = {"line": 1, "character": 4}, {"line": 0, "character": 0}
+        read = frame({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+            "textDocument": {"uri": URI, "version": 2}, "contentChanges": [{"range": {"start": at, "end": at}, "text": "x"}]}})
+        read += frame({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+            "textDocument": {"uri": URI, "version": 3}, "contentChanges": [{"range": {"start": top, "end": top}, "text": "#"}]}})
+        read += frame({"jsonrpc": "2.0", "id": "accept", "method": "workspace/executeCommand",
+                       "params": {"command": "tabd.accept", "arguments": ["1"]}})
+        read += frame({"jsonrpc": "2.0", "id": "tab", "method": "textDocument/inlineCompletion",
+                       "params": {"textDocument": {"uri": URI}, "position": {"line": 1, "character": 5},
+                                  "context": {"triggerKind": 2}}})
+        conn.feed(read)
+        await replied(wire, "tab")
+        first, second = "def total(items):\n    x\n", "#def total(items):\n    x\n"
+        assert heard == [srv.server.state_from(first, first.index("x") + 1), srv.server.state_from(second, 1)]
+    finally:
+        srv.close()
