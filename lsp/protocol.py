@@ -65,7 +65,7 @@ CONTENT_LENGTH = re.compile(rb"content-length[ \t]*:[ \t]*([^\r\n]*)", re.IGNORE
 HEADER = re.compile(rb"[A-Za-z][A-Za-z0-9-]{0,63}[ \t]*:[^{]{0,1000}$")
 ID_BEFORE_PARAMS = re.compile(rb'^\s*\{[^{]*?"id"\s*:\s*(-?\d{1,15}|"(?:[^"\\]|\\.){0,200}")')
 METHOD = re.compile(rb'"method"\s*:\s*"([^"\\]{1,200})"')
-# a header block as clients write it (VS Code, Neovim, pygls, tabd's own): cut in one match (Framer._exact)
+# a header block as clients write it (VS Code, Neovim, pygls, tabd's own): cut in one match (Framer._header_line)
 EXACT_HEADER = re.compile(rb"Content-Length: (\d{1,12})\r\n(?:Content-Type: [^\r\n{]{0,1000}\r\n)?\r\n")
 
 
@@ -100,36 +100,9 @@ class Framer:
     def feed(self, data: bytes) -> list[Frame]:
         self.buf += data
         frames: list[Frame] = []
-        self._exact(frames)
         while self._step(frames):
             pass
         return frames
-
-    def _exact(self, frames: list[Frame]) -> None:
-        """The messages at the buffer's start that are framed as clients frame them, each a whole JSON body: cut in
-        one match each and the buffer trimmed once (a Tab's three messages come in one read; line by line, framing
-        them cost about as much as answering from memory). The first anything else (another header, a body that is
-        not JSON, a partial one) and what follows go through _step, whose reading of these is the same."""
-        if self.discard or self.length is not None or self.header_length is not None:
-            return
-        buf, pos = self.buf, 0
-        while True:
-            match = EXACT_HEADER.match(buf, pos)
-            if match is None:
-                break
-            start = match.end()
-            end = start + int(match.group(1))
-            if end - start > self.max_body or len(buf) < end:
-                break
-            body = bytes(buf[start:end])
-            try:
-                frame = checked(json.loads(body), body)
-            except Exception:  # not JSON, or too deep to decode: _step says which, and recovers what it can
-                break
-            frames.append(frame)
-            pos = end
-        if pos:
-            del buf[:pos]
 
     def stalled(self) -> list[Frame]:
         """The client stopped sending: a complete JSON object in the buffer is a message, whatever the header said."""
@@ -198,6 +171,13 @@ class Framer:
         return True
 
     def _header_line(self, frames: list[Frame]) -> bool:
+        if self.header_length is None:
+            match = EXACT_HEADER.match(self.buf)
+            if match is not None:  # a whole header block as clients write it, cut in one match (a Tab's three
+                length = int(match.group(1))  # messages come in one read: line by line, their framing cost about
+                del self.buf[: match.end()]  # as much as the answer from memory); anything else goes line by line
+                self._header_end(length)  # (the match reads the buffer: its group is taken before the cut)
+                return True
         nl = self.buf.find(b"\n")
         if nl < 0:
             if len(self.buf) > MAX_HEADER_LINE:
@@ -213,11 +193,7 @@ class Framer:
         if not content.strip():
             if self.header_length is None:
                 return True  # a blank line outside a header block: nothing to frame
-            if self.header_length > self.max_body:
-                self.discard = self.discard_total = self.header_length
-            else:
-                self.length = self.header_length
-            self.header_length = None
+            self._header_end(self.header_length)
             return True
         match = CONTENT_LENGTH.search(content)
         if match is None:
@@ -234,6 +210,14 @@ class Framer:
             self.header_length = None
             frames.append(Frame("junk", head=content[:256], note=f"bad Content-Length {raw[:40]!r}"))
         return True
+
+    def _header_end(self, length: int) -> None:
+        """A header block ended, saying `length`: its body is read next, or skipped when over the limit."""
+        if length > self.max_body:
+            self.discard = self.discard_total = length
+        else:
+            self.length = length
+        self.header_length = None
 
     def _junk(self, frames: list[Frame], data: bytes, why: str) -> None:
         """Bytes outside a message; a JSON object among them (a body whose header was broken) is still a message."""

@@ -110,8 +110,8 @@ def test_framer_never_raises_and_recovers_the_well_formed_messages_after_junk(ju
     st.sampled_from([b"Content-Length: 3\r\n\r\n{x}", b"Content-Length: 2\r\n\r\n[1]", b"junk\r\n",
                      b"Content-Length: 4\r\nContent-Type: x\r\n\r\n[{}]"])), max_size=6))
 def test_a_read_of_whole_messages_frames_as_the_same_bytes_one_at_a_time(parts):
-    """What one read of many messages gives (cut a whole message at a time where it can be) is what the same bytes
-    give fed one by one (line by line): the one-read way changes the speed, not the reading."""
+    """What one read of many messages gives (each header block cut in one match where it can be) is what the same
+    bytes give fed one by one (line by line): the one-match way changes the speed, not the reading."""
     stream = b"".join(parts)
     whole = Framer().feed(stream)
     f = Framer()
