@@ -34,11 +34,12 @@ class Recalled:
     alternatives: tuple[str, ...] = ()
 
 
-# a state's identity in the ready index: (document, cursor offset, text before, text after, invoked)
+# a state as the LSP layer reads it: (document, cursor offset, text before, text after, invoked)
 StateId = tuple[str, int, str, str, bool]
-# the same, with the text after as its key reads it (cache/state.py after_identity: no closers, only the window):
-# where the editor's closers after the cursor are all that differs from the state a prefetch was made for
-NearId = tuple[str, int, str, tuple[str, str], bool]
+# its identity in the ready index: the same, with the text after as its key reads it (cache/state.py after_identity:
+# no closers, only the window), so a state whose editor's closers after the cursor are all that differs from the
+# state a prefetch was made for finds it too
+ReadyId = tuple[str, int, str, tuple[str, str], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,43 +71,36 @@ class Memory:
         self.rebase = RebaseIndex()  # the last suggestion per document, across edits elsewhere
         self.inflight: InflightTable[Computation] = InflightTable()
         self.contexts: Mapping[str, Snapshot] = {} if contexts is None else contexts  # doc -> its context snapshot now
-        self._ready: dict[StateId, Ready] = {}
-        self._ready_by_key: dict[str, list[StateId]] = {}
-        self._ready_by_doc: dict[str, set[StateId]] = {}
-        self._near: dict[NearId, StateId] = {}  # the held states by their key's reading of the text after
+        self._ready: dict[ReadyId, Ready] = {}
+        self._ready_by_key: dict[str, list[ReadyId]] = {}
+        self._ready_by_doc: dict[str, set[ReadyId]] = {}
         self._suffix_chars = config.suffix_chars
 
     def ready(self, doc: str, offset: int, before: str, after: str, invoked: bool, model_id: str) -> Ready | None:
         """The cached answer ready for the state with these parts, if the key its request would build is known to be
-        its key (see the module's note); None sends the request the long way. A state held as it is comes first; then
-        one that differs only where the key does not read (the editor's closers after the cursor, the window's cut):
-        its Ready's `after` is not this state's, and what it shows is made again for this one (service.answer_ready)."""
-        got = self._ready.get((doc, offset, before, after, invoked))
-        if got is None:
-            held = self._near.get(self._near_id((doc, offset, before, after, invoked)))
-            got = self._ready.get(held) if held is not None else None
+        its key (see the module's note); None sends the request the long way. It may have been held for a state that
+        differs only where the key does not read (the editor's closers after the cursor, the window's cut): then its
+        Ready's `after` is not this state's, and what it shows is made again for this one (service.answer_ready)."""
+        got = self._ready.get((doc, offset, before, after_identity(after, self._suffix_chars), invoked))
         if got is None or got.context is not self.contexts.get(doc) or got.model_id != model_id:
             return None
         return got
-
-    def _near_id(self, state_id: StateId) -> NearId:
-        doc, offset, before, after, invoked = state_id
-        return doc, offset, before, after_identity(after, self._suffix_chars), invoked
 
     def hold_ready(self, state_id: StateId, ready: Ready) -> None:
         """Index a cached key's answer under the identity of a state whose request builds that key."""
         if not self.enabled or ready.key not in self.cache:
             return
-        self._forget_ready(state_id)
-        self._ready[state_id] = ready
-        self._ready_by_key.setdefault(ready.key, []).append(state_id)
-        self._ready_by_doc.setdefault(state_id[0], set()).add(state_id)
-        self._near[self._near_id(state_id)] = state_id
+        doc, offset, before, after, invoked = state_id
+        ready_id = (doc, offset, before, after_identity(after, self._suffix_chars), invoked)
+        self._forget_ready(ready_id)
+        self._ready[ready_id] = ready
+        self._ready_by_key.setdefault(ready.key, []).append(ready_id)
+        self._ready_by_doc.setdefault(doc, set()).add(ready_id)
 
     def forget(self, doc: str) -> None:
         """A document opened again (its language may differ) or closed: nothing of it is ready any more."""
-        for state_id in list(self._ready_by_doc.get(doc, ())):
-            self._forget_ready(state_id)
+        for ready_id in list(self._ready_by_doc.get(doc, ())):
+            self._forget_ready(ready_id)
         self._ready_by_doc.pop(doc, None)
 
     def used(self, key: str) -> None:
@@ -119,28 +113,21 @@ class Memory:
 
     def _uncached(self, key: str) -> None:
         """The cache let the key go (or replaces its entry): what was ready under it goes too."""
-        for state_id in self._ready_by_key.pop(key, ()):
-            ready = self._ready.get(state_id)
+        for ready_id in self._ready_by_key.pop(key, ()):
+            ready = self._ready.get(ready_id)
             if ready is not None and ready.key == key:
-                del self._ready[state_id]
-                self._ready_by_doc.get(state_id[0], set()).discard(state_id)
-                self._forget_near(state_id)
+                del self._ready[ready_id]
+                self._ready_by_doc.get(ready_id[0], set()).discard(ready_id)
 
-    def _forget_ready(self, state_id: StateId) -> None:
-        ready = self._ready.pop(state_id, None)
+    def _forget_ready(self, ready_id: ReadyId) -> None:
+        ready = self._ready.pop(ready_id, None)
         if ready is not None:
             ids = self._ready_by_key.get(ready.key)
-            if ids is not None and state_id in ids:
-                ids.remove(state_id)
+            if ids is not None and ready_id in ids:
+                ids.remove(ready_id)
                 if not ids:
                     del self._ready_by_key[ready.key]
-            self._ready_by_doc.get(state_id[0], set()).discard(state_id)
-            self._forget_near(state_id)
-
-    def _forget_near(self, state_id: StateId) -> None:
-        near = self._near_id(state_id)
-        if self._near.get(near) == state_id:
-            del self._near[near]
+            self._ready_by_doc.get(ready_id[0], set()).discard(ready_id)
 
     def recall(self, key: str, window: Window, doc: str = "", state: DocState | None = None,
                own_key_only: bool = False) -> Recalled | None:
