@@ -357,7 +357,7 @@ class TabdProtocol(LanguageServerProtocol):
             return
         try:
             res = writer.write(frame)
-            if inspect.isawaitable(res):
+            if res is not None and inspect.isawaitable(res):  # an asyncio writer's write returns None
                 asyncio.ensure_future(res)
         except BrokenPipeError:
             logger.warning("the client went away while we wrote to it")
@@ -467,7 +467,7 @@ class TabdProtocol(LanguageServerProtocol):
                 self.send_error(request_id, JsonRpcInvalidRequest.CODE,
                                 f"{value['method'][:200]} is a notification: it takes no id and has no result")
                 return
-            if inspect.isawaitable(result):
+            if type(result) is not dict and inspect.isawaitable(result):  # an answer at once is a dict: no ABC check
                 self._answer_later(request_id, result)
                 return
             method = value["method"]
