@@ -36,10 +36,10 @@ class Recalled:
 
 # a state as the LSP layer reads it: (document, cursor offset, text before, text after, invoked)
 StateId = tuple[str, int, str, str, bool]
-# its identity in the ready index: the same, with the text after as its key reads it (cache/state.py after_identity:
-# no closers, only the window), so a state whose editor's closers after the cursor are all that differs from the
-# state a prefetch was made for finds it too
-ReadyId = tuple[str, int, str, tuple[str, str], bool]
+# its place in the ready index: the same without the text after, which the entry there is checked against, as it is
+# or, where it differs, as the key reads it (cache/state.py after_identity: no closers, only the window), so a state
+# whose editor's closers after the cursor are all that differs from the state a prefetch was made for finds it too
+PlaceId = tuple[str, int, str, bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +71,9 @@ class Memory:
         self.rebase = RebaseIndex()  # the last suggestion per document, across edits elsewhere
         self.inflight: InflightTable[Computation] = InflightTable()
         self.contexts: Mapping[str, Snapshot] = {} if contexts is None else contexts  # doc -> its context snapshot now
-        self._ready: dict[ReadyId, Ready] = {}
-        self._ready_by_key: dict[str, list[ReadyId]] = {}
-        self._ready_by_doc: dict[str, set[ReadyId]] = {}
+        self._ready: dict[PlaceId, Ready] = {}  # one answer per place: the one held last
+        self._ready_by_key: dict[str, list[PlaceId]] = {}
+        self._ready_by_doc: dict[str, set[PlaceId]] = {}
         self._suffix_chars = config.suffix_chars
 
     def ready(self, doc: str, offset: int, before: str, after: str, invoked: bool, model_id: str) -> Ready | None:
@@ -81,17 +81,20 @@ class Memory:
         its key (see the module's note); None sends the request the long way. It may have been held for a state that
         differs only where the key does not read (the editor's closers after the cursor, the window's cut): then its
         Ready's `after` is not this state's, and what it shows is made again for this one (service.answer_ready)."""
-        got = self._ready.get((doc, offset, before, after_identity(after, self._suffix_chars), invoked))
+        got = self._ready.get((doc, offset, before, invoked))
         if got is None or got.context is not self.contexts.get(doc) or got.model_id != model_id:
             return None
+        if got.after != after and after_identity(after, self._suffix_chars) != after_identity(got.after,
+                                                                                             self._suffix_chars):
+            return None  # other text after the cursor: another key
         return got
 
     def hold_ready(self, state_id: StateId, ready: Ready) -> None:
         """Index a cached key's answer under the identity of a state whose request builds that key."""
         if not self.enabled or ready.key not in self.cache:
             return
-        doc, offset, before, after, invoked = state_id
-        ready_id = (doc, offset, before, after_identity(after, self._suffix_chars), invoked)
+        doc, offset, before, _, invoked = state_id  # the text after: the Ready's own
+        ready_id = (doc, offset, before, invoked)
         self._forget_ready(ready_id)
         self._ready[ready_id] = ready
         self._ready_by_key.setdefault(ready.key, []).append(ready_id)
@@ -119,7 +122,7 @@ class Memory:
                 del self._ready[ready_id]
                 self._ready_by_doc.get(ready_id[0], set()).discard(ready_id)
 
-    def _forget_ready(self, ready_id: ReadyId) -> None:
+    def _forget_ready(self, ready_id: PlaceId) -> None:
         ready = self._ready.pop(ready_id, None)
         if ready is not None:
             ids = self._ready_by_key.get(ready.key)

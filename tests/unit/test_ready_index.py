@@ -97,6 +97,7 @@ async def test_same_text_another_cursor_and_other_text_at_the_same_cursor_are_no
         for asked in (_asked(service, TEXT + TAB, len(TEXT + TAB) - 1),  # same text, cursor one to the left
                       _asked(service, TEXT.replace("area", "aria") + TAB),  # same cursor, other text before it
                       _asked(service, TEXT + TAB + "\n"),  # text after the cursor
+                      _asked(service, TEXT + TAB + "\n    pass\n", len(TEXT + TAB)),  # same place, other text after
                       _asked(service, TEXT + TAB, doc="e")):  # another document
             assert not _ready(service, asked)
             answer = await _answer(service, asked)
