@@ -15,7 +15,9 @@ Which example to learn from, in order:
 - the rename before it (the user fixed something the rename does not reach, a word in a docstring, and goes on);
   where the last is a rename too, whichever of the two comes first below (two names renamed together);
 - a change made twice among the three edits before the last, on the line right below the cursor only (the user
-  fixed something on the way: ` as e` given to a handler before ` from e` goes on its `raise`).
+  fixed something on the way: ` as e` given to a handler before ` from e` goes on its `raise`);
+- the change made just before the last, within a few lines of it (the first part of one change made in two): never
+  alone, only where its next place comes before the place proposed.
 The first that applies somewhere other than where it was made is proposed, at the first place after the cursor; the
 walk wraps to the top only once the user takes it (Tab). A transformation the user rejected in this document is not
 proposed again. A turn's other half may meet the half before it at a line's end (` ...` joined to a signature,
@@ -73,6 +75,8 @@ class Candidate(NamedTuple):
     rival: bool = False  # a rename before the last one: its place is proposed when nearer than the last's (the user
     # renames `blacklist` and `add_blacklist` together; whichever comes next in the text is due)
     lines: tuple[int, int] | None = None  # the lines it may be proposed on, from the cursor's (-1: the line above)
+    beside: bool = False  # the first part of a change made in two, right beside the last: never proposed alone, only
+    # in place of another proposal whose place comes after its own
 
 
 def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[Candidate]:
@@ -119,6 +123,9 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[C
     resumed = _resumed(text, live, single, lesson)
     if resumed is not None:
         out.append(resumed)
+    first_part = _first_part(text, live, single, lesson)
+    if first_part is not None:
+        out.append(first_part)
     return out
 
 
@@ -131,8 +138,8 @@ def propose(text: str, groups: Sequence[Group], cursor: int, now: float, filenam
     done = [(g.start, g.end) for g in groups if g.end <= len(text)]
     tried = [Candidate(active, None)] if active is not None else []
     found: Proposal | None = None
-    for t, made, near, rival, lines in [*tried, *candidates(text, groups, filename)]:
-        if t.signature in rejected or (found is not None and not rival):
+    for t, made, near, rival, lines, beside in [*tried, *candidates(text, groups, filename)]:
+        if t.signature in rejected or (found is not None and not rival) or (beside and found is None):
             continue
         # the walk wraps to the top only once the user is taking it (Tab): an edit the user just made is repeated
         # below it (on real histories, every repeat shown above the cursor was one nobody made)
@@ -142,7 +149,8 @@ def propose(text: str, groups: Sequence[Group], cursor: int, now: float, filenam
             continue
         if found is None:
             found = Proposal(site.start, site.end, site.text, t)
-        elif found.transformation is not None and found.transformation.rename and cursor <= site.start < found.start:
+        elif (found.transformation is not None and (found.transformation.rename or beside)
+              and cursor <= site.start < found.start):
             found = Proposal(site.start, site.end, site.text, t)
     return found
 
@@ -174,6 +182,23 @@ def _resumed(text: str, live: Sequence[Group], single: Transformation | None,
             if general is not None:
                 return Candidate(general, (live[i].start, live[i].end), lines=(0, RESUME_LINES))
     return None
+
+
+def _first_part(text: str, live: Sequence[Group], single: Transformation | None,
+                lesson: Callable[[int], Transformation | None]) -> Candidate | None:
+    """The change made just before the last, within TURN_HALVES lines of it, as the first part of one change made
+    in two (`.get(` given to a lookup, then its default appended a line below): at the next place its part comes
+    first, so it is proposed where it stands before the last change's next place, and never alone (a change made
+    once beside another is not evidence enough on its own)."""
+    if len(live) < 2 or _one_line(text, live[-2], live[-1]):
+        return None
+    first, last = live[-2], live[-1]
+    if abs(text.count("\n", 0, first.start) - text.count("\n", 0, last.start)) > TURN_HALVES:
+        return None
+    t = lesson(len(live) - 2)
+    if t is None or t == single or t.rename or not (t.small or t.deletes_a_stretch):
+        return None  # (a rename before the last is a rival of its own, above)
+    return Candidate(t, (first.start, first.end), rival=True, beside=True)
 
 
 def _lessons(text: str, live: Sequence[Group], filename: str) -> Callable[[int], Transformation | None]:

@@ -831,3 +831,16 @@ def test_any_sequence_of_edits_gets_an_edit_or_none_never_an_error():
             if edit is not None:  # a real range of this text, and never the text as it already is
                 assert 0 <= edit.start <= edit.end <= len(text) and text[edit.start:edit.end] == edit.old
                 assert text[:edit.start] + edit.text + text[edit.end:] != text
+
+
+def test_a_change_made_in_two_parts_goes_on_with_its_first_part_where_that_comes_first():
+    before = "".join(f'def {n}(x):\n    log("start", level=1)\n    return compute(x)\n\n\n' for n in "fgh")
+    # at f: the argument dropped, then the call awaited on the line below; at g the dropped argument comes first
+    text, p = changed_in_turn(before, [('log("start"', ", level=1", ""), ("    return ", "", "await ")])
+    g = text.index("def g")
+    assert p is not None and (p.start, p.end, p.text) == (text.index(", level=1", g), text.index(", level=1", g) + 9, "")
+    # two changes far apart are not one change's parts: the last goes on alone
+    far = before.replace("def g", "def spacer():\n" + "    pass\n" * 8 + "\n\ndef g", 1)
+    far = far.replace("    return compute(x)\n", "    x += 1\n" * 6 + "    return compute(x)\n", 1)
+    text, p = changed_in_turn(far, [('log("start"', ", level=1", ""), ("    return ", "", "await ")])
+    assert p is not None and p.text == "await " and p.start == text.index("return compute", text.index("def g")) + 7
