@@ -44,6 +44,33 @@ def state_key(doc: str, text: str, cursor: int) -> tuple[str, bytes, int]:
     return doc, digest(text), cursor
 
 
+Answered = tuple[Proposal, float | None] | None
+
+
+class _Memory(LRUCache[tuple[str, bytes, int], Answered]):
+    """The answers by state, counted by place (document, cursor) as they come and go, so whether any text's answer
+    is held at a place is one lookup (a Tab's read asks it before its write), not a walk over the states."""
+
+    def __init__(self, maxsize: int) -> None:
+        super().__init__(maxsize)
+        self.places: dict[tuple[str, int], int] = {}
+
+    def __setitem__(self, key: tuple[str, bytes, int], value: Answered) -> None:
+        if key not in self:
+            place = (key[0], key[2])
+            self.places[place] = self.places.get(place, 0) + 1
+        super().__setitem__(key, value)  # may let the oldest go, through __delitem__
+
+    def __delitem__(self, key: tuple[str, bytes, int]) -> None:
+        super().__delitem__(key)
+        place = (key[0], key[2])
+        left = self.places[place] - 1
+        if left:
+            self.places[place] = left
+        else:
+            del self.places[place]
+
+
 class EditService:
     def __init__(self, scorer: Scorer | None = None, min_confidence: float = 0.0,
                  clock: Callable[[], float] = time.monotonic, writer: Writer | None = None,
@@ -61,7 +88,7 @@ class EditService:
         self.lag = lag
         self.histories: dict[str, DocHistory] = {}
         # state -> what to show there (None: nothing), with the substitution that made it
-        self.memory: LRUCache[tuple[str, bytes, int], tuple[Proposal, float | None] | None] = LRUCache(CACHED)
+        self.memory = _Memory(CACHED)
         # the state an accepted edit leaves -> its next edit, for a cursor anywhere on the lines (first, last) it touched
         self.chain: LRUCache[tuple[str, bytes], tuple[tuple[Proposal, float | None] | None, int, int]] = LRUCache(CACHED)
         self.stats = EditStats()
@@ -146,7 +173,7 @@ class EditService:
         """Whether memory holds an answer at this cursor of the document, in any text: where it holds none,
         as_ghost_text finds nothing, which this tells without the document's text or its digest (a Tab's read asks
         it before its answer's write)."""
-        return any(key[0] == doc and key[2] == cursor for key in self.memory)
+        return (doc, cursor) in self.memory.places
 
     def as_ghost_text(self, doc: str, version: int, text: str, cursor: int) -> EditSuggestion | None:
         """The edit remembered at this state, as an inline completion can show it: when it lies on the cursor's line
