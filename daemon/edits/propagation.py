@@ -6,6 +6,8 @@ Edits on one line made close together are one change wherever they stand in the 
 Which example to learn from, in order:
 - the change before the last, when the user makes two changes in turn (A, B, A: B is due, at the place nearest the
   cursor that the user has not touched);
+- the last two edits as a line joined to the one above (joins.py: ` ...` typed after a stub's signature, then the
+  `...` line under it deleted): the first of them at the next line that ends the same over the same body;
 - the last two edits, when they are two examples of one change (synthesis.generalised): the names that differ from
   place to place become holes;
 - the last edit alone; a local import (imports.py), a chain added to a `raise` (reraise.py), a `: TypeAlias`
@@ -31,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Collection, NamedTuple, Sequence
 
+from tabd.daemon.edits import joins
 from tabd.daemon.edits.history import Group
 from tabd.daemon.edits.synthesis import Transformation, column, generalised, holed, learn, next_site, undone
 from tabd.daemon.edits.tokens import shared_ends
@@ -100,6 +103,9 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[C
         turn = _alternating(text, raw, in_raw(len(raw) - 1), in_raw, pieces=True)
     if turn is not None:
         out.append(Candidate(*turn, near=True, lines=_turn_lines(text, live if turn_in_live else raw)))
+    joined = _joined(text, raw)
+    if joined is not None:
+        out.append(joined)
     if len(live) >= 2:
         down = column(text, live[-2], last, filename)
         if down is not None:
@@ -153,6 +159,19 @@ def propose(text: str, groups: Sequence[Group], cursor: int, now: float, filenam
               and cursor <= site.start < found.start):
             found = Proposal(site.start, site.end, site.text, t)
     return found
+
+
+def _joined(text: str, raw: Sequence[Group]) -> Candidate | None:
+    """The last two edits as a line joined to the one above (joins.py), made as two: the first goes on at the next
+    line that ends the same over the same body."""
+    if len(raw) < 2:
+        return None
+    join = joins.learned(text, raw[-2], raw[-1])
+    if join is None:
+        return None
+    t = Transformation((), (join.text,) if join.text else (), (), (), "code", old_text=join.lifted, once=False,
+                       join=join)
+    return Candidate(t, (min(raw[-2].start, raw[-1].start), max(raw[-2].end, raw[-1].end)))
 
 
 def _turn_lines(text: str, made: Sequence[Group]) -> tuple[int, int] | None:

@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from tabd.daemon.edits import aliases, decorators, imports, reraise, returns, scopes
+from tabd.daemon.edits import aliases, decorators, imports, joins, reraise, returns, scopes
 from tabd.daemon.edits.history import Group
 from tabd.daemon.edits.tokens import Token, is_name, place, shared_ends, tokens_of
 
@@ -102,6 +102,8 @@ class Transformation:
     alias: str | None = None  # `: TypeAlias` added after a module-level alias's name (aliases.py): at each unmarked one
     frame: int = 0  # a name dropped in a frame that stays (`super(Foo, self)` -> `super()`): the context tokens
     # nearest the core on the left that a place must have exactly
+    join: joins.Join | None = None  # the first edit of a line joined to the one above (joins.py): at each line that
+    # ends the same over the same body
     turn: bool = False  # the other half of a turn (propagation._alternating), proposed next to where the user is: the
     # turn is evidence the context lacks (a `...` line deleted after each ` ...` joined to its signature)
 
@@ -590,6 +592,9 @@ def sites(text: str, t: Transformation, filename: str = "", avoid: tuple[int, in
     if t.alias is not None:
         return [Site(at, at, new, 1.0) for at, new in aliases.places(text, tokens, t.alias)
                 if avoid is None or not avoid[0] <= at <= avoid[1]]
+    if t.join is not None:
+        return [Site(a, b, new, 1.0) for a, b, new in joins.places(text, tokens, t.join)
+                if avoid is None or not avoid[0] <= a <= avoid[1]]
     scope = scopes.span(text, t.scope, filename) if t.scope is not None else None
     # `-> None` -> `-> NoReturn`: not over a function that returns, which a type checker rejects
     returning = returns.returning(text, filename) if t.core == ("None",) and returns.never(_joined(t.new)) else None

@@ -360,10 +360,10 @@ def test_a_stub_body_joined_to_its_signature_then_its_own_line_deleted_goes_on_t
     assert p is not None and (text[p.start:p.end], p.text) == ("        ...\n", "")
     assert text[:p.start].endswith("-> str: ...\n")
     cursor = change("-> str: ...\n", "        ...\n", "")
-    # both stubs done: ` ...` is not joined to a signature whose body is code, nor is g's `...` (no turn is due)
+    # both overloads done: the join goes on at g, whose body is a `...` too (joins.py), never at a signature whose
+    # body is code
     p = propagation.propose(text, list(history.groups), cursor, now + 5.0, "m.py")
-    assert p is None or "g(self) -> None: ..." not in text[:p.start] + p.text + text[p.end:]
-    assert p is None or "def f(self, x): ..." not in text[:p.start] + p.text + text[p.end:]
+    assert p is not None and (p.text, text[:p.start].rsplit("\n", 1)[-1]) == (" ...", "    def g(self) -> None:")
 
 
 def test_a_change_an_editor_sent_in_two_pieces_is_one_change_when_it_comes_due_again():
