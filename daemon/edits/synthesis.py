@@ -35,7 +35,7 @@ from typing import Sequence
 
 from tabd.daemon.edits import aliases, decorators, imports, joins, reraise, returns, scopes
 from tabd.daemon.edits.history import Group
-from tabd.daemon.edits.tokens import Token, is_name, place, shared_ends, tokens_of
+from tabd.daemon.edits.tokens import Token, is_name, place, shared_ends, tokens_of, tokens_of_lines
 
 _QUOTES = frozenset("'\"`")
 _BUILTIN = frozenset(dir(builtins))  # `int` -> `Any` or `Exception` -> `ParseError` at one place is no rename
@@ -343,7 +343,8 @@ def _lines_lexed(before: str, a: int, b: int, after_tokens: Sequence[Token], fil
     first = after_tokens[i] if i < len(after_tokens) else None
     if first is not None and first.kind in ("string", "comment"):
         return tokens_of(before, filename)
-    return tuple(t._replace(start=t.start + start, end=t.end + start) for t in tokens_of(before[start:end], filename))
+    lines = tokens_of_lines(before[start:end], filename)
+    return tuple(t._replace(start=t.start + start, end=t.end + start) for t in lines)
 
 
 def generalised(first: Transformation, second: Transformation) -> Transformation | None:

@@ -4,6 +4,7 @@ it stands (code, string, comment).
 
   tokens_of   the significant tokens of a text (whitespace dropped, each line end one "nl" token), cached by content;
               a text that differs from the file's last one in a few lines is lexed on those lines only (spliced)
+  tokens_of_lines  the same for a few lines cut from a file, which never become the file's last text
 
 Why Pygments and not tree-sitter: the edit synthesis needs tokens and whether each sits in a string or a comment,
 for every language a user opens; Pygments is pure Python, ships its lexers inside its wheel (tree-sitter's language
@@ -60,14 +61,26 @@ _recent: LRUCache[str, tuple[str, tuple[Token, ...]]] = LRUCache(KEPT)  # file n
 
 def tokens_of(text: str, filename: str = "") -> tuple[Token, ...]:
     """The significant tokens of `text` (a file named `filename`, which picks the lexer), in order."""
+    found = _tokens(text, filename, splice=True)
+    _recent[filename] = (text, found)
+    return found
+
+
+def tokens_of_lines(text: str, filename: str = "") -> tuple[Token, ...]:
+    """The tokens of a few lines cut from a file named `filename`. They are not the file's last text: spliced onto,
+    a snippet shares nothing with the next whole text, which was then lexed whole (each request's walk lexes lines
+    of each edit it learns from between its reads of the document: 75% of the event loop's time in a replay)."""
+    return _tokens(text, filename, splice=False)
+
+
+def _tokens(text: str, filename: str, splice: bool) -> tuple[Token, ...]:
     key = (_language(filename), hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
     found = _cache.get(key)
     if found is None:
-        found = _spliced(text, filename, key[0])
+        found = _spliced(text, filename, key[0]) if splice else None
         if found is None:
             found = tuple(_lexed(text, key[0]))
         _cache[key] = found
-    _recent[filename] = (text, found)
     return found
 
 
