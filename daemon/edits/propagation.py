@@ -6,6 +6,7 @@ Edits on one line made close together are one change wherever they stand in the 
 Which example to learn from, in order:
 - the change before the last, when the user makes two changes in turn (A, B, A: B is due, at the place nearest the
   cursor that the user has not touched);
+- the last edit as an opening bracket changed to another kind (brackets.py): the bracket that closes it;
 - the last two edits as a line joined to the one above (joins.py: ` ...` typed after a stub's signature, then the
   `...` line under it deleted): the first of them at the next line that ends the same over the same body;
 - the last two edits, when they are two examples of one change (synthesis.generalised): the names that differ from
@@ -33,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Collection, NamedTuple, Sequence
 
-from tabd.daemon.edits import joins
+from tabd.daemon.edits import brackets, joins
 from tabd.daemon.edits.history import Group
 from tabd.daemon.edits.synthesis import Transformation, column, generalised, holed, learn, next_site, undone
 from tabd.daemon.edits.tokens import shared_ends
@@ -94,6 +95,9 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[C
     lesson = _lessons(text, live, filename)
     single = lesson(len(live) - 1)
     out: list[Candidate] = []
+    partner = _partner(text, raw)
+    if partner is not None:
+        out.append(partner)
     turn = _alternating(text, live, single, lesson)
     turn_in_live = turn is not None
     if turn is None and len(raw) > len(live):
@@ -159,6 +163,16 @@ def propose(text: str, groups: Sequence[Group], cursor: int, now: float, filenam
               and cursor <= site.start < found.start):
             found = Proposal(site.start, site.end, site.text, t)
     return found
+
+
+def _partner(text: str, raw: Sequence[Group]) -> Candidate | None:
+    """The last edit as an opening bracket changed to another kind (brackets.py): the bracket that closes it is due."""
+    last = raw[-1]
+    change = brackets.learned(last.old, text[last.start:last.end])
+    if change is None:
+        return None
+    t = Transformation((last.old,), (change[0],), (), (), "code", old_text=last.old, once=False, partner=change)
+    return Candidate(t, (last.start, last.end))
 
 
 def _joined(text: str, raw: Sequence[Group]) -> Candidate | None:

@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from tabd.daemon.edits import aliases, decorators, imports, joins, reraise, returns, scopes
+from tabd.daemon.edits import aliases, brackets, decorators, imports, joins, reraise, returns, scopes
 from tabd.daemon.edits.history import Group
 from tabd.daemon.edits.tokens import Token, is_name, place, shared_ends, tokens_of, tokens_of_lines
 
@@ -104,6 +104,8 @@ class Transformation:
     # nearest the core on the left that a place must have exactly
     join: joins.Join | None = None  # the first edit of a line joined to the one above (joins.py): at each line that
     # ends the same over the same body
+    partner: tuple[str, str] | None = None  # an opening bracket changed (typed, replaced; brackets.py): the closer
+    # that closes it goes with it
     turn: bool = False  # the other half of a turn (propagation._alternating), proposed next to where the user is: the
     # turn is evidence the context lacks (a `...` line deleted after each ` ...` joined to its signature)
 
@@ -596,6 +598,8 @@ def sites(text: str, t: Transformation, filename: str = "", avoid: tuple[int, in
     if t.join is not None:
         return [Site(a, b, new, 1.0) for a, b, new in joins.places(text, tokens, t.join)
                 if avoid is None or not avoid[0] <= a <= avoid[1]]
+    if t.partner is not None:
+        return [Site(a, b, new, 1.0) for a, b, new in brackets.places(tokens, t.partner)]
     scope = scopes.span(text, t.scope, filename) if t.scope is not None else None
     # `-> None` -> `-> NoReturn`: not over a function that returns, which a type checker rejects
     returning = returns.returning(text, filename) if t.core == ("None",) and returns.never(_joined(t.new)) else None
