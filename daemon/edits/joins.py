@@ -80,7 +80,7 @@ def places(text: str, tokens: Sequence[Token], join: Join) -> list[tuple[int, in
         nl = text.find("\n", at)
         if nl < 0:
             break
-        line_start, at = text.rfind("\n", 0, nl) + 1, nl + 1
+        line_start, at = at, nl + 1  # the line runs from the last line end found to this one
         below_end = text.find("\n", nl + 1)
         below = text[nl + 1:len(text) if below_end < 0 else below_end]
         if below.strip() != join.body or not _code(tokens, nl + 1 + len(below) - len(below.lstrip())):
