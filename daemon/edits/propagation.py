@@ -4,8 +4,9 @@ Edits on one line made close together are one change wherever they stand in the 
 `(f: "F") -> "F"` is typed as an insertion after `f` and one after `)`, and an editor sends `    yield val` ->
 `yield from seq` as the indentation deleted, then `val` typed over.
 Which example to learn from, in order:
-- the change before the last, when the user makes two changes in turn (A, B, A: B is due, at the place nearest the
-  cursor that the user has not touched);
+- the change that followed the last one's previous instance, when the user makes a change in parts at each place
+  (A, B, A: B is due; A, B, C, A: B; up to TURN_MAX parts), at the place nearest the cursor that the user has not
+  touched;
 - the last edit as an opening bracket changed to another kind (brackets.py): the bracket that closes it;
 - the last two edits as a line joined to the one above (joins.py: ` ...` typed after a stub's signature, then the
   `...` line under it deleted): the first of them at the next line that ends the same over the same body;
@@ -43,6 +44,7 @@ PAUSE_S = 1.0  # typing at the end of the change, this long without an edit coun
 COMPOUND_S = 15.0  # two edits on one line this close together are one change
 TURN_HALVES = 5  # a turn's two halves this many lines apart, at most, are one place's
 TURN_SLACK = 3  # ... and the other half is proposed at most this many lines further than it stood the last time
+TURN_MAX = 6  # a change made in this many parts at each place, at most, is walked part by part (A B C A: B is due)
 RESUME_BACK = 3  # edits before the last searched for a change made twice that the user may go on with
 RESUME_LINES = 1  # ... at its next place, at most this many lines below the cursor (the fix was on the way there)
 
@@ -106,7 +108,8 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[C
         in_raw = _lessons(text, raw, filename)
         turn = _alternating(text, raw, in_raw(len(raw) - 1), in_raw, pieces=True)
     if turn is not None:
-        out.append(Candidate(*turn, near=True, lines=_turn_lines(text, live if turn_in_live else raw)))
+        made = live if turn_in_live else raw
+        out.append(Candidate(turn[0], turn[1], near=True, lines=_turn_lines(text, made[turn[2]], made[turn[2] + 1])))
     joined = _joined(text, raw)
     if joined is not None:
         out.append(joined)
@@ -188,12 +191,11 @@ def _joined(text: str, raw: Sequence[Group]) -> Candidate | None:
     return Candidate(t, (min(raw[-2].start, raw[-1].start), max(raw[-2].end, raw[-1].end)))
 
 
-def _turn_lines(text: str, made: Sequence[Group]) -> tuple[int, int] | None:
+def _turn_lines(text: str, a: Group, b: Group) -> tuple[int, int] | None:
     """The lines, from the cursor's, where a turn's other half may stand, when the two halves stood within a few
     lines the last time (the halves of one place: a walrus added on an `if`, then a name replaced 4 lines under it):
     on that side of the half just made, as far as it stood then and TURN_SLACK lines more. None when they stood
     further apart (the half due is the first of the next place, wherever that is)."""
-    a, b = made[-3], made[-2]
     d = text.count("\n", 0, b.start) - text.count("\n", 0, a.start)
     if abs(d) > TURN_HALVES:
         return None
@@ -272,33 +274,45 @@ def _made_twice(text: str, live: Sequence[Group], single: Transformation,
 
 def _alternating(text: str, live: Sequence[Group], single: Transformation | None,
                  lesson: Callable[[int], Transformation | None],
-                 pieces: bool = False) -> tuple[Transformation, tuple[int, int]] | None:
-    """Two changes made in turn at each place (a signature's `) -> T:` joined to its line, then the old line
-    deleted): after A B A, B is due next, at its next place. The change before the last, generalised with its own
-    earlier instance when there is one, and the range it was made in; None when the edits do not alternate.
-    `pieces`: the edits as made, before _fused, where B met A at a line's end (` ...` joined to a signature, then the
-    `...` line under it deleted). (A turn of three, A B C A B -> C, found no repeat on real histories that the other
-    rules miss, and showed one wrong edit.)"""
+                 pieces: bool = False) -> tuple[Transformation, tuple[int, int], int] | None:
+    """Changes made in turn at each place (a signature's `) -> T:` joined to its line, then the old line deleted):
+    after A B A, B is due next, at its next place; after A B C A (a change made in three parts at each place), B.
+    The change that followed the last one's previous instance, generalised with its own earlier instance when there
+    is one; the range it was made in; and where that previous instance stands in `live`. None when the edits do not
+    turn. `pieces`: the edits as made, before _fused, where B met A at a line's end (` ...` joined to a signature,
+    then the `...` line under it deleted): a turn of two only."""
     n = len(live)
-    if single is None or n < 3 or any(_one_line(text, a, b, strict=pieces) for a, b in zip(live[-3:], live[-2:])):
+    if single is None or n < 3:
         return None
-    if pieces and not _one_line(text, live[-3], live[-2]):
-        return None  # as made, only a B that met its A at a line's end is due here; any other turn is _fused's
 
     def same(i: int) -> bool:  # the i-th edit is the last change made again
         other = lesson(i)
         return other is not None and generalised(single, other) is not None
 
-    if not same(n - 3) or same(n - 2):  # A ... A, and B another change
-        return None
-    if n >= 4 and same(n - 4):
-        return None  # A, A, B, A: the user makes A in a run, and B once between; no turn
-    before, earlier = lesson(n - 2), (lesson(n - 4) if n >= 4 else None)
-    if before is None:
-        return None
-    general = generalised(before, earlier) if earlier is not None else None
-    # the turn is the evidence the context may lack (a `...` line has none)
-    return replace(general or before, once=False, turn=True), (live[n - 2].start, live[n - 2].end)
+    for period in range(2, 3 if pieces else TURN_MAX + 1):
+        j = n - 1 - period  # the last change's previous instance, `period` edits back
+        if j < 0:
+            return None
+        span = live[j:]
+        if any(_one_line(text, a, b, strict=pieces) for a, b in zip(span, span[1:])):
+            return None
+        if pieces and not _one_line(text, live[-3], live[-2]):
+            return None  # as made, only a B that met its A at a line's end is due here; any other turn is _fused's
+        if any(same(i) for i in range(j + 1, n - 1)):
+            return None  # the last change made again in between: no turn of this length
+        if not same(j):
+            continue
+        if j >= 1 and same(j - 1):
+            return None  # A, A, B, A: the user makes A in a run, and B once between; no turn
+        before = lesson(j + 1)
+        if before is None:
+            return None
+        back = j + 1 - period
+        earlier = lesson(back) if back >= 0 else None
+        general = generalised(before, earlier) if earlier is not None else None
+        # the turn is the evidence the context may lack (a `...` line has none)
+        return replace(general or before, once=False, turn=True), (live[j + 1].start, live[j + 1].end), j
+    return None
 
 
 def _fused(text: str, live: Sequence[Group]) -> list[Group]:

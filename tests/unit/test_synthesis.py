@@ -844,3 +844,17 @@ def test_a_change_made_in_two_parts_goes_on_with_its_first_part_where_that_comes
     far = far.replace("    return compute(x)\n", "    x += 1\n" * 6 + "    return compute(x)\n", 1)
     text, p = changed_in_turn(far, [('log("start"', ", level=1", ""), ("    return ", "", "await ")])
     assert p is not None and p.text == "await " and p.start == text.index("return compute", text.index("def g")) + 7
+
+
+def test_a_change_made_in_three_parts_at_each_place_goes_on_part_by_part():
+    # at each function: A (its parameter annotated), B (its log call made a debug call), C (its result converted);
+    # after A B C, then A at g, B is due at g (the nearest), not A again at h; after A B at g, C at g
+    before = "".join(f'def {f}({a}):\n    log("{f}")\n    return total\n\n' for f, a in zip("fgh", "abc"))
+    made = [("def f(", "a", "a: int"), ("    log", "", ".debug"), ("    return ", "total", "int(total)"),
+            ("def g(", "b", "b: int")]
+    text, p = changed_in_turn(before, made)
+    assert p is not None and (text[p.start:p.end], p.text) == ("", ".debug")
+    assert text.index("def g") < p.start < text.index("def h")
+    text, p = changed_in_turn(before, [*made, ("def g(b: int):\n    log", "", ".debug")])
+    assert p is not None and (text[p.start:p.end], p.text) == ("total", "int(total)")
+    assert text.index("def g") < p.start < text.index("def h")
