@@ -50,6 +50,7 @@ ONCE_SHARE = 0.9  # a change made once whose old core has no word: the share of 
 ONCE_EXACT = 3  # ... and how many of its context tokens (not the line's ends) exactly
 FRAME = 4  # a change made twice that drops the name that differs: fixed tokens in and around its core, at least
 TWICE_FIXED = 2  # a change made twice with no word of its own: context tokens both examples share, at least
+PROSE_WORD = 3  # letters, at least, of a word replaced in prose that is replaced wherever it stands in prose
 SMALL_CHARS = 60  # a change that writes more, or spans lines, is repeated only once the user has made it twice
 SMALL_TOKENS = 12
 DELETED_TOKENS = 6  # a deletion this long is repeated from one example, whatever its size
@@ -90,6 +91,8 @@ class Transformation:
     once: bool = True  # learned from one example (generalised() clears it): the gate is stricter
     worded: bool = False  # its old core holds a word that is not a keyword: the core itself picks the places
     affix: bool = False  # a string's prefix (`u'...'` -> `'...'`): wherever that prefix opens a string, context-free
+    prose: bool = False  # one word of a docstring or comment for another (`bits` -> `bytes`): wherever that word
+    # stands in prose, context-free (prose around a word differs from sentence to sentence)
     lines: Lines | None = None  # whole lines inserted (`new` is the block): placed by the lines around, not by tokens
     plain: Transformation | None = None  # ... and the same change read as tokens, for when the lines around differ
     over: str = ""  # an insertion typed over the spaces before a token: those spaces (replaced by `new` at each place)
@@ -231,9 +234,13 @@ def _learned(before: str, after: str, p: int, s: int, new_tokens: Sequence[Token
     callee = _callee(before, a) if not core and new_core.lstrip().startswith(",") and right[:1] == (")",) else ""
     worded = any(t.kind in ("name", "number", "string", "comment") and t.text[:1].isalnum() for t in core)
     affix = len(core) == 1 and _affix(old_tokens, core[0])
+    prose = (where != "code" and len(core) == 1 and old_core.isalpha() and len(old_core) >= PROSE_WORD
+             and new_core.isidentifier() and new_core.lower() != old_core.lower() and _in_prose(before, a, b_old)
+             and any(side[:1] and side[0] and side[0][:1].isalnum() for side in (left, right)))  # (a sentence's word,
+    # not a string that is one word: `"red"` -> `"crimson"` is a value, not the word `red` wherever it is written)
     return Transformation(tuple(t.text for t in core), (new_core,) if new_core else (), left, right, where, rename,
                           lead, trail, gap, old_core, callee, tuple(place(t.kind) for t in core), True, worded, affix,
-                          over=over)
+                          over=over, prose=prose)
 
 
 def _block(before: str, after: str, p: int, s: int, tokens: Sequence[Token],
@@ -778,7 +785,10 @@ def _at(text: str, tokens: Sequence[Token], t: Transformation, i: int) -> Site |
         return None
     if n > 1 and any("\n" in text[x.end:y.start] for x, y in zip(core, core[1:])) and "\n" not in t.old_text:
         return None
-    score = (1.0 if not t.once else None) if t.callee else _score(tokens, t, i, n)
+    if t.prose and place(core[0].kind) != "code":
+        score: float | None = 1.0 if _in_prose(text, core[0].start, core[0].end) else None
+    else:  # (in code, a word replaced in prose is read by its context)
+        score = (1.0 if not t.once else None) if t.callee else _score(tokens, t, i, n)
     if score is None:
         return None
     if n:
@@ -811,6 +821,11 @@ def _at(text: str, tokens: Sequence[Token], t: Transformation, i: int) -> Site |
     if _applied(text, start, end, new, t):
         return None
     return Site(start, end, new, score)
+
+
+def _in_prose(text: str, a: int, b: int) -> bool:
+    """text[a:b] stands as a word written in prose, not as a piece of a path or a URL (`http://`, `docs/bits`)."""
+    return not (text[a - 1:a] in ("/", "\\") or text[b:b + 1] in ("/", "\\") or text.startswith("://", b))
 
 
 def _spelled(tokens: Sequence[Token], i: int) -> bool:

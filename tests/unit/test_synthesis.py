@@ -858,3 +858,14 @@ def test_a_change_made_in_three_parts_at_each_place_goes_on_part_by_part():
     text, p = changed_in_turn(before, [*made, ("def g(b: int):\n    log", "", ".debug")])
     assert p is not None and (text[p.start:p.end], p.text) == ("total", "int(total)")
     assert text.index("def g") < p.start < text.index("def h")
+
+
+def test_a_word_replaced_in_prose_goes_on_wherever_that_word_stands_in_prose():
+    # a docstring's `bits` fixed to `bytes`: the other docstrings' and comments' `bits` follow whatever sentence they
+    # stand in; the code's `bits` (a variable) and a URL's piece in a docstring do not
+    before = ('def parse(size):\n    """Parse a size into bits."""\n    bits = size * 8\n    return bits\n\n\n'
+              'def show(n):\n    """Return n, in bits or None."""\n    # bits, rounded\n    return round(n)\n\n\n'
+              'def mod():\n    """See https://bits/table for more."""\n')
+    after, places = first_change(before, "into bits.", "into bytes.")
+    assert places == [("bits", "bytes"), ("bits", "bytes")]
+    assert [after.count("\n", 0, s.start) for s in sites(after, learn(before, after, "m.py"), "m.py")] == [7, 8]
