@@ -54,6 +54,7 @@ PROSE_WORD = 3  # letters, at least, of a word replaced in prose that is replace
 SMALL_CHARS = 60  # a change that writes more, or spans lines, is repeated only once the user has made it twice
 SMALL_TOKENS = 12
 DELETED_TOKENS = 6  # a deletion this long is repeated from one example, whatever its size
+REPLACED_TOKENS = 12  # ... and a replacement of this many tokens, whatever it writes
 LINE_CONTEXT = 2  # a whole-line insertion: tokens kept from each end of the line above, and from the start of the one below
 LINE_ONCE = 1.0  # ... made once: the share of those a place must match (names count 1/2 when another name stands)
 LINE_FIXED = 2  # ... made twice: tokens both examples share (not holes), at least
@@ -129,9 +130,11 @@ class Transformation:
 
     @property
     def deletes_a_stretch(self) -> bool:
-        """A deletion of DELETED_TOKENS or more tokens: where the same tokens stand in the same context, made once is
-        enough (a line deleted, `@pytest.mark.skipif(...)` at each test)."""
-        return not self.new and len(self.core) >= DELETED_TOKENS
+        """A deletion of DELETED_TOKENS or more tokens, or a replacement of REPLACED_TOKENS or more: where the same
+        tokens stand in the same context, made once is enough (a line deleted, `@pytest.mark.skipif(...)` at each
+        test; `central.localize(dt.datetime(2013, 11, 10), is_dst=False)` written as an aware datetime), whatever the
+        new text's size: so long a stretch standing the same elsewhere is the same thing there."""
+        return len(self.core) >= (DELETED_TOKENS if not self.new else REPLACED_TOKENS)
 
 
 @dataclass(frozen=True)

@@ -869,3 +869,17 @@ def test_a_word_replaced_in_prose_goes_on_wherever_that_word_stands_in_prose():
     after, places = first_change(before, "into bits.", "into bytes.")
     assert places == [("bits", "bytes"), ("bits", "bytes")]
     assert [after.count("\n", 0, s.start) for s in sites(after, learn(before, after, "m.py"), "m.py")] == [7, 8]
+
+
+def test_a_long_stretch_replaced_once_goes_on_where_it_stands_the_same():
+    # a naive datetime localised by a call, written as an aware one: made once, it writes over 60 characters, but
+    # the fourteen tokens it replaced stand the same in the next test, in the same context: proposed there; a
+    # shorter expression replaced by as much new text waits for a second example
+    old = "central.localize(dt.datetime(2013, 11, 10, 1, 23, 45), is_dst=False)"
+    new = "dt.datetime(2013, 11, 10, 1, 23, 45, tzinfo=central_timezone_for_this_test_module)"
+    before = "".join(f"def test_{n}():\n    value = {old}\n    check(value)\n\n" for n in "abc")
+    text, p = changed_in_turn(before, [("test_a():\n    value = ", old, new)])
+    assert p is not None and text[:p.start] + p.text + text[p.end:] == before.replace(old, new, 2)
+    short = "dt.datetime(2013, 11, 10)"
+    before = "".join(f"def test_{n}():\n    value = {short}\n    check(value)\n\n" for n in "abc")
+    assert changed_in_turn(before, [("test_a():\n    value = ", short, new)])[1] is None
