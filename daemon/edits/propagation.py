@@ -222,7 +222,8 @@ def _resumed(text: str, live: Sequence[Group], single: Transformation | None,
 def _first_part(text: str, live: Sequence[Group], single: Transformation | None,
                 lesson: Callable[[int], Transformation | None]) -> Candidate | None:
     """The change made just before the last, within TURN_HALVES lines of it, as the first part of one change made
-    in two (`.get(` given to a lookup, then its default appended a line below): at the next place its part comes
+    in two (`.get(` given to a lookup, then its default appended a line below; `__nonzero__` renamed `__bool__`,
+    then the alias line under it deleted): at the next place its part comes
     first, so it is proposed where it stands before the last change's next place, and never alone (a change made
     once beside another is not evidence enough on its own)."""
     if len(live) < 2 or _one_line(text, live[-2], live[-1]):
@@ -231,8 +232,8 @@ def _first_part(text: str, live: Sequence[Group], single: Transformation | None,
     if abs(text.count("\n", 0, first.start) - text.count("\n", 0, last.start)) > TURN_HALVES:
         return None
     t = lesson(len(live) - 2)
-    if t is None or t == single or t.rename or not (t.small or t.deletes_a_stretch):
-        return None  # (a rename before the last is a rival of its own, above)
+    if t is None or t == single or not (t.small or t.deletes_a_stretch):
+        return None
     return Candidate(t, (first.start, first.end), rival=True, beside=True)
 
 

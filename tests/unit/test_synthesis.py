@@ -883,3 +883,14 @@ def test_a_long_stretch_replaced_once_goes_on_where_it_stands_the_same():
     short = "dt.datetime(2013, 11, 10)"
     before = "".join(f"def test_{n}():\n    value = {short}\n    check(value)\n\n" for n in "abc")
     assert changed_in_turn(before, [("test_a():\n    value = ", short, new)])[1] is None
+
+
+def test_a_rename_made_just_before_another_change_comes_first_at_the_next_place():
+    # Python 3 ports each class: `__nonzero__` renamed `__bool__` (A), then the alias line under it deleted (B); at
+    # the next class A is due first, on the line above B's next place, not B
+    cls = "class {0}:\n    def __nonzero__(self):\n        return True\n\n    __bool__ = __nonzero__  # python 3\n\n"
+    text, p = changed_in_turn("".join(cls.format(name) for name in "ABC"),
+                              [("    def ", "__nonzero__", "__bool__"),
+                               ("return True\n", "\n    __bool__ = __nonzero__  # python 3\n", "")])
+    assert p is not None and (text[p.start:p.end], p.text) == ("__nonzero__", "__bool__")
+    assert text.index("class B") < p.start < text.index("__bool__ = __nonzero__")
