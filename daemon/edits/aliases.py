@@ -4,7 +4,7 @@
 differ every time (each alias has its own name and its own type), so the tokens around cannot pick them, and a
 change made at one `NAME = ...` line says nothing about the next `NAME = ...` line. The statement says where it
 goes: after the name of each module-level assignment whose value reads as a type (a subscripted name, a union with
-`|`, a builtin type, `Any`), not annotated yet. A call (`TypeVar("T")`, `NewType(...)`) is no alias. From one
+`|`, a builtin type, `Any`, a class's name given another), not annotated yet. A call (`TypeVar("T")`, `NewType(...)`) is no alias. From one
 example: the annotation as the example wrote it (`: TypeAlias`, `: t.TypeAlias`, `: typing.TypeAlias`).
 
 Plain strings and tokens in, plain values out; synthesis.py asks here when it learns an insertion and for its places.
@@ -51,11 +51,18 @@ def places(text: str, tokens: Sequence[Token], annotation: str) -> list[tuple[in
 
 def _is_type(text: str, at: int) -> bool:
     """Whether the assignment whose `=` follows `at` assigns what reads as a type: a capitalised or builtin type
-    name subscripted or in a union (`Iterable[...]`, `KT | MissingT`, `list[str]`), or a builtin type alone."""
+    name subscripted or in a union (`Iterable[...]`, `KT | MissingT`, `list[str]`), a builtin type alone, or a
+    class's name alone given another class's name (`Reader = RequiresContext`)."""
     m = _VALUE.match(text, at)
     if m is None:
         return False
     name, follows = m.group(2), m.group(3)
     if follows in ("[", "|"):
         return name[:1].isupper() or name in _TYPES
-    return name in _TYPES
+    target = text[text.rfind("\n", 0, at) + 1:at]
+    return name in _TYPES or (_camel(name) and _camel(target))  # `Reader = RequiresContext`: a class's other name
+
+
+def _camel(name: str) -> bool:
+    """A class's spelling (`RequiresContext`), not a constant's (`MISSING`) nor a variable's."""
+    return name[:1].isupper() and any(c.islower() for c in name)

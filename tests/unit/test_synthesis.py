@@ -502,16 +502,18 @@ def test_a_chain_added_to_a_raise_in_a_handler_goes_to_each_unchained_raise_in_a
 
 ALIASES = ('import typing as t\nT = t.TypeVar("T")\nOKT = t.Union[KT, MissingT]  #: optional key\n'
            'Items = Iterable[tuple[KT, VT]]\n_StrType = str\nMaybe = int | None\nflag = compute()\nLIMIT = 10\n'
-           'first = rows[0]\n'
+           'first = rows[0]\nReader = RequiresContext\nDEFAULT = MISSING\nhandler = Handler\n'
            'Done: t.TypeAlias = bool\ndef f():\n    Inner = list[int]\nDOC = """\nInString = list[int]\n"""\n')
 
 
 def test_a_type_alias_marked_once_marks_each_module_level_alias_of_a_type_and_nothing_else():
-    # `: t.TypeAlias` after each name whose value reads as a type (subscripted, a union, a builtin type), as the
-    # example wrote it; not a TypeVar, a call, a number, a nested or annotated assignment, or text in a string
+    # `: t.TypeAlias` after each name whose value reads as a type (subscripted, a union, a builtin type, a class's
+    # name given another), as the example wrote it; not a TypeVar, a call, a number, a constant, a variable, a
+    # nested or annotated assignment, or text in a string
     after = applied_everywhere(ALIASES, "OKT = ", "OKT: t.TypeAlias = ")
     marked = [line.split(":")[0] for line in after.splitlines() if ": t.TypeAlias =" in line]
-    assert marked == ["OKT", "Items", "_StrType", "Maybe", "Done"]  # Done was marked already, and stays as it was
+    assert marked == ["OKT", "Items", "_StrType", "Maybe", "Reader", "Done"]  # Done was marked already, and stays
+    assert "DEFAULT = MISSING" in after and "handler = Handler" in after  # a constant, a variable
     assert "Done: t.TypeAlias = bool\n" in after
     assert 'T = t.TypeVar("T")' in after and "flag = compute()" in after and "    Inner = list[int]" in after
     assert "InString = list[int]" in after and "LIMIT = 10" in after and "first = rows[0]" in after
