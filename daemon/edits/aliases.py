@@ -4,7 +4,8 @@
 differ every time (each alias has its own name and its own type), so the tokens around cannot pick them, and a
 change made at one `NAME = ...` line says nothing about the next `NAME = ...` line. The statement says where it
 goes: after the name of each module-level assignment whose value reads as a type (a subscripted name, a union with
-`|`, a builtin type, `Any`, a class's name given another), not annotated yet. A call (`TypeVar("T")`, `NewType(...)`) is no alias. From one
+`|`, a builtin type, `Any`, a class's name given another), not annotated yet. A call (`TypeVar("T")`,
+`NewType(...)`) is no alias. From one
 example: the annotation as the example wrote it (`: TypeAlias`, `: t.TypeAlias`, `: typing.TypeAlias`).
 
 Plain strings and tokens in, plain values out; synthesis.py asks here when it learns an insertion and for its places.

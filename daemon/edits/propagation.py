@@ -121,7 +121,7 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[C
         general = _made_twice(text, live, single, lesson)
         if general is not None:  # made twice: whatever its size
             out.append(Candidate(general, (last.start, last.end)))
-    if single is not None and (single.small or single.deletes_a_stretch or single.binds or single.named):
+    if single is not None and (single.small or single.rewrites_a_stretch or single.binds or single.named):
         out.append(Candidate(single, (last.start, last.end)))
         loose = holed(single) if single.small and single.worded else None
         if loose is not None:
@@ -232,7 +232,7 @@ def _first_part(text: str, live: Sequence[Group], single: Transformation | None,
     if abs(text.count("\n", 0, first.start) - text.count("\n", 0, last.start)) > TURN_HALVES:
         return None
     t = lesson(len(live) - 2)
-    if t is None or t == single or not (t.small or t.deletes_a_stretch):
+    if t is None or t == single or not (t.small or t.rewrites_a_stretch):
         return None
     return Candidate(t, (first.start, first.end), rival=True, beside=True)
 
@@ -290,6 +290,8 @@ def _alternating(text: str, live: Sequence[Group], single: Transformation | None
         other = lesson(i)
         return other is not None and generalised(single, other) is not None
 
+    if pieces and not _one_line(text, live[-3], live[-2]):
+        return None  # as made, only a B that met its A at a line's end is due here; any other turn is _fused's
     for period in range(2, 3 if pieces else TURN_MAX + 1):
         j = n - 1 - period  # the last change's previous instance, `period` edits back
         if j < 0:
@@ -297,8 +299,6 @@ def _alternating(text: str, live: Sequence[Group], single: Transformation | None
         span = live[j:]
         if any(_one_line(text, a, b, strict=pieces) for a, b in zip(span, span[1:])):
             return None
-        if pieces and not _one_line(text, live[-3], live[-2]):
-            return None  # as made, only a B that met its A at a line's end is due here; any other turn is _fused's
         if any(same(i) for i in range(j + 1, n - 1)):
             return None  # the last change made again in between: no turn of this length
         if not same(j):

@@ -129,7 +129,7 @@ class Transformation:
 
 
     @property
-    def deletes_a_stretch(self) -> bool:
+    def rewrites_a_stretch(self) -> bool:
         """A deletion of DELETED_TOKENS or more tokens, or a replacement of REPLACED_TOKENS or more: where the same
         tokens stand in the same context, made once is enough (a line deleted, `@pytest.mark.skipif(...)` at each
         test; `central.localize(dt.datetime(2013, 11, 10), is_dst=False)` written as an aware datetime), whatever the
