@@ -21,7 +21,10 @@ Which example to learn from, in order:
 - a change made twice among the three edits before the last, on the line right below the cursor only (the user
   fixed something on the way: ` as e` given to a handler before ` from e` goes on its `raise`);
 - the change made just before the last, within a few lines of it (the first part of one change made in two): never
-  alone, only where its next place comes before the place proposed.
+  alone, only where its next place comes before the place proposed;
+- a change made once a few edits back whose kind names its places (a `: TypeAlias`, a string's prefix, a word of
+  prose, a chained `raise`, a decorator that names its function, a local import): the user set it aside for another
+  edit and goes on with it.
 The first that applies somewhere other than where it was made is proposed, at the first place after the cursor; the
 walk wraps to the top only once the user takes it (Tab). A transformation the user rejected in this document is not
 proposed again. A turn's other half may meet the half before it at a line's end (` ...` joined to a signature,
@@ -47,6 +50,7 @@ TURN_SLACK = 3  # ... and the other half is proposed at most this many lines fur
 TURN_MAX = 6  # a change made in this many parts at each place, at most, is walked part by part (A B C A: B is due)
 RESUME_BACK = 3  # edits before the last searched for a change made twice that the user may go on with
 RESUME_LINES = 1  # ... at its next place, at most this many lines below the cursor (the fix was on the way there)
+SET_ASIDE = 5  # edits before the last searched for a change of a kind that names its places, made once and set aside
 
 
 @dataclass(frozen=True)
@@ -139,6 +143,7 @@ def candidates(text: str, groups: Sequence[Group], filename: str = "") -> list[C
     first_part = _first_part(text, live, single, lesson)
     if first_part is not None:
         out.append(first_part)
+    out.extend(_set_aside(text, live, single, lesson))
     return out
 
 
@@ -217,6 +222,23 @@ def _resumed(text: str, live: Sequence[Group], single: Transformation | None,
             if general is not None:
                 return Candidate(general, (live[i].start, live[i].end), lines=(0, RESUME_LINES))
     return None
+
+
+def _set_aside(text: str, live: Sequence[Group], single: Transformation | None,
+               lesson: Callable[[int], Transformation | None]) -> list[Candidate]:
+    """The changes made once among the SET_ASIDE edits before the last whose kind names their places wherever they
+    are (a `: TypeAlias` given to an alias, a string's prefix dropped, a word of prose fixed, a `raise` chained, a
+    decorator that names its function, a local import), latest first: the user made one, did something else (an
+    import added at the top), and goes on with it. Tried last, when nothing the later edits teach applies."""
+    out: list[Candidate] = []
+    for i in range(len(live) - 2, max(-1, len(live) - 2 - SET_ASIDE), -1):
+        t = lesson(i)
+        if t is None or t == single or not (t.alias or t.affix or t.prose or t.chain or t.named or t.binds):
+            continue
+        if any(_one_line(text, live[i], later) for later in live[i + 1:]):
+            continue  # a later edit on its line: the change there was not this alone
+        out.append(Candidate(t, (live[i].start, live[i].end)))
+    return out
 
 
 def _first_part(text: str, live: Sequence[Group], single: Transformation | None,

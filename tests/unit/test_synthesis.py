@@ -896,3 +896,15 @@ def test_a_rename_made_just_before_another_change_comes_first_at_the_next_place(
                                ("return True\n", "\n    __bool__ = __nonzero__  # python 3\n", "")])
     assert p is not None and (text[p.start:p.end], p.text) == ("__nonzero__", "__bool__")
     assert text.index("class B") < p.start < text.index("__bool__ = __nonzero__")
+
+
+def test_a_change_that_names_its_places_goes_on_after_an_edit_made_between():
+    # `: TypeAlias` given to one alias, then `TypeAlias` imported at the top (another change, made once): the user
+    # goes on marking aliases, so the next alias is proposed
+    before = ("from typing import Union\n\nIntOrStr = Union[int, str]\nLIMIT = 10\nPair = tuple[int, int]\n\n\n"
+              "def f():\n    return LIMIT\n")
+    text, p = changed_in_turn(before, [("IntOrStr", "", ": TypeAlias"), ("import Union", "", ", TypeAlias")])
+    assert p is not None and text[:p.start] + p.text + text[p.end:] == text.replace("Pair =", "Pair: TypeAlias =")
+    # a change of no such kind, set aside the same way, is not: a number changed once says nothing of the next
+    text, p = changed_in_turn(before, [("LIMIT = ", "10", "20"), ("import Union", "", ", TypeAlias")])
+    assert p is None
