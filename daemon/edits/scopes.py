@@ -5,6 +5,9 @@ module: another function's `tree` is another variable. A rename made where the n
 holds it (a parameter, an assignment, a `for`, `with` or `except` target), and not at the module's top level, is
 proposed inside that function only. The function is named by its qualified name (and which of those so named), so
 the scope survives the edits made since; a document that does not parse, or a name the module binds, has no scope.
+The other way round, the module's name renamed outside the functions where that spelling is a variable of their own
+(`date` the class, in an annotation, where `fromdate` has a parameter `date`) does not reach those functions' bodies
+(shadowed).
 
 Plain strings in, plain values out; synthesis.py asks here when it learns a rename and for its places.
 """
@@ -25,6 +28,7 @@ _BREAK = re.compile(r"\r\n|\r|\n")
 
 _parsed: dict[bytes, ast.Module | None] = {}
 _spans: dict[tuple[bytes, str], tuple[int, int] | None] = {}  # (text's digest, function) -> its span
+_shadows: dict[tuple[bytes, str], tuple[tuple[int, int, int], ...]] = {}  # (digest, name) -> where it is a local
 
 
 def local_scope(text: str, at: int, names: Iterable[str], filename: str) -> str | None:
@@ -40,13 +44,10 @@ def local_scope(text: str, at: int, names: Iterable[str], filename: str) -> str 
     line = text.count("\n", 0, at) + 1
     found: _Function | None = None
     for _, function in _functions(tree.body, "", line):  # outermost first: the innermost that binds one wins
-        a = function.args
-        params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if x is not None}
-        declared = {n for node in _own_nodes(function.body) if isinstance(node, (ast.Global, ast.Nonlocal))
-                    for n in node.names}
+        own, declared = _locals(function)
         if names & declared:
             found = None  # another scope's name, here
-        elif names & (params | _bound(function.body)):
+        elif names & own:
             found = function
     if found is None:
         return None
@@ -81,6 +82,43 @@ def _span(text: str, name: str, filename: str) -> tuple[int, int] | None:
     starts = [0] + [m.end() for m in _BREAK.finditer(text)]  # where each line starts, as the parser counts lines
     last = node.end_lineno or node.lineno
     return starts[node.lineno - 1], starts[last] if last < len(starts) else len(text)
+
+
+def shadowed(text: str, name: str, filename: str) -> tuple[tuple[int, int, int], ...]:
+    """The functions in which `name` is a variable of their own (a parameter, an assignment, a `for`, `with` or
+    `except` target, not declared `global`), each as the offsets of its `def`, its body's start and its end: in the
+    body `name` is not the module's (`date`, a parameter of `fromdate`, is not the class `date` imported at the top);
+    a signature's annotations and defaults stand outside the body, where it still is. Found once per text and
+    name."""
+    if not blocks.python(filename):
+        return ()
+    key = (_digest(text), name)
+    if key not in _shadows:
+        if len(_shadows) >= _KEEP:
+            _shadows.pop(next(iter(_shadows)))
+        _shadows[key] = _shadowed(text, name, filename)
+    return _shadows[key]
+
+
+def _shadowed(text: str, name: str, filename: str) -> tuple[tuple[int, int, int], ...]:
+    tree = _tree(text, filename)
+    if tree is None:
+        return ()
+    starts = [0] + [m.end() for m in _BREAK.finditer(text)]  # where each line starts, as the parser counts lines
+    out: list[tuple[int, int, int]] = []
+    for _, function in _functions(tree.body, ""):
+        own, declared = _locals(function)
+        if name in declared or name not in own:
+            continue
+        first, last = function.body[0], function.end_lineno or function.lineno
+        top = min((d.lineno for d in function.decorator_list), default=function.lineno)
+        if first.lineno > len(starts):
+            continue
+        line = text[starts[first.lineno - 1]:starts[first.lineno - 1] + first.col_offset]
+        column = len(line.encode("utf-8", "surrogatepass")[:first.col_offset].decode("utf-8", "ignore"))  # bytes
+        end = starts[last] if last < len(starts) else len(text)
+        out.append((starts[top - 1], starts[first.lineno - 1] + column, end))
+    return tuple(out)
 
 
 def parsed(text: str, filename: str) -> ast.Module | None:
@@ -134,6 +172,16 @@ def _own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
         yield node
         if not isinstance(node, (*_FUNCTIONS, ast.ClassDef, ast.Lambda)):
             todo.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def _locals(function: _Function) -> tuple[set[str], set[str]]:
+    """A function's own names (its parameters and what its body binds), and those it declares `global` or
+    `nonlocal`."""
+    a = function.args
+    params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if x is not None}
+    declared = {n for node in _own_nodes(function.body) if isinstance(node, (ast.Global, ast.Nonlocal))
+                for n in node.names}
+    return params | _bound(function.body), declared
 
 
 def _bound(body: list[ast.stmt]) -> set[str]:

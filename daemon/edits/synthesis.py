@@ -103,6 +103,8 @@ class Transformation:
     chain: str | None = None  # ` from err` added to a `raise` in a handler (reraise.py): at each unchained one
     named: decorators.Named | None = None  # a decorator line over the functions whose names it names (decorators.py)
     scope: str | None = None  # a rename of a local variable (scopes.py): the function it is proposed in, alone
+    module: bool = False  # a rename made outside each function where the name is a variable of its own (scopes.py):
+    # the module's name, not proposed in those functions' bodies
     alias: str | None = None  # `: TypeAlias` added after a module-level alias's name (aliases.py): at each unmarked one
     frame: int = 0  # a name dropped in a frame that stays (`super(Foo, self)` -> `super()`): the context tokens
     # nearest the core on the left that a place must have exactly
@@ -174,7 +176,9 @@ def learn(before: str, after: str, filename: str = "", at: tuple[int, int] | Non
         return replace(block, plain=_learned(before, after, p, s, new_tokens, filename))
     t = _learned(before, after, p, s, new_tokens, filename)
     if t is not None and t.rename and t.core and t.core[0] is not None:
-        return replace(t, scope=scopes.local_scope(after, p, (t.core[0], _joined(t.new)), filename))
+        scope = scopes.local_scope(after, p, (t.core[0], _joined(t.new)), filename)
+        module = scope is None and all(_outside(after, p, name, filename) for name in (t.core[0], _joined(t.new)))
+        return replace(t, scope=scope, module=module)
     if t is not None and not t.core and len(before) == p + s:
         chain = reraise.learned(after[p:len(after) - s], before, tokens_of(before, filename), p, filename)
         if chain is not None:
@@ -366,7 +370,8 @@ def generalised(first: Transformation, second: Transformation) -> Transformation
             and (first.rename or second.rename)):
         # a name renamed in code and in a string that spells it (a pytest fixture's `def pep695(` and its
         # `"pep695"`): the rename, which takes such strings too (two strings alone may be values: `"descriptor"`)
-        return replace(first if first.rename else second, once=False, scope=_scope(first, second))
+        return replace(first if first.rename else second, once=False, scope=_scope(first, second),
+                       module=first.module and second.module)
     if first.chain is not None and first.chain == second.chain:
         return replace(first, once=False)  # one chain: where it goes, the raise statements say (reraise.py)
     if first.named is not None and first.named == second.named and first.new == second.new:
@@ -400,13 +405,29 @@ def generalised(first: Transformation, second: Transformation) -> Transformation
     if new is None or _filled(new, second.core) != _joined(second.new) or (holes and first.rename):
         return None
     return replace(first, core=core, new=new, left=left, right=_shared(first.right, second.right), once=False,
-                   frame=frame, scope=_scope(first, second))
+                   frame=frame, scope=_scope(first, second), module=first.module and second.module)
 
 
 def _scope(first: Transformation, second: Transformation) -> str | None:
     """The function two examples of a rename were both made in; None when made in two (the user renames the name
     across functions)."""
     return first.scope if first.scope == second.scope else None
+
+
+def _outside(text: str, at: int, name: str, filename: str) -> bool:
+    """A rename made at offset `at` was made outside each function where `name` is a variable of its own
+    (scopes.shadowed): not in its body, not on its parameter (an annotation or a default is the module's)."""
+    for top, body, end in scopes.shadowed(text, name, filename):
+        if body <= at < end:
+            return False
+        if top <= at < body and _parameter(text, at):
+            return False
+    return True
+
+
+def _parameter(text: str, at: int) -> bool:
+    """The name at `at`, in a signature, is a parameter's (after `(`, `,` or `*`), not an annotation or a default."""
+    return text[max(0, at - 200):at].rstrip()[-1:] in ("(", ",", "*")
 
 
 def _spelled_name(t: Transformation) -> bool:
@@ -611,12 +632,18 @@ def sites(text: str, t: Transformation, filename: str = "", avoid: tuple[int, in
     if t.partner is not None:
         return [Site(a, b, new, 1.0) for a, b, new in brackets.places(tokens, t.partner)]
     scope = scopes.span(text, t.scope, filename) if t.scope is not None else None
+    # the module's name renamed: a function's own variable of that spelling is another
+    shadows = scopes.shadowed(text, t.core[0], filename) if t.module and t.core and t.core[0] is not None else ()
     # `-> None` -> `-> NoReturn`: not over a function that returns, which a type checker rejects
     returning = returns.returning(text, filename) if t.core == ("None",) and returns.never(_joined(t.new)) else None
     found: list[Site] = []
     for i in _anchors(tokens, t):
         if scope is not None and not (i < len(tokens) and scope[0] <= tokens[i].start < scope[1]):
             continue  # a local variable renamed: another function's name of that spelling is another variable
+        if i < len(tokens) and any(body <= tokens[i].start < end or (top <= tokens[i].start < body
+                                                                     and _parameter(text, tokens[i].start))
+                                   for top, body, end in shadows):
+            continue
         site = _at(text, tokens, t, i)
         if site is None or (avoid is not None and site.start < avoid[1] and avoid[0] < site.end):
             continue

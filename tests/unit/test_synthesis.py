@@ -243,6 +243,20 @@ def test_a_local_variable_renamed_stays_in_its_function_and_a_module_name_goes_e
     assert after.endswith("def h(module):\n        return module + module\n") and "return tree\n" in after
 
 
+def test_the_module_s_name_renamed_outside_a_function_that_binds_it_skips_that_function_s_body():
+    # `date` the class renamed `dt_date` in an annotation: `fromdate`'s parameter `date` is another variable, so its
+    # body keeps `date.year`; its annotation, `today`'s and the code that uses the class are renamed
+    before = ("from datetime import date\n\n\ndef first(x: date) -> date:\n    return x\n\n\n"
+              "def fromdate(cls, date: date, tz=None):\n    return cls(date.year, date.month)\n\n\n"
+              "def today() -> date:\n    return date.today()\n")
+    after = applied_everywhere(before, "x: date", "x: dt_date")
+    assert "def fromdate(cls, date: dt_date, tz=None):\n    return cls(date.year, date.month)\n" in after
+    assert "def today() -> dt_date:\n    return dt_date.today()\n" in after
+    # renamed on the parameter itself, it is that variable: its body goes with it
+    after = applied_everywhere(before, "cls, date:", "cls, day:")
+    assert "    return cls(day.year, day.month)\n" in after
+
+
 def test_a_local_variable_renamed_in_two_functions_is_renamed_in_every_function():
     text = SCOPED.replace("tree = load()\n", "") + "\ndef h(tree):\n    return tree\n"
     taken, places = made_twice(text, ("walk(tree)", "walk(module)"), ("return tree.root", "return module.root"))
