@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator, TypeVar
 
 from tabd.daemon.edits import blocks
 
@@ -24,6 +24,8 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _KEEP = 8  # parsed documents remembered (the learning and the walk ask about the same text)
 _Function = ast.FunctionDef | ast.AsyncFunctionDef
 _BREAK = re.compile(r"\r\n|\r|\n")
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 
 _parsed: dict[bytes, ast.Module | None] = {}
@@ -62,12 +64,7 @@ def span(text: str, name: str, filename: str) -> tuple[int, int] | None:
     `text`, its `def` line to its body's end; found once per text and name (each place the walk tries asks)."""
     if not blocks.python(filename):
         return None
-    key = (_digest(text), name)
-    if key not in _spans:
-        if len(_spans) >= _KEEP:
-            _spans.pop(next(iter(_spans)))
-        _spans[key] = _span(text, name, filename)
-    return _spans[key]
+    return _remembered(_spans, (_digest(text), name), lambda: _span(text, name, filename))
 
 
 def _span(text: str, name: str, filename: str) -> tuple[int, int] | None:
@@ -92,12 +89,7 @@ def shadowed(text: str, name: str, filename: str) -> tuple[tuple[int, int, int],
     name."""
     if not blocks.python(filename):
         return ()
-    key = (_digest(text), name)
-    if key not in _shadows:
-        if len(_shadows) >= _KEEP:
-            _shadows.pop(next(iter(_shadows)))
-        _shadows[key] = _shadowed(text, name, filename)
-    return _shadows[key]
+    return _remembered(_shadows, (_digest(text), name), lambda: _shadowed(text, name, filename))
 
 
 def _shadowed(text: str, name: str, filename: str) -> tuple[tuple[int, int, int], ...]:
@@ -139,6 +131,15 @@ def _tree(text: str, filename: str) -> ast.Module | None:
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             _parsed[key] = None  # a document mid-edit, null bytes, or nesting too deep to parse: no scope
     return _parsed[key]
+
+
+def _remembered(cache: dict[_K, _V], key: _K, compute: Callable[[], _V]) -> _V:
+    """cache[key], computed on the first ask; the last _KEEP kept."""
+    if key not in cache:
+        if len(cache) >= _KEEP:
+            cache.pop(next(iter(cache)))
+        cache[key] = compute()
+    return cache[key]
 
 
 def _digest(text: str) -> bytes:
