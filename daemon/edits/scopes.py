@@ -76,7 +76,7 @@ def _span(text: str, name: str, filename: str) -> tuple[int, int] | None:
     if not n.isdigit() or int(n) >= len(same):
         return None
     node = same[int(n)]
-    starts = [0] + [m.end() for m in _BREAK.finditer(text)]  # where each line starts, as the parser counts lines
+    starts = _line_starts(text)
     last = node.end_lineno or node.lineno
     return starts[node.lineno - 1], starts[last] if last < len(starts) else len(text)
 
@@ -96,7 +96,7 @@ def _shadowed(text: str, name: str, filename: str) -> tuple[tuple[int, int, int]
     tree = _tree(text, filename)
     if tree is None:
         return ()
-    starts = [0] + [m.end() for m in _BREAK.finditer(text)]  # where each line starts, as the parser counts lines
+    starts = _line_starts(text)
     out: list[tuple[int, int, int]] = []
     for _, function in _functions(tree.body, ""):
         own, declared = _locals(function)
@@ -140,6 +140,11 @@ def _remembered(cache: dict[_K, _V], key: _K, compute: Callable[[], _V]) -> _V:
             cache.pop(next(iter(cache)))
         cache[key] = compute()
     return cache[key]
+
+
+def _line_starts(text: str) -> list[int]:
+    """The offset each line starts at, as the parser counts lines (not at a form feed or a line separator)."""
+    return [0] + [m.end() for m in _BREAK.finditer(text)]
 
 
 def _digest(text: str) -> bytes:

@@ -416,18 +416,15 @@ def _scope(first: Transformation, second: Transformation) -> str | None:
 
 def _outside(text: str, at: int, name: str, filename: str) -> bool:
     """A rename made at offset `at` was made outside each function where `name` is a variable of its own
-    (scopes.shadowed): not in its body, not on its parameter (an annotation or a default is the module's)."""
-    for top, body, end in scopes.shadowed(text, name, filename):
-        if body <= at < end:
-            return False
-        if top <= at < body and _parameter(text, at):
-            return False
-    return True
+    (scopes.shadowed)."""
+    return not _own_variable(text, at, scopes.shadowed(text, name, filename))
 
 
-def _parameter(text: str, at: int) -> bool:
-    """The name at `at`, in a signature, is a parameter's (after `(`, `,` or `*`), not an annotation or a default."""
-    return text[max(0, at - 200):at].rstrip()[-1:] in ("(", ",", "*")
+def _own_variable(text: str, at: int, functions: Sequence[tuple[int, int, int]]) -> bool:
+    """The name at offset `at` is one of `functions`' own variable (scopes.shadowed's: `def`, body, end): in its
+    body, or its parameter in the signature (after `(`, `,` or `*`; an annotation or a default is the module's)."""
+    return any(body <= at < end or (top <= at < body and text[max(0, at - 200):at].rstrip()[-1:] in ("(", ",", "*"))
+               for top, body, end in functions)
 
 
 def _spelled_name(t: Transformation) -> bool:
@@ -640,9 +637,7 @@ def sites(text: str, t: Transformation, filename: str = "", avoid: tuple[int, in
     for i in _anchors(tokens, t):
         if scope is not None and not (i < len(tokens) and scope[0] <= tokens[i].start < scope[1]):
             continue  # a local variable renamed: another function's name of that spelling is another variable
-        if i < len(tokens) and any(body <= tokens[i].start < end or (top <= tokens[i].start < body
-                                                                     and _parameter(text, tokens[i].start))
-                                   for top, body, end in shadows):
+        if i < len(tokens) and _own_variable(text, tokens[i].start, shadows):
             continue
         site = _at(text, tokens, t, i)
         if site is None or (avoid is not None and site.start < avoid[1] and avoid[0] < site.end):
