@@ -15,6 +15,9 @@ site to site, `def f(x)` and `def g(x)`), and the first other token ends that si
   when its old tokens hold a word (the core itself picks the places), GENERIC for marks, keywords or an insertion;
 - never half a name (tokens, not characters), never in a string or comment unless the example was there, never where
   the new text already stands.
+A dotted name shortened (`node.default_value` -> `default_value`, `key.value` -> `key`; paths.py) is read on the
+whole old path, not the tokens typed: it applies wherever that path stands as a path of its own (not after a `.`),
+as a rename would, within the function where its first name is a variable of its own.
 Two examples of one change (the user made it twice) generalise it: the context keeps what both share, the core's
 names that differ become holes, so `new_func` -> `t.cast("F", new_func)` then `g` -> `t.cast("F", g)` applies to any
 name in that context. Two edits on one line, close in time, are read as one (`(f)` -> `(f: "F") -> "F"` typed as two
@@ -33,7 +36,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from tabd.daemon.edits import aliases, brackets, decorators, imports, joins, reraise, returns, scopes
+from tabd.daemon.edits import aliases, brackets, decorators, imports, joins, paths, reraise, returns, scopes
 from tabd.daemon.edits.history import Group
 from tabd.daemon.edits.tokens import Token, is_name, place, shared_ends, tokens_of, tokens_of_lines
 
@@ -105,6 +108,8 @@ class Transformation:
     scope: str | None = None  # a rename of a local variable (scopes.py): the function it is proposed in, alone
     module: bool = False  # a rename made outside each function where the name is a variable of its own (scopes.py):
     # the module's name, not proposed in those functions' bodies
+    path: bool = False  # a dotted name shortened (`node.default_value` -> `default_value`; paths.py): the core is the
+    # whole old path, wherever it stands as a path of its own, as a rename would go
     alias: str | None = None  # `: TypeAlias` added after a module-level alias's name (aliases.py): at each unmarked one
     frame: int = 0  # a name dropped in a frame that stays (`super(Foo, self)` -> `super()`): the context tokens
     # nearest the core on the left that a place must have exactly
@@ -179,6 +184,10 @@ def learn(before: str, after: str, filename: str = "", at: tuple[int, int] | Non
         scope = scopes.local_scope(after, p, (t.core[0], _joined(t.new)), filename)
         module = scope is None and all(_outside(after, p, name, filename) for name in (t.core[0], _joined(t.new)))
         return replace(t, scope=scope, module=module)
+    if t is not None and t.where == "code":
+        shortened = _shortened(before, after, p, s, filename)
+        if shortened is not None:
+            return shortened
     if t is not None and not t.core and len(before) == p + s:
         chain = reraise.learned(after[p:len(after) - s], before, tokens_of(before, filename), p, filename)
         if chain is not None:
@@ -187,6 +196,23 @@ def learn(before: str, after: str, filename: str = "", at: tuple[int, int] | Non
         if alias is not None:
             return replace(t, alias=alias)
     return t
+
+
+def _shortened(before: str, after: str, p: int, s: int, filename: str) -> Transformation | None:
+    """The change read as a dotted name shortened (paths.py), as a transformation on the whole old path: proposed
+    wherever that path stands, in the function where its first name is a variable of its own when it is one (`node`,
+    a parameter: another function's `node` is another object)."""
+    found = paths.learned(before, after, p, len(before) - s, len(after) - s)
+    if found is None:
+        return None
+    old, new, at = found
+    core = tuple(t.text for t in tokens_of_lines(old, filename) if t.kind != "nl")
+    if "".join(core) != old:
+        return None
+    root = core[0]
+    scope = None if root in ("self", "cls") else scopes.local_scope(before, at, (root,), filename)
+    return Transformation(core, (new,), (), (), "code", old_text=old, places=("code",) * len(core), worded=True,
+                          path=True, scope=scope)
 
 
 def _learned(before: str, after: str, p: int, s: int, new_tokens: Sequence[Token],
@@ -447,7 +473,7 @@ def holed(t: Transformation) -> Transformation | None:
     """A change made once with the names it carries over read as holes (`Optional[Foo]` -> `Foo | None`: any name in
     there), gated as any change made once (a word that stays picks the places; with none, the context on both
     sides); None when it carries no name."""
-    if t.rename or t.lines is not None or t.chain is not None or t.alias is not None or not t.core:
+    if t.rename or t.path or t.lines is not None or t.chain is not None or t.alias is not None or not t.core:
         return None
     names = [i for i, w in enumerate(t.core) if w is not None and is_name(w) and w not in _BUILTIN]
     new = _template(t, names) if names else None
@@ -876,6 +902,8 @@ def _score(tokens: Sequence[Token], t: Transformation, i: int, n: int) -> float 
     """The share of the context matched at a core spanning tokens i..i+n, or None where the gate refuses it."""
     if t.affix:
         return 1.0 if _affix(tokens, tokens[i]) else None
+    if t.path:
+        return None if i > 0 and tokens[i - 1].text == "." and tokens[i - 1].end == tokens[i].start else 1.0
     if t.rename:
         before = tokens[i - 1] if i > 0 else None
         attribute = before is not None and before.text == "." and before.end == tokens[i].start

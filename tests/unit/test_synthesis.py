@@ -257,6 +257,26 @@ def test_the_module_s_name_renamed_outside_a_function_that_binds_it_skips_that_f
     assert "    return cls(day.year, day.month)\n" in after
 
 
+def test_an_attribute_access_shortened_at_one_place_is_shortened_wherever_that_path_stands():
+    # a local now holds `node.default_value`: the user drops `node.` at one use, and the other use in that function
+    # follows; `other.node.default_value` (another object's), `g`'s `node` (another variable) and a string stay
+    before = ("def f(node):\n    default_value = getattr(node, 'default_value', None)\n"
+              "    if node.default_value:\n        children.extend(['=', node.default_value])\n"
+              "    other.node.default_value\n    log('node.default_value')\n\n\n"
+              "def g(node):\n    return node.default_value\n")
+    after = applied_everywhere(before, "if node.default_value", "if default_value")
+    assert "        children.extend(['=', default_value])\n" in after
+    assert "    other.node.default_value\n    log('node.default_value')\n" in after
+    assert "def g(node):\n    return node.default_value\n" in after
+    # the parts both keep at the end are not the change: `node.func.value` -> `node.value` is `node.func` -> `node`
+    before = "if (\n    isinstance(node.func.value, ast.Name) and\n    node.func.attr == 'open'\n):\n    pass\n"
+    after = applied_everywhere(before, "node.func.value", "node.value")
+    assert "    node.attr == 'open'\n" in after
+    # a path that gains a part, or becomes another name, is no shortening: the same text elsewhere stays
+    before = "a = key.value\nb = key.value\n"
+    assert applied_everywhere(before, "a = key.value", "a = key.value.z") == "a = key.value.z\nb = key.value\n"
+
+
 def test_a_local_variable_renamed_in_two_functions_is_renamed_in_every_function():
     text = SCOPED.replace("tree = load()\n", "") + "\ndef h(tree):\n    return tree\n"
     taken, places = made_twice(text, ("walk(tree)", "walk(module)"), ("return tree.root", "return module.root"))
