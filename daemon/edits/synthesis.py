@@ -18,6 +18,8 @@ site to site, `def f(x)` and `def g(x)`), and the first other token ends that si
 A dotted name shortened (`node.default_value` -> `default_value`, `key.value` -> `key`; paths.py) is read on the
 whole old path, not the tokens typed: it applies wherever that path stands as a path of its own (not after a `.`),
 as a rename would, within the function where its first name is a variable of its own.
+A version or a year changed (`23.3` -> `23.4`, `2025` -> `2026`; versions.py) goes to that number wherever it stands
+whole, in code, strings and comments, and as the head of a longer version (`23.3.0`).
 Two examples of one change (the user made it twice) generalise it: the context keeps what both share, the core's
 names that differ become holes, so `new_func` -> `t.cast("F", new_func)` then `g` -> `t.cast("F", g)` applies to any
 name in that context. Two edits on one line, close in time, are read as one (`(f)` -> `(f: "F") -> "F"` typed as two
@@ -36,7 +38,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from tabd.daemon.edits import aliases, brackets, decorators, imports, joins, paths, reraise, returns, scopes
+from tabd.daemon.edits import (aliases, brackets, decorators, imports, joins, paths, reraise, returns, scopes,
+                               versions)
 from tabd.daemon.edits.history import Group
 from tabd.daemon.edits.tokens import Token, is_name, place, shared_ends, tokens_of, tokens_of_lines
 
@@ -110,6 +113,8 @@ class Transformation:
     # the module's name, not proposed in those functions' bodies
     path: bool = False  # a dotted name shortened (`node.default_value` -> `default_value`; paths.py): the core is the
     # whole old path, wherever it stands as a path of its own, as a rename would go
+    version: bool = False  # a version or a year changed (`23.3` -> `23.4`; versions.py): the core is the old number,
+    # wherever it stands whole, in code, a string or a comment
     alias: str | None = None  # `: TypeAlias` added after a module-level alias's name (aliases.py): at each unmarked one
     frame: int = 0  # a name dropped in a frame that stays (`super(Foo, self)` -> `super()`): the context tokens
     # nearest the core on the left that a place must have exactly
@@ -188,6 +193,11 @@ def learn(before: str, after: str, filename: str = "", at: tuple[int, int] | Non
         shortened = _shortened(before, after, p, s, filename)
         if shortened is not None:
             return shortened
+    if t is not None:
+        number = versions.learned(before, after, p, len(before) - s, len(after) - s)
+        if number is not None:
+            return Transformation((number[0],), (number[1],), (), (), t.where, old_text=number[0], worded=True,
+                                  version=True)
     if t is not None and not t.core and len(before) == p + s:
         chain = reraise.learned(after[p:len(after) - s], before, tokens_of(before, filename), p, filename)
         if chain is not None:
@@ -398,6 +408,8 @@ def generalised(first: Transformation, second: Transformation) -> Transformation
         # `"pep695"`): the rename, which takes such strings too (two strings alone may be values: `"descriptor"`)
         return replace(first if first.rename else second, once=False, scope=_scope(first, second),
                        module=first.module and second.module)
+    if first.version or second.version:  # one number: where it goes, the number says (versions.py)
+        return replace(first, once=False) if (first.core, first.new) == (second.core, second.new) else None
     if first.chain is not None and first.chain == second.chain:
         return replace(first, once=False)  # one chain: where it goes, the raise statements say (reraise.py)
     if first.named is not None and first.named == second.named and first.new == second.new:
@@ -473,7 +485,7 @@ def holed(t: Transformation) -> Transformation | None:
     """A change made once with the names it carries over read as holes (`Optional[Foo]` -> `Foo | None`: any name in
     there), gated as any change made once (a word that stays picks the places; with none, the context on both
     sides); None when it carries no name."""
-    if t.rename or t.path or t.lines is not None or t.chain is not None or t.alias is not None or not t.core:
+    if t.rename or t.path or t.version or t.lines is not None or t.chain is not None or t.alias is not None or not t.core:
         return None
     names = [i for i, w in enumerate(t.core) if w is not None and is_name(w) and w not in _BUILTIN]
     new = _template(t, names) if names else None
@@ -643,6 +655,9 @@ def sites(text: str, t: Transformation, filename: str = "", avoid: tuple[int, in
         return _line_sites(text, tokens, t, t.lines, avoid)
     if t.column is not None:
         return _column_sites(text, tokens, t, t.column, avoid)
+    if t.version:
+        return [Site(at, at + len(t.old_text), _joined(t.new), 1.0) for at in versions.places(text, t.old_text)
+                if avoid is None or not avoid[0] <= at <= avoid[1]]
     if t.chain is not None:
         return [Site(at, at, new, 1.0) for at, new in reraise.places(text, tokens, t.chain)
                 if avoid is None or not avoid[0] <= at <= avoid[1]]

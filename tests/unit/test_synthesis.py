@@ -277,6 +277,20 @@ def test_an_attribute_access_shortened_at_one_place_is_shortened_wherever_that_p
     assert applied_everywhere(before, "a = key.value", "a = key.value.z") == "a = key.value.z\nb = key.value\n"
 
 
+def test_a_version_or_a_year_changed_at_one_place_is_changed_wherever_that_number_stands_whole():
+    # Sphinx's conf.py: `version` bumped, then `release` (the same number with a patch part) is due; a year in a
+    # comment, then the same year in an f-string; numbers that only contain it stay
+    before = ("# Copyright 2009-2025 J. Doe\nversion = u'23.3'\nrelease = u'23.3.0'\n"
+              "x = 123.35 + 23.31 + 1.23.3\ncopyright = f'2009-2025 {author}'\n")
+    after = applied_everywhere(before, "u'23.3'", "u'23.4'")
+    assert "release = u'23.4.0'\n" in after and "x = 123.35 + 23.31 + 1.23.3\n" in after
+    after = applied_everywhere(before, "2009-2025 J.", "2009-2026 J.")
+    assert "copyright = f'2009-2026 {author}'\n" in after and "version = u'23.3'\n" in after
+    # another number means another thing at each place: `5` -> `6` is not made wherever a 5 stands
+    before = "if len(v) < 5:\n    v.extend([None] * (5 - len(v)))\n"
+    assert applied_everywhere(before, "< 5", "< 6") == before.replace("< 5", "< 6")
+
+
 def test_a_local_variable_renamed_in_two_functions_is_renamed_in_every_function():
     text = SCOPED.replace("tree = load()\n", "") + "\ndef h(tree):\n    return tree\n"
     taken, places = made_twice(text, ("walk(tree)", "walk(module)"), ("return tree.root", "return module.root"))
