@@ -20,6 +20,7 @@ whole old path, not the tokens typed: it applies wherever that path stands as a 
 as a rename would, within the function where its first name is a variable of its own.
 A version or a year changed (`23.3` -> `23.4`, `2025` -> `2026`; versions.py) goes to that number wherever it stands
 whole, in code, strings and comments, and as the head of a longer version (`23.3.0`).
+A local import deleted once the module's top imports the same (hoists.py) goes from every body that still has it.
 Two examples of one change (the user made it twice) generalise it: the context keeps what both share, the core's
 names that differ become holes, so `new_func` -> `t.cast("F", new_func)` then `g` -> `t.cast("F", g)` applies to any
 name in that context. Two edits on one line, close in time, are read as one (`(f)` -> `(f: "F") -> "F"` typed as two
@@ -38,8 +39,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from tabd.daemon.edits import (aliases, brackets, decorators, imports, joins, paths, reraise, returns, scopes,
-                               versions)
+from tabd.daemon.edits import (aliases, brackets, decorators, hoists, imports, joins, paths, reraise, returns,
+                               scopes, versions)
 from tabd.daemon.edits.history import Group
 from tabd.daemon.edits.tokens import Token, is_name, place, shared_ends, tokens_of, tokens_of_lines
 
@@ -115,6 +116,8 @@ class Transformation:
     # whole old path, wherever it stands as a path of its own, as a rename would go
     version: bool = False  # a version or a year changed (`23.3` -> `23.4`; versions.py): the core is the old number,
     # wherever it stands whole, in code, a string or a comment
+    hoisted: str | None = None  # a local import deleted once the module's top has it (hoists.py): that statement,
+    # deleted wherever it stands indented
     alias: str | None = None  # `: TypeAlias` added after a module-level alias's name (aliases.py): at each unmarked one
     frame: int = 0  # a name dropped in a frame that stays (`super(Foo, self)` -> `super()`): the context tokens
     # nearest the core on the left that a place must have exactly
@@ -180,6 +183,9 @@ def learn(before: str, after: str, filename: str = "", at: tuple[int, int] | Non
         if before[:start] == after[:start] and before[len(before) - tail:] == after[at[1]:]:  # they agree outside
             inner_p, inner_s = shared_ends(before[start:len(before) - tail], after[start:at[1]])
             p, s = start + inner_p, tail + inner_s
+    statement = hoists.learned(before, after, p, len(before) - s, len(after) - s, filename)
+    if statement is not None:
+        return Transformation((statement,), (), (), (), "code", old_text=statement, worded=True, hoisted=statement)
     new_tokens = tokens_of(after, filename)
     block = _block(before, after, p, s, new_tokens, filename)
     if block is not None:
@@ -408,6 +414,8 @@ def generalised(first: Transformation, second: Transformation) -> Transformation
         # `"pep695"`): the rename, which takes such strings too (two strings alone may be values: `"descriptor"`)
         return replace(first if first.rename else second, once=False, scope=_scope(first, second),
                        module=first.module and second.module)
+    if first.hoisted or second.hoisted:  # one import: where it goes, the statement says (hoists.py)
+        return replace(first, once=False) if first.hoisted == second.hoisted else None
     if first.version or second.version:  # one number: where it goes, the number says (versions.py)
         return replace(first, once=False) if (first.core, first.new) == (second.core, second.new) else None
     if first.chain is not None and first.chain == second.chain:
@@ -485,7 +493,7 @@ def holed(t: Transformation) -> Transformation | None:
     """A change made once with the names it carries over read as holes (`Optional[Foo]` -> `Foo | None`: any name in
     there), gated as any change made once (a word that stays picks the places; with none, the context on both
     sides); None when it carries no name."""
-    if t.rename or t.path or t.version or t.lines is not None or t.chain is not None or t.alias is not None or not t.core:
+    if t.rename or t.path or t.version or t.hoisted or t.lines is not None or t.chain is not None or t.alias is not None or not t.core:
         return None
     names = [i for i, w in enumerate(t.core) if w is not None and is_name(w) and w not in _BUILTIN]
     new = _template(t, names) if names else None
@@ -655,6 +663,8 @@ def sites(text: str, t: Transformation, filename: str = "", avoid: tuple[int, in
         return _line_sites(text, tokens, t, t.lines, avoid)
     if t.column is not None:
         return _column_sites(text, tokens, t, t.column, avoid)
+    if t.hoisted is not None:
+        return [Site(a, b, "", 1.0) for a, b in hoists.places(text, t.hoisted) if avoid is None or not a <= avoid[0] <= b]
     if t.version:
         return [Site(at, at + len(t.old_text), _joined(t.new), 1.0) for at in versions.places(text, t.old_text)
                 if avoid is None or not avoid[0] <= at <= avoid[1]]

@@ -291,6 +291,20 @@ def test_a_version_or_a_year_changed_at_one_place_is_changed_wherever_that_numbe
     assert applied_everywhere(before, "< 5", "< 6") == before.replace("< 5", "< 6")
 
 
+def test_a_local_import_deleted_once_the_module_imports_it_at_the_top_goes_from_every_body():
+    # `import warnings` moved to the top: deleted from setUp, it is due in tearDown; `import warningsx` and the top
+    # line stay
+    before = ("import os\nimport warnings\n\n\nclass T:\n    def setUp(self):\n        import warnings\n"
+              "        warnings.simplefilter('x')\n\n    def tearDown(self):\n        import warnings\n        x = 1\n\n"
+              "    def other(self):\n        import warningsx\n")
+    after = applied_everywhere(before, "        import warnings\n        warnings", "        warnings")
+    assert after == before.replace("        import warnings\n", "")
+    # with no such import at the top, deleting a local import says nothing about the others
+    before = before.replace("import warnings\n\n\nclass", "\n\nclass")
+    after = applied_everywhere(before, "        import warnings\n        warnings", "        warnings")
+    assert after.count("        import warnings\n") == 1
+
+
 def test_a_local_variable_renamed_in_two_functions_is_renamed_in_every_function():
     text = SCOPED.replace("tree = load()\n", "") + "\ndef h(tree):\n    return tree\n"
     taken, places = made_twice(text, ("walk(tree)", "walk(module)"), ("return tree.root", "return module.root"))
