@@ -15,7 +15,7 @@ import re
 from tabd.daemon.edits import blocks
 
 _IMPORT = re.compile(r"(?:import [\w.]+(?: as \w+)?(?:, [\w.]+(?: as \w+)?)*"
-                     r"|from \.*[\w.]* import [\w]+(?: as \w+)?(?:, \w+(?: as \w+)?)*)")
+                     r"|from \.*[\w.]* import \w+(?: as \w+)?(?:, \w+(?: as \w+)?)*)")
 
 
 def learned(before: str, after: str, start: int, old_end: int, new_end: int, filename: str) -> str | None:

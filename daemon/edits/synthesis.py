@@ -195,11 +195,10 @@ def learn(before: str, after: str, filename: str = "", at: tuple[int, int] | Non
         scope = scopes.local_scope(after, p, (t.core[0], _joined(t.new)), filename)
         module = scope is None and all(_outside(after, p, name, filename) for name in (t.core[0], _joined(t.new)))
         return replace(t, scope=scope, module=module)
-    if t is not None and t.where == "code":
-        shortened = _shortened(before, after, p, s, filename)
+    if t is not None:
+        shortened = _shortened(before, after, p, s, filename) if t.where == "code" else None
         if shortened is not None:
             return shortened
-    if t is not None:
         number = versions.learned(before, after, p, len(before) - s, len(after) - s)
         if number is not None:
             return Transformation((number[0],), (number[1],), (), (), t.where, old_text=number[0], worded=True,
@@ -414,10 +413,11 @@ def generalised(first: Transformation, second: Transformation) -> Transformation
         # `"pep695"`): the rename, which takes such strings too (two strings alone may be values: `"descriptor"`)
         return replace(first if first.rename else second, once=False, scope=_scope(first, second),
                        module=first.module and second.module)
-    if first.hoisted or second.hoisted:  # one import: where it goes, the statement says (hoists.py)
-        return replace(first, once=False) if first.hoisted == second.hoisted else None
-    if first.version or second.version:  # one number: where it goes, the number says (versions.py)
-        return replace(first, once=False) if (first.core, first.new) == (second.core, second.new) else None
+    if first.hoisted or second.hoisted or first.version or second.version:
+        # one import, one number: where it goes, the statement or the number says (hoists.py, versions.py)
+        same = (first.core, first.new, first.hoisted, first.version) == (second.core, second.new, second.hoisted,
+                                                                         second.version)
+        return replace(first, once=False) if same else None
     if first.chain is not None and first.chain == second.chain:
         return replace(first, once=False)  # one chain: where it goes, the raise statements say (reraise.py)
     if first.named is not None and first.named == second.named and first.new == second.new:
@@ -493,7 +493,8 @@ def holed(t: Transformation) -> Transformation | None:
     """A change made once with the names it carries over read as holes (`Optional[Foo]` -> `Foo | None`: any name in
     there), gated as any change made once (a word that stays picks the places; with none, the context on both
     sides); None when it carries no name."""
-    if t.rename or t.path or t.version or t.hoisted or t.lines is not None or t.chain is not None or t.alias is not None or not t.core:
+    if (t.rename or t.path or t.version or t.hoisted or t.lines is not None or t.chain is not None
+            or t.alias is not None or not t.core):
         return None
     names = [i for i, w in enumerate(t.core) if w is not None and is_name(w) and w not in _BUILTIN]
     new = _template(t, names) if names else None
@@ -664,7 +665,8 @@ def sites(text: str, t: Transformation, filename: str = "", avoid: tuple[int, in
     if t.column is not None:
         return _column_sites(text, tokens, t, t.column, avoid)
     if t.hoisted is not None:
-        return [Site(a, b, "", 1.0) for a, b in hoists.places(text, t.hoisted) if avoid is None or not a <= avoid[0] <= b]
+        return [Site(a, b, "", 1.0) for a, b in hoists.places(text, t.hoisted)
+                if avoid is None or not a <= avoid[0] <= b]
     if t.version:
         return [Site(at, at + len(t.old_text), _joined(t.new), 1.0) for at in versions.places(text, t.old_text)
                 if avoid is None or not avoid[0] <= at <= avoid[1]]

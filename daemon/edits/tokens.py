@@ -17,7 +17,7 @@ import bisect
 import hashlib
 import re
 from functools import lru_cache
-from typing import Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 from cachetools import LRUCache
 
@@ -118,6 +118,23 @@ def _one_nl(*parts: tuple[Token, ...]) -> tuple[Token, ...]:
             part = part[1:]
         out.extend(part)
     return tuple(out)
+
+
+def spread(before: str, after: str, start: int, old_end: int, new_end: int,
+           inside: Callable[[str, int], bool]) -> tuple[int, str, str] | None:
+    """The change of before[start:old_end] into after[start:new_end] widened over the characters around it that
+    `inside(text, i)` admits (a dotted name's, a number's): (where it starts, the old run, the new run); None when the
+    runs around it differ in the two texts."""
+    a, b_old, b_new = start, old_end, new_end
+    while a > 0 and inside(before, a - 1):
+        a -= 1
+    while b_old < len(before) and inside(before, b_old):
+        b_old += 1
+    while b_new < len(after) and inside(after, b_new):
+        b_new += 1
+    if b_old - old_end != b_new - new_end or before[a:start] != after[a:start]:
+        return None
+    return a, before[a:b_old], after[a:b_new]
 
 
 def shared_ends(a: str, b: str) -> tuple[int, int]:

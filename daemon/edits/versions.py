@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 
+from tabd.daemon.edits.tokens import spread
+
 _VERSION = re.compile(r"\d+(?:\.\d+)+")
 _YEAR = re.compile(r"(?:19|20)\d\d")
 
@@ -20,13 +22,10 @@ _YEAR = re.compile(r"(?:19|20)\d\d")
 def learned(before: str, after: str, start: int, old_end: int, new_end: int) -> tuple[str, str] | None:
     """(the old number, the new one) when the change of before[start:old_end] into after[start:new_end] changes a
     version or a year into another of the same kind; else None."""
-    a = _back(before, start)
-    b_old, b_new = _ahead(before, old_end), _ahead(after, new_end)
-    if b_old - old_end != b_new - new_end or before[a:start] != after[a:start]:
+    run = spread(before, after, start, old_end, new_end, _in_number)
+    if run is None or run[1] == run[2]:
         return None
-    old, new = before[a:b_old], after[a:b_new]
-    if old == new:
-        return None
+    _, old, new = run
     for kind in (_VERSION, _YEAR):
         if kind.fullmatch(old) and kind.fullmatch(new):
             return old, new
@@ -38,13 +37,6 @@ def places(text: str, old: str) -> list[int]:
     return [m.start() for m in re.finditer(r"(?<![\d.])" + re.escape(old) + r"(?!\d)", text)]
 
 
-def _back(text: str, at: int) -> int:
-    while at > 0 and (text[at - 1].isdigit() or (text[at - 1] == "." and at > 1 and text[at - 2].isdigit())):
-        at -= 1
-    return at
-
-
-def _ahead(text: str, at: int) -> int:
-    while at < len(text) and (text[at].isdigit() or (text[at] == "." and text[at + 1:at + 2].isdigit())):
-        at += 1
-    return at
+def _in_number(text: str, i: int) -> bool:
+    """A digit, or a dot between two digits."""
+    return text[i].isdigit() or (text[i] == "." and i > 0 and text[i - 1].isdigit() and text[i + 1:i + 2].isdigit())
